@@ -1,0 +1,6 @@
+"""PTX module model, parser and mechanical retarget."""
+
+from porter.ptx.model import Directive, Entry, Instruction, Param, PtxModule
+from porter.ptx.parser import parse_ptx
+
+__all__ = ["Directive", "Entry", "Instruction", "Param", "PtxModule", "parse_ptx"]
