@@ -1,0 +1,797 @@
+"""The hot-loop spec (``porter.toml``): how a kernel is called and what it computes.
+
+:func:`load_spec` reads and checks a spec completely before anything runs: every key, every
+expression's symbols, and every size-dependent value (shapes, launch, scalars, fills, tolerances,
+costs) evaluated for the default sizes and for each sweep entry. A spec that loads is one the
+verifier can run; each error names the file and the key path (``porter.toml: params[2].shape[1]:
+unknown size symbol 'ldb'``), and errors found under a sweep entry name it (``sweep[1]: ...``).
+The format is described in docs/spec.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import keyword
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from porter.dtypes import DType, parse_dtype
+from porter.errors import InputError
+from porter.expr import Expr, Number, check_symbols, evaluate, free_symbols, resolve_sizes
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from porter.ptx.model import Entry
+
+KINDS = ("buffer", "scalar", "scratch")
+ROLES = ("in", "out", "inout")
+FILLS = ("uniform", "normal", "randint")
+
+POINTER_BYTES = 8  # buffers and scratch are passed as .u64 pointers
+REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
+NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
+
+# CUDA launch limits common to every generation porter targets (sm_80 and later)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_SHARED = 227 * 1024  # largest opt-in dynamic shared memory per block (sm_90, sm_100)
+MAX_CLUSTER = 16  # non-portable cluster size limit
+
+_TOP_KEYS = (
+    "kernel",
+    "sizes",
+    "sweep",
+    "params",
+    "launch",
+    "reference",
+    "tolerance",
+    "cost",
+    "baseline",
+    "profile",
+)
+_PARAM_KEYS = {
+    "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
+    "scalar": ("name", "kind", "dtype", "value"),
+    "scratch": ("name", "kind", "bytes"),
+}
+_CONSTANT_FILLS = frozenset({"zeros", "zero", "ones", "one", "full", "constant", "const", "fill", "empty"})
+_FILL_USAGE = "uniform(lo, hi), normal(mean, std) or randint(lo, hi)"
+
+
+@dataclass(frozen=True)
+class FillSpec:
+    """How an input buffer is filled: ``uniform(a, b)``, ``normal(a=mean, b=std)`` or ``randint(a, b)``.
+
+    ``randint`` draws integers in ``[a, b)``, like numpy. ``a`` and ``b`` may be expressions over
+    the size symbols (``randint(0, N)`` for an index buffer).
+    """
+
+    kind: str
+    a: Expr
+    b: Expr
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.a}, {self.b})"
+
+
+def default_fill(dtype: DType) -> FillSpec:
+    """uniform(-1, 1) for floats, randint(-8, 8) for signed and randint(0, 16) for unsigned integers."""
+    if dtype.is_float:
+        return FillSpec("uniform", -1, 1)
+    return FillSpec("randint", -8, 8) if dtype.kind == "int" else FillSpec("randint", 0, 16)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One kernel parameter, in the entry's order.
+
+    A buffer has ``dtype``, ``shape`` (row-major, elements), ``role`` and, unless it is an ``out``
+    buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and ``value``.
+    Scratch has ``bytes`` (0: a null pointer).
+    """
+
+    name: str
+    kind: str  # "buffer" | "scalar" | "scratch"
+    dtype: DType | None = None
+    shape: tuple[Expr, ...] = ()
+    role: str = "in"  # "in" | "out" | "inout"; scalars and scratch are "in"
+    fill: FillSpec | None = None
+    value: Expr | None = None
+    bytes: Expr | None = None
+
+    @property
+    def is_output(self) -> bool:
+        return self.kind == "buffer" and self.role in ("out", "inout")
+
+    @property
+    def is_input(self) -> bool:
+        return self.kind == "buffer" and self.role in ("in", "inout")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Launch configuration as expressions; each of grid, block and cluster has exactly 3 entries."""
+
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    shared: Expr = 0
+    cluster: tuple[Expr, Expr, Expr] | None = None
+
+
+class LaunchDims(NamedTuple):
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    cluster: tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class CallableRef:
+    """``FILE.py:FUNCTION``, the file resolved against the spec's folder. Imported only when called."""
+
+    path: Path
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.path.name}:{self.function}"
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    """Where expected outputs come from: a Python callable, the source kernel, or recorded goldens."""
+
+    kind: str  # "python" | "source" | "golden"
+    target: str  # the text as written in the spec
+    callable: CallableRef | None = None  # set for kind "python"
+    path: Path | None = None  # resolved against the spec's folder, for "source" and "golden"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction`` both grow by sqrt(reduction / 128)."""
+
+    atol: float
+    rtol: float
+    reduction: str | None = None
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    flops: Expr | None = None
+    bytes: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A checked spec. Methods that evaluate at given sizes take ``context`` (e.g. ``"sweep[1]"``),
+    which their error messages carry after the file name."""
+
+    entry: str
+    description: str
+    sizes: dict[str, int | str]  # the default size set, as written
+    sweep: tuple[dict[str, int | str], ...]  # overrides of the defaults, one per size set
+    params: tuple[ParamSpec, ...]
+    launch: LaunchSpec
+    reference: ReferenceSpec | None
+    tolerances: dict[str, Tolerance]  # every output, dtype defaults filled in
+    cost: CostSpec | None
+    baseline: CallableRef | None
+    profile: dict[str, Any]
+    base_dir: Path
+    source: str  # the spec's file name, for messages
+
+    # --- size sets -------------------------------------------------------------------------
+
+    def default_sizes(self) -> dict[str, int]:
+        return resolve_sizes(self.sizes, {}, where=f"{self.source}: sizes")
+
+    def size_sets(self) -> list[dict[str, int]]:
+        """The equivalence sweep's size sets, resolved; just the defaults when there is no sweep."""
+        return [sizes for _, sizes in self._labelled_size_sets()]
+
+    def _labelled_size_sets(self) -> list[tuple[str, dict[str, int]]]:
+        if not self.sweep:
+            return [("", self.default_sizes())]
+        return [
+            (f"sweep[{i}]", resolve_sizes(self.sizes, over, where=f"{self.source}: sweep[{i}]"))
+            for i, over in enumerate(self.sweep)
+        ]
+
+    # --- params ------------------------------------------------------------------------------
+
+    def param(self, name: str) -> ParamSpec:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def outputs(self) -> tuple[ParamSpec, ...]:
+        """Buffers the kernel writes (role out or inout), in param order."""
+        return tuple(p for p in self.params if p.is_output)
+
+    @property
+    def inputs(self) -> tuple[ParamSpec, ...]:
+        """Buffers porter fills before a launch (role in or inout), in param order."""
+        return tuple(p for p in self.params if p.is_input)
+
+    def param_signature(self) -> list[tuple[str, str, DType | None]]:
+        """``(name, kind, dtype)`` per param, in order; scratch has no dtype."""
+        return [(p.name, p.kind, p.dtype) for p in self.params]
+
+    def _prefix(self, context: str) -> str:
+        return f"{self.source}: {context}: " if context else f"{self.source}: "
+
+    def _key(self, param: ParamSpec) -> str:
+        return f"params[{self.params.index(param)}]"
+
+    def _resolve(self, param: str | ParamSpec) -> ParamSpec:
+        return self.param(param) if isinstance(param, str) else param
+
+    def shape(
+        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = ""
+    ) -> tuple[int, ...]:
+        """A buffer's shape in elements. ``context`` (e.g. ``"sweep[1]"``) is added to error messages."""
+        p = self._resolve(param)
+        where = self._prefix(context) + self._key(p)
+        return tuple(_integer(e, sizes, f"{where}.shape[{j}]", least=1) for j, e in enumerate(p.shape))
+
+    def buffer_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
+        p = self._resolve(param)
+        assert p.dtype is not None
+        return math.prod(self.shape(p, sizes, context=context)) * p.dtype.itemsize
+
+    def scalar_value(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> Number:
+        """A scalar's value: an int inside the integer dtype's range, or a finite float."""
+        p = self._resolve(param)
+        assert p.dtype is not None and p.value is not None
+        where = f"{self._prefix(context)}{self._key(p)}.value"
+        value = evaluate(p.value, sizes, where=where)
+        lo, hi = p.dtype.value_range
+        if not p.dtype.is_float and not isinstance(value, int):
+            raise InputError(f"{where}: an {p.dtype} scalar needs an integer (got {value!r})")
+        if not lo <= value <= hi:
+            raise InputError(f"{where}: {value} does not fit in {p.dtype} ({lo} to {hi})")
+        return float(value) if p.dtype.is_float else value
+
+    def scratch_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
+        p = self._resolve(param)
+        assert p.bytes is not None
+        return _integer(p.bytes, sizes, f"{self._prefix(context)}{self._key(p)}.bytes", least=0)
+
+    def fill_bounds(
+        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = ""
+    ) -> tuple[Number, Number]:
+        """The evaluated ``(a, b)`` of an input's fill, checked against the dtype's range."""
+        p = self._resolve(param)
+        assert p.fill is not None and p.dtype is not None
+        where = f"{self._prefix(context)}{self._key(p)}.fill"
+        fill, dtype = p.fill, p.dtype
+        a, b = (evaluate(e, sizes, where=where) for e in (fill.a, fill.b))
+        lo, hi = dtype.value_range
+        if fill.kind == "randint":
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise InputError(f"{where}: randint needs integer bounds (got {a!r}, {b!r})")
+            if b - a < 2:
+                raise InputError(f"{where}: randint({a}, {b}) draws from {a} to {b - 1}: it needs b >= a + 2")
+            if a < lo or b - 1 > hi:
+                raise InputError(f"{where}: randint({a}, {b}) does not fit in {dtype} ({lo} to {hi})")
+        elif fill.kind == "uniform":
+            if not a < b:
+                raise InputError(f"{where}: uniform({a}, {b}) needs a < b")
+            if a < lo or b > hi:
+                raise InputError(f"{where}: uniform({a}, {b}) does not fit in {dtype} ({lo} to {hi})")
+        else:
+            if not b > 0:
+                raise InputError(f"{where}: normal({a}, {b}) needs a positive standard deviation")
+            if abs(a) + NORMAL_SPREAD * b > hi:
+                raise InputError(f"{where}: normal({a}, {b}) overflows {dtype} (largest finite value {hi})")
+        return a, b
+
+    # --- launch, tolerance, cost ------------------------------------------------------------
+
+    def launch_dims(self, sizes: Mapping[str, int], *, context: str = "") -> LaunchDims:
+        """Grid, block, dynamic shared bytes and cluster, checked against CUDA's limits."""
+        where = self._prefix(context) + "launch"
+        launch = self.launch
+        grid = _dims3(launch.grid, sizes, f"{where}.grid", MAX_GRID)
+        block = _dims3(launch.block, sizes, f"{where}.block", MAX_BLOCK)
+        if math.prod(block) > MAX_THREADS:
+            raise InputError(f"{where}.block: {math.prod(block)} threads in a block (at most {MAX_THREADS})")
+        shared = _integer(launch.shared, sizes, f"{where}.shared", least=0, most=MAX_SHARED)
+        cluster = None
+        if launch.cluster is not None:
+            cluster = _dims3(launch.cluster, sizes, f"{where}.cluster", (MAX_CLUSTER,) * 3)
+            if math.prod(cluster) > MAX_CLUSTER:
+                raise InputError(
+                    f"{where}.cluster: {math.prod(cluster)} blocks in a cluster (at most {MAX_CLUSTER})"
+                )
+            for k in range(3):
+                if grid[k] % cluster[k]:
+                    raise InputError(
+                        f"{where}.grid[{k}]: {grid[k]} blocks are not a multiple of the cluster's {cluster[k]}"
+                    )
+        return LaunchDims(grid, block, shared, cluster)
+
+    def tolerance(self, name: str, sizes: Mapping[str, int], *, context: str = "") -> tuple[float, float]:
+        """``(atol, rtol)`` for an output at these sizes: scaled by max(1, sqrt(reduction / 128))."""
+        tol = self.tolerances[name]
+        if tol.reduction is None:
+            return tol.atol, tol.rtol
+        length = _integer(tol.reduction, sizes, f"{self._prefix(context)}tolerance.{name}.reduction", least=1)
+        scale = max(1.0, math.sqrt(length / REDUCTION_BASE))
+        return tol.atol * scale, tol.rtol * scale
+
+    def flops(self, sizes: Mapping[str, int], *, context: str = "") -> Number | None:
+        """Floating-point (or integer) operations per launch; None when ``cost.flops`` is not given."""
+        if self.cost is None or self.cost.flops is None:
+            return None
+        return _amount(self.cost.flops, sizes, f"{self._prefix(context)}cost.flops")
+
+    def bytes(self, sizes: Mapping[str, int], *, context: str = "") -> Number:
+        """DRAM bytes per launch: ``cost.bytes``, or else every buffer once (inout buffers twice)."""
+        if self.cost is not None and self.cost.bytes is not None:
+            return _amount(self.cost.bytes, sizes, f"{self._prefix(context)}cost.bytes")
+        return sum(
+            self.buffer_bytes(p, sizes, context=context) * (2 if p.role == "inout" else 1)
+            for p in self.params
+            if p.kind == "buffer"
+        )
+
+    def validate(self) -> None:
+        """Check every size-dependent value for the default sizes and for each sweep entry."""
+        self.check_sizes(self.default_sizes())
+        if self.sweep:
+            for label, sizes in self._labelled_size_sets():
+                self.check_sizes(sizes, context=label)
+
+    def check_sizes(self, sizes: Mapping[str, int], *, context: str = "") -> None:
+        """Evaluate every size-dependent value at ``sizes``; InputError for the first bad one."""
+        for p in self.params:
+            if p.kind == "buffer":
+                self.shape(p, sizes, context=context)
+                if p.fill is not None:
+                    self.fill_bounds(p, sizes, context=context)
+            elif p.kind == "scalar":
+                self.scalar_value(p, sizes, context=context)
+            else:
+                self.scratch_bytes(p, sizes, context=context)
+        self.launch_dims(sizes, context=context)
+        for name in self.tolerances:
+            self.tolerance(name, sizes, context=context)
+        self.flops(sizes, context=context)
+        self.bytes(sizes, context=context)
+
+
+def _integer(expr: Expr, sizes: Mapping[str, int], where: str, *, least: int, most: int | None = None) -> int:
+    value = evaluate(expr, sizes, where=where)
+    if not isinstance(value, int):
+        raise InputError(f"{where}: must be an integer (got {value!r}; use // for integer division)")
+    if value < least:
+        raise InputError(f"{where}: must be at least {least} (got {value})")
+    if most is not None and value > most:
+        raise InputError(f"{where}: must be at most {most} (got {value})")
+    return value
+
+
+def _dims3(
+    exprs: tuple[Expr, Expr, Expr], sizes: Mapping[str, int], where: str, most: tuple[int, ...]
+) -> tuple[int, int, int]:
+    x, y, z = (_integer(e, sizes, f"{where}[{k}]", least=1, most=most[k]) for k, e in enumerate(exprs))
+    return x, y, z
+
+
+def _amount(expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
+    value = evaluate(expr, sizes, where=where)
+    if value < 0:
+        raise InputError(f"{where}: must not be negative (got {value})")
+    return value
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and check a spec file (a folder means its ``porter.toml``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "porter.toml"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: spec file not found") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the spec ({e.strerror})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path.name}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path.name}: TOML syntax error: {e}") from None
+    return parse_spec(data, base_dir=path.resolve().parent, source=path.name)
+
+
+def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str) -> Spec:
+    """Check a spec's parsed TOML and build the :class:`Spec`; ``source`` names the file in messages."""
+    p = _Parser(source, Path(base_dir))
+    return p.spec(p.table(data, ""))
+
+
+def _toml_type(value: object) -> str:
+    names = {
+        dict: "a table",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True)
+class _Parser:
+    """The parsing steps, sharing the file name (for messages) and the spec's folder."""
+
+    source: str
+    base_dir: Path
+
+    def error(self, key: str, problem: str) -> InputError:
+        return InputError(f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}")
+
+    def table(self, value: object, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table (got {_toml_type(value)})")
+        return value
+
+    def keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str, what: str = "") -> None:
+        for k in table:
+            if k not in allowed:
+                close = difflib.get_close_matches(k, allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise self.error(
+                    f"{key}.{k}" if key else k, f"unknown key{what} ({hint}allowed: {', '.join(allowed)})"
+                )
+
+    def string(self, table: Mapping[str, Any], name: str, key: str, *, default: str | None = None) -> str:
+        value = table.get(name, default)
+        if value is None:
+            raise self.error("", f"{key}.{name} is missing")
+        if not isinstance(value, str) or (default is None and not value.strip()):
+            raise self.error(f"{key}.{name}", f"must be a non-empty string (got {value!r})")
+        return value
+
+    def expr(self, value: object, key: str, known: tuple[str, ...]) -> Expr:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise self.error(key, f"must be a number or an expression string (got {_toml_type(value)})")
+        check_symbols(value, known, where=f"{self.source}: {key}")
+        return value
+
+    def spec(self, data: dict[str, Any]) -> Spec:
+        self.keys(data, _TOP_KEYS, "", " at the top level")
+        kernel = self.table(data.get("kernel", {}), "kernel")
+        self.keys(kernel, ("entry", "description"), "kernel")
+        entry = self.string(kernel, "entry", "kernel")
+        if entry.strip() != entry or " " in entry:
+            raise self.error("kernel.entry", f"must be a PTX entry name without spaces (got {entry!r})")
+        description = self.string(kernel, "description", "kernel", default="")
+
+        sizes, known = self.sizes(data.get("sizes", {}))
+        sweep = self.sweep(data.get("sweep", []), known)
+        params = self.params(data.get("params"), known)
+        outputs = {p.name: p for p in params if p.is_output}
+        if not outputs:
+            raise self.error("params", "no out or inout buffer: porter needs an output to check")
+        if "launch" not in data:
+            raise self.error("", "the [launch] table is missing")
+        spec = Spec(
+            entry=entry,
+            description=description,
+            sizes=sizes,
+            sweep=sweep,
+            params=params,
+            launch=self.launch(data["launch"], known),
+            reference=self.reference(data["reference"]) if "reference" in data else None,
+            tolerances=self.tolerances(data.get("tolerance", {}), outputs, known),
+            cost=self.cost(data["cost"], known) if "cost" in data else None,
+            baseline=self.baseline(data["baseline"]) if "baseline" in data else None,
+            profile=self.profile(data.get("profile", {})),
+            base_dir=self.base_dir,
+            source=self.source,
+        )
+        spec.validate()
+        return spec
+
+    def sizes(self, raw: object) -> tuple[dict[str, int | str], tuple[str, ...]]:
+        table = self.table(raw, "sizes")
+        for name, value in table.items():
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise self.error(f"sizes.{name}", "a size symbol must be a name like M or lda")
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise self.error(
+                    f"sizes.{name}", f"must be an integer or an expression string (got {value!r})"
+                )
+        resolve_sizes(table, {}, where=f"{self.source}: sizes")
+        return dict(table), tuple(table)
+
+    def sweep(self, raw: object, known: tuple[str, ...]) -> tuple[dict[str, int | str], ...]:
+        if not isinstance(raw, list):
+            raise self.error("sweep", "must be an array of tables, written [[sweep]]")
+        entries = []
+        for i, entry in enumerate(raw):
+            key = f"sweep[{i}]"
+            table = self.table(entry, key)
+            for name, value in table.items():
+                if name not in known:
+                    close = difflib.get_close_matches(name, known, n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise self.error(
+                        f"{key}.{name}",
+                        f"not a size symbol of [sizes] ({hint}size symbols: {', '.join(sorted(known))})",
+                    )
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    raise self.error(
+                        f"{key}.{name}", f"must be an integer or an expression string (got {value!r})"
+                    )
+            entries.append(dict(table))
+        return tuple(entries)
+
+    def params(self, raw: object, known: tuple[str, ...]) -> tuple[ParamSpec, ...]:
+        if raw is None:
+            raise self.error("", "no [[params]]: list every kernel parameter, in order")
+        if not isinstance(raw, list) or not raw:
+            raise self.error("params", "must be a non-empty array of tables, written [[params]]")
+        params: list[ParamSpec] = []
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(raw):
+            param = self.param(self.table(entry, f"params[{i}]"), f"params[{i}]", known)
+            if param.name in seen:
+                raise self.error(
+                    f"params[{i}].name",
+                    f"duplicate param name {param.name!r} (also params[{seen[param.name]}])",
+                )
+            seen[param.name] = i
+            params.append(param)
+        return tuple(params)
+
+    def param(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> ParamSpec:
+        name = self.string(table, "name", key)
+        if "kind" not in table:
+            raise self.error("", f"{key}.kind is missing (buffer, scalar or scratch)")
+        kind = table["kind"]
+        if kind not in KINDS:
+            raise self.error(f"{key}.kind", f"must be buffer, scalar or scratch (got {kind!r})")
+        self.keys(table, _PARAM_KEYS[kind], key, f" for a {kind} param")
+        if kind == "scratch":
+            return ParamSpec(name, kind, bytes=self.expr(table.get("bytes", 0), f"{key}.bytes", known))
+        if "dtype" not in table:
+            raise self.error("", f"{key}.dtype is missing")
+        dtype = parse_dtype(table["dtype"], f"{self.source}: {key}.dtype")
+        if kind == "scalar":
+            if "value" not in table:
+                raise self.error("", f"{key}.value is missing")
+            return ParamSpec(name, kind, dtype, value=self.expr(table["value"], f"{key}.value", known))
+
+        if "shape" not in table:
+            raise self.error("", f"{key}.shape is missing")
+        raw_shape = table["shape"]
+        if not isinstance(raw_shape, list) or not raw_shape:
+            raise self.error(f"{key}.shape", 'must be a non-empty array of sizes, e.g. ["M", "K"]')
+        shape = tuple(self.expr(e, f"{key}.shape[{j}]", known) for j, e in enumerate(raw_shape))
+        role = table.get("role", "in")
+        if role not in ROLES:
+            raise self.error(f"{key}.role", f"must be in, out or inout (got {role!r})")
+        fill = None
+        if role == "out":
+            if "fill" in table:
+                raise self.error(
+                    f"{key}.fill",
+                    'out buffers are poisoned, not filled; use role = "inout" to pass initial values',
+                )
+        else:
+            fill = self.fill(table.get("fill"), dtype, f"{key}.fill", known)
+        return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill)
+
+    def fill(self, raw: object, dtype: DType, key: str, known: tuple[str, ...]) -> FillSpec:
+        if raw is None:
+            return default_fill(dtype)
+        constant = self.error(
+            key,
+            f"constant fills like {raw!r} are not allowed: inputs must be random, because zeros hide "
+            f"indexing bugs; use {_FILL_USAGE}",
+        )
+        if isinstance(raw, int | float):
+            raise constant
+        if not isinstance(raw, str):
+            raise self.error(key, f'must be a string such as "uniform(-1, 1)" (got {_toml_type(raw)})')
+        text = raw.strip()
+        try:
+            node = ast.parse(text, mode="eval").body
+        except (SyntaxError, ValueError):
+            node = None
+        head = node.func if isinstance(node, ast.Call) else node
+        if isinstance(node, ast.Constant | ast.UnaryOp) or (
+            isinstance(head, ast.Name) and head.id in _CONSTANT_FILLS
+        ):
+            raise constant
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FILLS
+            and len(node.args) == 2
+            and not node.keywords
+        ):
+            raise self.error(key, f"must be {_FILL_USAGE} (got {raw!r})")
+        kind = node.func.id
+        if kind != "randint" and not dtype.is_float:
+            raise self.error(key, f"{kind} fills float buffers; use randint(lo, hi) for an {dtype} buffer")
+        a, b = (self.fill_arg(ast.get_source_segment(text, arg) or "", key, known) for arg in node.args)
+        return FillSpec(kind, a, b)
+
+    def fill_arg(self, text: str, key: str, known: tuple[str, ...]) -> Expr:
+        """A fill bound: a number when it reads no size symbols, else the expression text."""
+        where = f"{self.source}: {key}"
+        check_symbols(text, known, where=where)
+        return text if free_symbols(text) else evaluate(text, {}, where=where)
+
+    def launch(self, raw: object, known: tuple[str, ...]) -> LaunchSpec:
+        table = self.table(raw, "launch")
+        self.keys(table, ("grid", "block", "shared", "cluster"), "launch")
+        for name in ("grid", "block"):
+            if name not in table:
+                raise self.error("", f"launch.{name} is missing")
+        cluster = self.dims(table["cluster"], "launch.cluster", known) if "cluster" in table else None
+        return LaunchSpec(
+            grid=self.dims(table["grid"], "launch.grid", known),
+            block=self.dims(table["block"], "launch.block", known),
+            shared=self.expr(table.get("shared", 0), "launch.shared", known),
+            cluster=cluster,
+        )
+
+    def dims(self, raw: object, key: str, known: tuple[str, ...]) -> tuple[Expr, Expr, Expr]:
+        """1 to 3 entries (a single value is one entry), padded with 1."""
+        items = raw if isinstance(raw, list) else [raw]
+        if not 1 <= len(items) <= 3:
+            raise self.error(key, f"needs 1 to 3 entries (got {len(items)})")
+        x, y, z = (*(self.expr(v, f"{key}[{k}]", known) for k, v in enumerate(items)), 1, 1)[:3]
+        return x, y, z
+
+    def callable_ref(self, raw: object, key: str) -> CallableRef:
+        usage = f'must be "FILE.py:FUNCTION" (got {raw!r})'
+        if not isinstance(raw, str) or ":" not in raw:
+            raise self.error(key, usage)
+        file, _, function = raw.rpartition(":")
+        if not file.endswith(".py") or not function.isidentifier():
+            raise self.error(key, usage)
+        path = self.base_dir / file
+        if not path.is_file():
+            raise self.error(key, f"{file!r} not found in {self.base_dir}")
+        return CallableRef(path, function)
+
+    def reference(self, raw: object) -> ReferenceSpec:
+        table = self.table(raw, "reference")
+        kinds = ("python", "source", "golden")
+        self.keys(table, kinds, "reference")
+        if len(table) != 1:
+            raise self.error("reference", "needs exactly one of python, source or golden")
+        ((kind, target),) = table.items()
+        key = f"reference.{kind}"
+        if not isinstance(target, str) or not target.strip():
+            raise self.error(key, f"must be a non-empty string (got {target!r})")
+        if kind == "python":
+            return ReferenceSpec(kind, target, callable=self.callable_ref(target, key))
+        path = self.base_dir / target
+        # goldens are written by `porter record`, so only the source kernel must exist already
+        if kind == "source" and not path.is_file():
+            raise self.error(key, f"{target!r} not found in {self.base_dir}")
+        return ReferenceSpec(kind, target, path=path)
+
+    def tolerances(
+        self, raw: object, outputs: Mapping[str, ParamSpec], known: tuple[str, ...]
+    ) -> dict[str, Tolerance]:
+        table = self.table(raw, "tolerance")
+        result = {}
+        for name, param in outputs.items():
+            assert param.dtype is not None
+            result[name] = Tolerance(*param.dtype.tolerance)
+        for name, entry in table.items():
+            key = f"tolerance.{name}"
+            if name not in outputs:
+                raise self.error(key, f"{name!r} is not an output (outputs: {', '.join(outputs)})")
+            if not isinstance(entry, dict):
+                raise self.error(key, "must be a table such as { atol = 1e-3, rtol = 1e-3 }")
+            self.keys(entry, ("atol", "rtol", "reduction"), key)
+            atol, rtol = (
+                self.non_negative(entry.get(k, d), f"{key}.{k}")
+                for k, d in zip(("atol", "rtol"), (result[name].atol, result[name].rtol), strict=True)
+            )
+            reduction = entry.get("reduction")
+            if reduction is not None:
+                reduction = str(self.expr(reduction, f"{key}.reduction", known))
+            result[name] = Tolerance(atol, rtol, reduction)
+        return result
+
+    def non_negative(self, value: object, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise self.error(key, f"must be a number >= 0 (got {value!r})")
+        return float(value)
+
+    def cost(self, raw: object, known: tuple[str, ...]) -> CostSpec:
+        table = self.table(raw, "cost")
+        self.keys(table, ("flops", "bytes"), "cost")
+        flops, nbytes = (
+            self.expr(table[k], f"cost.{k}", known) if k in table else None for k in ("flops", "bytes")
+        )
+        return CostSpec(flops, nbytes)
+
+    def baseline(self, raw: object) -> CallableRef:
+        table = self.table(raw, "baseline")
+        self.keys(table, ("python",), "baseline")
+        if "python" not in table:
+            raise self.error("", "baseline.python is missing")
+        return self.callable_ref(table["python"], "baseline.python")
+
+    def profile(self, raw: object) -> dict[str, Any]:
+        """Free-form facts; the ones porter reads are type-checked."""
+        table = self.table(raw, "profile")
+        if "gpu" in table and not isinstance(table["gpu"], str):
+            raise self.error("profile.gpu", f"must be a string (got {_toml_type(table['gpu'])})")
+        for name, least, most in (("time_us", 0.0, math.inf), ("share", 0.0, 1.0)):
+            value = table.get(name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not least <= value <= most
+            ):
+                bound = "a number >= 0" if most == math.inf else f"a number from {least:g} to {most:g}"
+                raise self.error(f"profile.{name}", f"must be {bound} (got {value!r})")
+        return dict(table)
+
+
+# --- matching the PTX entry -----------------------------------------------------------------
+
+
+def _describe(kind: str, dtype: DType | None) -> str:
+    if kind == "scalar":
+        return f"{dtype} scalar"
+    return f"{dtype} buffer pointer" if kind == "buffer" else "scratch pointer"
+
+
+def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
+    """How the spec's params disagree with a PTX entry's (count, byte width, float vs integer).
+
+    Buffers and scratch are 8-byte pointers; a scalar is as wide as its dtype. An empty list means
+    they agree as far as PTX can tell.
+    """
+    problems = []
+    if entry.name != spec.entry:
+        problems.append(f"the spec's kernel.entry is {spec.entry!r} but the PTX entry is {entry.name!r}")
+    signature = spec.param_signature()
+    if len(signature) != len(entry.params):
+        problems.append(
+            f"the spec lists {len(signature)} params but .entry {entry.name} has {len(entry.params)}"
+        )
+    for i, ((name, kind, dtype), ptx) in enumerate(zip(signature, entry.params, strict=False)):
+        width = dtype.itemsize if kind == "scalar" and dtype is not None else POINTER_BYTES
+        ptx_text = f"{ptx.type}[{ptx.array_size}]" if ptx.array_size else ptx.type
+        ptx_float = ptx.type.startswith(".f")
+        ptx_int = ptx.type[1:2] in ("s", "u")
+        spec_float = kind == "scalar" and dtype is not None and dtype.is_float
+        if ptx.size_bytes != width:
+            problems.append(
+                f"params[{i}] {name!r}: {_describe(kind, dtype)} of {width} bytes, but PTX param "
+                f"{ptx.name} is {ptx_text} ({ptx.size_bytes} bytes)"
+            )
+        elif (ptx_float and not spec_float) or (ptx_int and spec_float):
+            problems.append(
+                f"params[{i}] {name!r}: {_describe(kind, dtype)}, but PTX param {ptx.name} is {ptx_text}"
+            )
+    return problems
