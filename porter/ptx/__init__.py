@@ -2,5 +2,6 @@
 
 from porter.ptx.model import Directive, Entry, Instruction, Param, PtxModule
 from porter.ptx.parser import parse_ptx
+from porter.ptx.retarget import retarget, version_tuple
 
-__all__ = ["Directive", "Entry", "Instruction", "Param", "PtxModule", "parse_ptx"]
+__all__ = ["Directive", "Entry", "Instruction", "Param", "PtxModule", "parse_ptx", "retarget", "version_tuple"]

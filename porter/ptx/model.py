@@ -30,7 +30,9 @@ class Instruction:
     line: int  # 1-based line in the module text
     opcode: str
     predicate: str | None = None  # "@%p1" / "@!%p1"
-    in_inline_asm: bool = False  # inside an inline-asm `{ }` block (nvcc/Triton emit these)
+    # Inside an inline-asm `{ }` scope (nvcc/Triton emit these; nvcc's `{ // callseq` call blocks
+    # excluded) or between the `// begin inline asm` / `// end inline asm` markers.
+    in_inline_asm: bool = False
 
     @property
     def base(self) -> str:
