@@ -490,3 +490,9 @@ def test_one_element_beyond_tolerance_always_fails_and_is_listed_first(
     assert not c.passed and c.mismatches == 1
     assert c.first_bad[0].index == index
     assert f"first wrong:\n    {_at(index)} got" in format_comparison(c)
+
+
+def test_a_single_element_reference_is_not_called_constant() -> None:
+    # A sweep's n = 1 case is constant by construction; only references of real size are flagged.
+    assert reference_warnings(np.array([1.19]), atol=1e-5, rtol=1e-4) == ()
+    assert any("constant" in w for w in reference_warnings(np.full(64, 1.19), atol=1e-5, rtol=1e-4))

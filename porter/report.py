@@ -1,0 +1,185 @@
+"""Render porter's results as text for a terminal or a log. Pure functions: results in, text out."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from porter.doctor import DoctorReport
+from porter.inspect import ArchInspection, InspectReport
+from porter.verdict import Verdict
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain, aligned text table (no colours: it must read the same in CI logs)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _line_list(lines: Sequence[int], limit: int = 6) -> str:
+    shown = ", ".join(str(n) for n in lines[:limit])
+    more = f" (+{len(lines) - limit} more)" if len(lines) > limit else ""
+    return f"line{'s' if len(lines) > 1 else ''} {shown}{more}"
+
+
+def _resources(arch: ArchInspection) -> str:
+    parts = []
+    for name, r in arch.resources.items():
+        text = f"{r.registers} regs"
+        if r.shared_bytes:
+            text += f", {r.shared_bytes} B smem"
+        if r.spill_stores or r.spill_loads:
+            text += f", spills {r.spill_stores}/{r.spill_loads} B"
+        if r.stack_frame:
+            text += f", stack {r.stack_frame} B"
+        parts.append(text if len(arch.resources) == 1 else f"{name}: {text}")
+    return "; ".join(parts)
+
+
+def _signature(arch: ArchInspection) -> str:
+    if arch.signature is None:
+        return ""
+    found = {op: n for op, n in arch.signature.found.items() if n}
+    if not found:
+        return f"none of {', '.join(arch.signature.expected)}"
+    return ", ".join(f"{op} x{n}" for op, n in found.items())
+
+
+def _assembly(arch: ArchInspection) -> str:
+    if arch.assembled is None:
+        return "-"
+    if arch.assembled:
+        return "ok (retargeted)" if arch.retargeted else "ok"
+    errors = [d for d in arch.diagnostics if d.severity in ("error", "fatal")]
+    first = errors[0] if errors else None
+    if first is None:
+        return "FAILED"
+    where = f"line {first.line}: " if first.line else ""
+    return f"FAILED: {where}{first.message}"
+
+
+def render_inspect(report: InspectReport) -> str:
+    m = report.module
+    out = [f"{report.path}: PTX {m.version}, .target {', '.join(m.target)}, {m.address_size}-bit"]
+    out.append("")
+    out.append("entries:")
+    for e in m.entries:
+        params = ", ".join(
+            f"{p.name}: {p.type}{' ptr' if p.is_ptr else ''}{f'[{p.array_size}]' if p.array_size else ''}"
+            for p in e.params
+        )
+        directives = " ".join(f".{d.name} {','.join(map(str, d.values))}" for d in e.directives)
+        out.append(f"  .{e.kind} {e.name}({params})  line {e.line}, {len(e.instructions)} instructions")
+        if directives:
+            out.append(f"      {directives}")
+    out.append("")
+    by_feature: dict[str, list[int]] = defaultdict(list)
+    for use in report.features:
+        by_feature[use.feature].append(use.line)
+    if by_feature:
+        out.append("features used:")
+        width = max(len(f) for f in by_feature)
+        for feature, lines in by_feature.items():
+            out.append(f"  {feature.ljust(width)}  {_line_list(lines)}")
+    else:
+        out.append("features used: none that is architecture-specific")
+    out.append("")
+    rows = []
+    for a in report.archs:
+        rows.append([a.arch, a.compatibility.status, _assembly(a), _resources(a), _signature(a)])
+    out.append(table(["arch", "verdict", "ptxas", "resources", "signature SASS"], rows))
+    notes = [a for a in report.archs if a.compatibility.status != "as-is" or a.compatibility.reason]
+    if notes:
+        out.append("")
+        out.append("why:")
+        for a in notes:
+            c = a.compatibility
+            if c.offenders:
+                out.append(f"  {a.arch}: {c.reason.split('; first:')[0]}")
+                out.extend(f"    {o.message}" for o in c.offenders[:4])
+                if len(c.offenders) > 4:
+                    out.append(f"    ... and {len(c.offenders) - 4} more")
+            elif c.reason:
+                out.append(f"  {a.arch}: {c.reason}")
+    if report.ptxas:
+        out.append("")
+        out.append(f"ptxas: {report.ptxas}")
+    return "\n".join(out)
+
+
+def render_doctor(report: DoctorReport) -> str:
+    rows = [[c.name, "ok" if c.found else "MISSING", c.detail] for c in report.checks]
+    out = [table(["component", "status", "detail"], rows), ""]
+    if report.gpus:
+        for g in report.gpus:
+            out.append(f"GPU {g.index}: {g.name}, compute capability {g.compute_capability} ({g.arch}), driver {g.driver}")
+    else:
+        out.append(report.gpu_note)
+    missing = [c for c in report.checks if not c.found and c.hint]
+    if missing:
+        out.append("")
+        out.append("to install what is missing:")
+        for c in missing:
+            out.append(f"  {c.name}: {c.hint}")
+    if not report.ok:
+        out.append("")
+        out.append("porter cannot assemble PTX without ptxas: install it first.")
+    return "\n".join(out)
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def render_verdict(v: Verdict) -> str:
+    """The verdict table a kernel engineer reads: each gate, the sweep, the timings, the evidence."""
+    out = [f"{v.kernel} [{v.entry}] for {v.arch}: {v.status.upper()} - {v.reason}"]
+    if v.gpu:
+        out.append(f"GPU: {v.gpu}; {v.toolchain}")
+    out.append("")
+    out.append(table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates]))
+    for g in v.gates:
+        if g.details and g.status != "passed":
+            out.append("")
+            out.append(f"{g.name}:")
+            out.extend(f"  {d}" for d in g.details)
+    if v.cases:
+        out.append("")
+        rows = []
+        for c in v.cases:
+            worst = max((o.max_abs_err for o in c.outputs if o.max_abs_err == o.max_abs_err), default=float("nan"))
+            l2 = max((o.rel_l2 for o in c.outputs if o.rel_l2 == o.rel_l2), default=float("nan"))
+            rows.append([", ".join(f"{k}={x}" for k, x in c.sizes.items()), c.seed, c.status,
+                         f"{worst:.3g}", f"{l2:.3g}", c.reason[:90]])
+        out.append(table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
+        failing = next((c for c in v.cases if c.status != "passed" and c.outputs), None)
+        if failing is not None:
+            out.append("")
+            out.append(f"first failing case ({', '.join(f'{k}={x}' for k, x in failing.sizes.items())}, seed {failing.seed}):")
+            for o in failing.outputs:
+                if not o.passed:
+                    out.extend(f"  {line}" for line in o.summary.splitlines())
+    if v.timings:
+        out.append("")
+        rows = [[t.name, f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
+                 "-" if t.tflops is None else f"{t.tflops:.1f}", "-" if t.tbps is None else f"{t.tbps:.2f}",
+                 "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"] for t in v.timings]
+        out.append(table(["timed", "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"], rows))
+        out.append(f"speedup vs source: {_fmt_ratio(v.speedup_vs_source)}; vs library: {_fmt_ratio(v.speedup_vs_library)}")
+    if v.signature_sass:
+        found = ", ".join(f"{op} x{n}" for op, n in v.signature_sass.items() if n)
+        if found:
+            out.append(f"signature SASS for {v.arch}: {found} (present in the cubin; execution not measured)")
+        else:
+            out.append(f"signature SASS for {v.arch}: none of {', '.join(v.signature_sass)} in the cubin")
+    for name, r in v.resources.items():
+        out.append(f"resources {name}: {r['registers']} regs, {r['shared_bytes']} B smem, "
+                   f"spills {r['spill_stores']}/{r['spill_loads']} B, stack {r['stack_frame']} B")
+    if v.warnings:
+        out.append("")
+        out.extend(f"warning: {w}" for w in v.warnings)
+    out.append(f"({v.wall_s:.2f} s)")
+    return "\n".join(out)

@@ -1,0 +1,59 @@
+"""Shared test setup: the `gpu` marker skips with the reason when this machine cannot run kernels."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_unavailable_reason() -> str | None:
+    """None when CuPy sees a GPU, else why not (checked once, in a child process via the runner)."""
+    from porter.doctor import detect_gpus
+
+    gpus, note = detect_gpus()
+    if not gpus:
+        return note or "no NVIDIA GPU"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "CuPy is not installed (pip install 'porter-kernels[cuda13]')"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = None
+    for item in items:
+        if "gpu" in item.keywords:
+            reason = reason or gpu_unavailable_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep ptxas results out of the user's ~/.cache; one cache per test session is plenty."""
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ptxas-cache"))
+
+
+@pytest.fixture(scope="session")
+def runner():
+    from porter.runner import Runner
+
+    with Runner() as r:
+        yield r
+
+
+@pytest.fixture(scope="session")
+def toolchain():
+    from porter.toolchain import find_toolchain
+
+    tc = find_toolchain()
+    if tc.ptxas is None:
+        pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc)")
+    return tc

@@ -1,0 +1,96 @@
+"""The gate on a real GPU: every example passes, every broken kernel fails for the right reason,
+and the runner keeps working after each crash or hang."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from porter.gate import CheckOptions, run_check
+from porter.spec import load_spec
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+BROKEN = ROOT / "tests" / "data" / "broken"
+VECTOR_ADD = EXAMPLES / "vector_add"
+EXAMPLE_KERNELS = sorted(p for p in EXAMPLES.glob("*/kernel*.ptx") if (p.parent / "porter.toml").is_file())
+
+
+def check(kernel: Path, runner, toolchain, spec_dir: Path | None = None, **options):
+    spec = load_spec((spec_dir or kernel.parent) / "porter.toml")
+    return run_check(kernel, spec, CheckOptions(**options), toolchain=toolchain, runner=runner)
+
+
+@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: p.parent.name)
+def test_example_passes_against_its_reference(kernel, runner, toolchain):
+    verdict = check(kernel, runner, toolchain)
+    assert verdict.status == "passed", verdict.reason
+    assert verdict.gate("equivalence").status == "passed"
+    timing = verdict.gate("timing")
+    assert timing is not None and timing.status == "passed", timing
+    assert verdict.timings[0].median_ms > 0
+
+
+@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: p.parent.name)
+def test_example_passes_against_its_source(kernel, runner, toolchain):
+    verdict = check(kernel, runner, toolchain, against=kernel)
+    assert verdict.status == "passed", verdict.reason
+    # The same kernel timed against itself in one interleaved run: the ratio must be near 1.
+    assert verdict.speedup_vs_source is not None
+    assert 0.9 < verdict.speedup_vs_source < 1.1
+
+
+BROKEN_CASES = {
+    "partial": "never written",
+    "oob": "past its end",
+    "writes_input": "wrote its input",
+    "hang": "timeout",
+    "illegal": "illegal",
+    "constant": "constant",
+    "race": "nondeterministic",
+    "reads_unwritten": "nan",
+    "ragged": "n=33",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(BROKEN_CASES))
+def test_broken_kernel_fails_for_the_right_reason(variant, runner, toolchain):
+    options = {"case_timeout_s": 10.0} if variant == "hang" else {}
+    verdict = check(BROKEN / f"{variant}.ptx", runner, toolchain, spec_dir=VECTOR_ADD, **options)
+    assert verdict.status == "failed", verdict.reason
+    evidence = json.dumps([verdict.reason, [g.details for g in verdict.gates],
+                           [(c.reason, [o.summary for o in c.outputs]) for c in verdict.cases]]).lower()
+    assert BROKEN_CASES[variant].lower() in evidence, evidence[:2000]
+    # After each broken kernel, a good one still checks: the worker survived or was restarted.
+    good = check(VECTOR_ADD / "kernel.ptx", runner, toolchain, timing=False)
+    assert good.status == "passed", good.reason
+
+
+def test_ragged_kernel_passes_aligned_sizes(runner, toolchain):
+    verdict = check(BROKEN / "ragged.ptx", runner, toolchain, spec_dir=VECTOR_ADD, timing=False)
+    by_n = {c.sizes["n"]: c.status for c in verdict.cases}
+    assert by_n[1048576] == "passed" and by_n[33] == "failed"
+
+
+def test_record_then_check_against_golden(tmp_path, runner, toolchain):
+    from porter.gate import runnable_cubin
+    from porter.golden import record
+    from porter.inspect import read_ptx
+
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    kernel = VECTOR_ADD / "kernel.ptx"
+    device = runner.start()
+    cubin, _ = runnable_cubin(read_ptx(kernel), None, device, toolchain, kernel.name)
+    manifest = record(kernel, spec, tmp_path / "golden", seeds=(0, 1), runner=runner, cubin=cubin,
+                      device=device.describe())
+    assert len(manifest["cases"]) == 2 * len(spec.size_sets())
+    good = check(kernel, runner, toolchain, golden=tmp_path / "golden", timing=False)
+    assert good.status == "passed", good.reason
+    bad = check(BROKEN / "constant.ptx", runner, toolchain, spec_dir=VECTOR_ADD, golden=tmp_path / "golden",
+                timing=False)
+    assert bad.status == "failed"

@@ -1,0 +1,118 @@
+"""Benchmark the gate itself (GPU machine): how long one full check takes, and whether its timing
+agrees with triton.testing.do_bench.
+
+    PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16_sm80] [--repeats 5]
+
+1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
+   with a warm worker as the repair loop sees it; the first (cold) run, which includes starting
+   the worker, is reported separately.
+2. The kernel's median time at the spec's default sizes as porter measures it, against
+   triton.testing.do_bench (median, L2 flushed) on the same cubin and inputs in a fresh process.
+Prints a small table; speed goals live here, not in unit tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float]:
+    from porter.gate import CheckOptions, run_check
+    from porter.runner import Runner
+    from porter.spec import load_spec
+    from porter.toolchain import find_toolchain
+
+    spec = load_spec(example / "porter.toml")
+    kernel = next(example.glob("kernel*.ptx"))
+    walls = []
+    median_ms = float("nan")
+    with Runner() as runner:
+        for _ in range(repeats + 1):
+            os.environ["PORTER_CACHE_DIR"] = tempfile.mkdtemp(prefix="porter-bench-cache-")
+            t0 = time.perf_counter()
+            verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=runner)
+            walls.append(time.perf_counter() - t0)
+            if verdict.status != "passed":
+                raise SystemExit(f"check did not pass: {verdict.reason}")
+            median_ms = verdict.timings[0].median_ms
+    return walls[0], walls[1:], median_ms
+
+
+DO_BENCH = r'''
+import sys, numpy as np, cupy as cp, torch, triton.testing
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from porter.spec import load_spec
+from porter.inputs import make_args
+from porter.toolchain import find_toolchain
+from porter.inspect import read_ptx
+example = Path(sys.argv[2])
+spec = load_spec(example / "porter.toml")
+kernel_path = next(example.glob("kernel*.ptx"))
+module = read_ptx(kernel_path)
+arch = "sm_%d%d" % torch.cuda.get_device_capability()
+res = find_toolchain().assemble(module.text, arch)
+open("/tmp/bench.cubin", "wb").write(res.cubin)
+fn = cp.RawModule(path="/tmp/bench.cubin").get_function(spec.entry)
+sizes = spec.default_sizes()
+host = make_args(spec, sizes, 0)
+args, keep = [], []
+for p in spec.params:
+    if p.kind == "buffer":
+        shape = spec.shape(p, sizes)
+        if p.role == "out":
+            buf = cp.empty(int(np.prod(shape)) * p.dtype.itemsize, dtype=cp.uint8)
+        else:
+            buf = cp.asarray(np.ascontiguousarray(host[p.name]).reshape(-1).view(np.uint8))
+        keep.append(buf); args.append(np.uint64(buf.data.ptr))
+    elif p.kind == "scratch":
+        args.append(np.uint64(0))
+    else:
+        v = np.asarray(spec.scalar_value(p, sizes)).astype(p.dtype.numpy)
+        args.append(v.view(np.uint16)[()] if p.dtype.itemsize == 2 and p.dtype.is_float else v[()])
+grid, block, shared, _ = spec.launch_dims(sizes)
+if shared > 48 * 1024:
+    fn.max_dynamic_shared_size_bytes = shared
+launch = lambda: fn(tuple(grid), tuple(block), tuple(args), shared_mem=shared)
+ms = triton.testing.do_bench(launch, warmup=100, rep=1000, return_mode="median")
+print(f"DO_BENCH_MS {ms}")
+'''
+
+
+def do_bench_ms(example: Path) -> float:
+    out = subprocess.run([sys.executable, "-c", DO_BENCH, str(ROOT), str(example)], capture_output=True, text=True,
+                         check=False)
+    for line in out.stdout.splitlines():
+        if line.startswith("DO_BENCH_MS"):
+            return float(line.split()[1])
+    raise SystemExit(f"do_bench failed:\n{out.stderr[-3000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16_sm80"))
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    example = Path(args.example)
+    cold, warm, porter_ms = full_checks(example, args.repeats)
+    triton_ms = do_bench_ms(example)
+    print(f"example: {example.name}")
+    print(f"full check, cold (worker start + everything): {cold:.2f} s")
+    print(f"full check, warm worker, cold ptxas cache: median {statistics.median(warm):.2f} s "
+          f"(min {min(warm):.2f}, max {max(warm):.2f}, n={len(warm)})")
+    print(f"kernel median at default sizes: porter {porter_ms:.4f} ms, triton do_bench {triton_ms:.4f} ms, "
+          f"ratio {porter_ms / triton_ms:.3f}")
+
+
+if __name__ == "__main__":
+    main()
