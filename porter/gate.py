@@ -237,7 +237,9 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if device is None:
         gates.append(Gate("equivalence", "not run", why_not))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **_extra(base))
-    run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name)
+    # An explicit --arch is a claim about that target: only its own cubin may stand for it.
+    run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
+                                         fallback=options.arch is None)
     if run_cubin is None:
         gates.append(Gate("equivalence", "not run", run_note))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
@@ -307,11 +309,17 @@ def _device(runner: Runner | None) -> tuple[DeviceInfo | None, str]:
 
 
 def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: DeviceInfo,
-                    toolchain: Toolchain, filename: str) -> tuple[bytes | None, str]:
-    """A cubin of this module that this GPU can load, and a note on how it was obtained."""
+                   toolchain: Toolchain, filename: str, *, fallback: bool = True) -> tuple[bytes | None, str]:
+    """A cubin of this module that this GPU can load, and a note on how it was obtained.
+
+    With ``fallback``, a module whose own target cannot load here (sm_80 PTX on an sm_90 GPU) is
+    assembled for this GPU instead, and the note says so; without it, only ``assembled`` counts.
+    """
     if assembled is not None and assembled.ok and cubin_runs_on(assembled.arch, device.arch):
         return assembled.cubin, ""
     ok, why = can_compile(module.arch, device.arch)
+    if not fallback and assembled is not None:
+        ok, why = False, f"a {assembled.arch} cubin does not load on {device.arch}"
     if not ok:
         target = assembled.arch if assembled is not None else module.arch
         return None, (f"needs a {target} GPU to run; this machine has {device.name} ({device.arch}), and {why}. "

@@ -94,3 +94,11 @@ def test_record_then_check_against_golden(tmp_path, runner, toolchain):
     bad = check(BROKEN / "constant.ptx", runner, toolchain, spec_dir=VECTOR_ADD, golden=tmp_path / "golden",
                 timing=False)
     assert bad.status == "failed"
+
+
+def test_a_target_absent_here_is_not_run_never_passed(runner, toolchain):
+    kernel = EXAMPLES / "gemm_bf16_sm80" / "kernel.ptx"
+    verdict = check(kernel, runner, toolchain, arch="sm_100a")
+    assert verdict.status == "not run"
+    assert verdict.gate("assemble").status == "passed"
+    assert "needs a sm_100a gpu" in verdict.gate("equivalence").summary.lower()

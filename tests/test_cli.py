@@ -1,0 +1,74 @@
+"""The command line as a user meets it: exit codes, one-line errors, the inspect verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INSPECT = ROOT / "examples" / "inspect"
+
+
+def porter(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # never touch a GPU from the CLI tests
+    return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+def test_wgmma_kernel_cannot_go_to_sm100a_and_the_lines_are_named() -> None:
+    r = porter("inspect", str(INSPECT / "wgmma_sm90a.ptx"), "--arch", "sm_100a", "--arch", "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "sm_100a  incompatible" in r.stdout
+    assert "`wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16` at line 252 exists only on sm_90a" in r.stdout
+    assert "HGMMA" in r.stdout  # assembled for sm_90a, the signature is in the SASS
+
+
+def test_plain_sm90_kernel_goes_to_sm100a_with_at_most_a_retarget() -> None:
+    r = porter("inspect", str(INSPECT / "plain_sm90.ptx"), "--arch", "sm_100a", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    (arch,) = report["archs"]
+    assert arch["compatibility"]["status"] in ("as-is", "retarget")
+    assert arch["assembled"] is True
+    assert "retarget to .target sm_100a" in arch["compatibility"]["reason"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = porter("inspect", str(tmp_path / "nope.ptx"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0 and "no such file" in missing.stderr
+    garbage = tmp_path / "g.ptx"
+    garbage.write_bytes(b"\x00\xff binary junk")
+    r = porter("inspect", str(garbage))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    unknown = porter("inspect", str(INSPECT / "plain_sm90.ptx"), "--arch", "sm_42")
+    assert unknown.returncode == 2 and "known:" in unknown.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    assert porter("inspect").returncode == 2
+    assert porter("no-such-command").returncode == 2
+
+
+def test_check_without_a_gpu_is_not_run_exit_3() -> None:
+    r = porter("check", str(ROOT / "examples" / "vector_add" / "kernel.ptx"))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "NOT RUN" in r.stdout and "assemble     passed" in r.stdout
+
+
+def test_check_with_a_broken_spec_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / "porter.toml").write_text('[kernel]\nentry = "k"\n[sizes]\nn = 4\n[launch]\ngrid = [1]\nblock = [2000]\n')
+    kernel = tmp_path / "k.ptx"
+    kernel.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text())
+    r = porter("check", str(kernel))
+    assert r.returncode == 2
+    assert "porter.toml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_doctor_reports_the_toolchain() -> None:
+    r = porter("doctor")
+    assert "ptxas" in r.stdout
+    assert r.returncode in (0, 3)

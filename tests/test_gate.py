@@ -1,0 +1,75 @@
+"""The gate's pure parts and its behaviour without a GPU (CI has none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from porter.gate import CheckOptions, block_tile, cubin_runs_on, run_check
+from porter.spec import load_spec
+from porter.verdict import Gate, overall_status
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("cubin", "device", "runs"),
+    [
+        ("sm_90", "sm_90", True),
+        ("sm_90a", "sm_90", True),
+        ("sm_80", "sm_86", True),  # same major, later minor
+        ("sm_86", "sm_80", False),
+        ("sm_80", "sm_90", False),  # another major never loads
+        ("sm_100a", "sm_90", False),
+        ("sm_100a", "sm_103", False),  # arch-specific: that exact arch only
+        ("sm_100f", "sm_103", True),
+    ],
+)
+def test_cubin_binary_compatibility(cubin: str, device: str, runs: bool) -> None:
+    assert cubin_runs_on(cubin, device) is runs
+
+
+def test_block_tile_follows_the_grid() -> None:
+    assert block_tile((1000, 1000), (8, 8, 1)) == (128, 128)  # ragged GEMM: rounds up to the tile
+    assert block_tile((8192, 4096), (8192, 1, 1)) == (1, 4096)  # one block per row
+    assert block_tile((4097,), (17, 1, 1)) == (256,)
+    assert block_tile((5, 5), (1, 1, 1)) is None
+
+
+def test_status_words_combine_failed_first() -> None:
+    gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"))
+    assert overall_status(gates) == "not run"
+    assert overall_status((*gates, Gate("interface", "failed", ""))) == "failed"
+    assert overall_status((Gate("a", "passed", ""),)) == "passed"
+
+
+class _NoGpu:
+    """A runner whose worker cannot start, as on a CPU-only machine."""
+
+    def start(self):
+        from porter.runner import WorkerFault
+
+        raise WorkerFault("no usable GPU: no CUDA driver", kind="unavailable")
+
+
+def test_without_a_gpu_the_runtime_gates_are_not_run(toolchain) -> None:
+    example = ROOT / "examples" / "gemm_bf16_sm80"
+    verdict = run_check(example / "kernel.ptx", load_spec(example / "porter.toml"), CheckOptions(),
+                        toolchain=toolchain, runner=_NoGpu())
+    assert verdict.status == "not run"
+    assert verdict.gate("assemble").status == "passed"
+    assert "no usable GPU" in verdict.reason
+    assert verdict.signature_sass.get("HMMA", 0) > 0  # the static evidence is still there
+
+
+def test_a_spec_that_does_not_match_the_params_fails_the_interface_gate(toolchain, tmp_path) -> None:
+    example = ROOT / "examples" / "vector_add"
+    text = (example / "porter.toml").read_text().replace('dtype = "i32"\nvalue = "n"', 'dtype = "i64"\nvalue = "n"')
+    (tmp_path / "porter.toml").write_text(text)
+    (tmp_path / "ref.py").write_text((example / "ref.py").read_text())
+    verdict = run_check(example / "kernel.ptx", load_spec(tmp_path / "porter.toml"), CheckOptions(),
+                        toolchain=toolchain, runner=_NoGpu())
+    assert verdict.status == "failed"
+    assert verdict.gate("interface").status == "failed"
+    assert any("8 bytes" in d or "4 bytes" in d for d in verdict.gate("interface").details)
