@@ -303,6 +303,19 @@ def can_compile(module_target: str, arch: str) -> tuple[bool, str]:
     return True, f".target {src} is forward-compatible with {dst}"
 
 
+def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
+    """Whether a cubin for ``cubin_arch`` loads on a device of ``device_arch`` (binary compatibility).
+
+    A plain sm_XY cubin runs on sm_XZ devices with Z >= Y (same major); an arch-specific sm_XYa
+    cubin only on sm_XY; a family sm_XYf cubin on the family's later minors.
+    """
+    cnum, csuf = _split(normalize_arch(cubin_arch))
+    dnum, _ = _split(normalize_arch(device_arch))
+    if cnum // 10 != dnum // 10:
+        return False
+    return dnum == cnum if csuf == "a" else dnum >= cnum
+
+
 def _availability(feature: str) -> str:
     """Where ``feature`` exists, in words: "exists only on sm_90a", "needs sm_90 or newer", or a list."""
     profiles = _profiles()

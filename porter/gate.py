@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.arch import can_compile, get_profile
+from porter.arch import can_compile, cubin_runs_on, get_profile
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import load_golden, spec_path
@@ -43,25 +43,6 @@ class CheckOptions:
     timing: bool = True
     case_timeout_s: float = 60.0
     timing_budget_s: float = 1.0
-
-
-def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
-    """Whether a cubin for ``cubin_arch`` loads on a device of ``device_arch`` (binary compatibility).
-
-    A plain sm_XY cubin runs on sm_XZ devices with Z >= Y (same major); an arch-specific sm_XYa
-    cubin only on sm_XY; a family sm_XYf cubin on the family's later minors.
-    """
-    def split(arch: str) -> tuple[int, int, str]:
-        digits = arch.removeprefix("sm_")
-        suffix = digits[-1] if digits[-1] in "af" else ""
-        number = int(digits.rstrip("af"))
-        return number // 10, number % 10, suffix
-
-    cmaj, cmin, csuf = split(cubin_arch)
-    dmaj, dmin, _ = split(device_arch)
-    if cmaj != dmaj:
-        return False
-    return dmin == cmin if csuf == "a" else dmin >= cmin
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:

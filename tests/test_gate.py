@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from porter.gate import CheckOptions, block_tile, cubin_runs_on, run_check
+from porter.arch import cubin_runs_on
+from porter.gate import CheckOptions, block_tile, run_check
 from porter.spec import load_spec
 from porter.verdict import Gate, overall_status
 
