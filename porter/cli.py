@@ -112,6 +112,12 @@ def check(
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the kernel after it passes.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds one case may take before the kernel counts as hung.")] = 60.0,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
+    native: Annotated[
+        bool, typer.Option("--native", help="Profile one case with ncu: were the target's own instructions executed?")
+    ] = False,
+    sanitize: Annotated[
+        bool, typer.Option("--sanitize", help="Run memcheck, racecheck, initcheck and synccheck on the smallest case.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
@@ -128,7 +134,7 @@ def check(
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds), timing=timing,
-                           case_timeout_s=timeout)
+                           case_timeout_s=timeout, native=native, sanitize=sanitize)
     runner = Runner() if gpu else None
     try:
         verdict = run_check(candidate, loaded, options, toolchain=toolchain, runner=runner)
@@ -173,6 +179,59 @@ def record(
         manifest = record_golden(source, loaded, out, seeds=_seeds(seeds), runner=runner, cubin=cubin,
                                  device=device.describe(), force=force)
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
+
+
+@app.command()
+def profile(
+    kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    from_csv: Annotated[
+        Path | None, typer.Option("--from-csv", help="Import an `ncu --csv --page details` export instead of running ncu.")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write/--dry-run", help="Write the facts into the spec's [profile].")] = True,
+) -> None:
+    """Profile the hot loop under Nsight Compute and record where it spends its time in the spec."""
+    from porter.arch import get_profile
+    from porter.errors import EnvironmentProblem
+    from porter.gate import runnable_cubin
+    from porter.golden import spec_path
+    from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
+    from porter.inspect import read_ptx
+    from porter.profiler import LaunchJob
+    from porter.runner import Runner, WorkerFault
+    from porter.toolchain import find_toolchain
+
+    loaded = _find_spec(kernel, spec)
+    sizes = loaded.default_sizes()
+    if from_csv is not None:
+        metrics = import_details(from_csv)
+        gpu, tool = "imported", f"ncu export {from_csv.name}"
+        arch = read_ptx(kernel).arch
+    else:
+        module = read_ptx(kernel)
+        toolchain = find_toolchain()
+        toolchain.require("ptxas")
+        with Runner() as runner:
+            try:
+                device = runner.start()
+            except WorkerFault as fault:
+                raise EnvironmentProblem(f"porter profile needs a GPU: {fault}") from fault
+        cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
+        if cubin is None:
+            raise EnvironmentProblem(f"{kernel}: {note}")
+        run = profile_kernel(LaunchJob(cubin, loaded.entry, spec_path(loaded), sizes))
+        if not run.ok:
+            raise EnvironmentProblem(f"ncu: {run.reason}")
+        metrics, gpu, tool, arch = run.metrics, device.name, "ncu", device.arch
+    tflops, tbps, part = get_profile(arch).peak_for(gpu)
+    facts = {**stamp(gpu, tool), **summarise(metrics, flops=loaded.flops(sizes), nbytes=loaded.bytes(sizes),
+                                             peak_tflops=tflops, peak_tbps=tbps)}
+    facts["sizes"] = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    for key, value in facts.items():
+        typer.echo(f"{key:>26}: {value}")
+    if write:
+        write_profile(spec_path(loaded), facts)
+        typer.echo(f"wrote [profile] into {spec_path(loaded)} (roofline: {part})")
 
 
 def main() -> None:

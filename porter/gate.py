@@ -25,6 +25,8 @@ from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import load_golden, spec_path
 from porter.inspect import read_ptx
+from porter.native import NativeEvidence, judge_native
+from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
 from porter.spec import Spec, check_against_entry
@@ -43,6 +45,8 @@ class CheckOptions:
     timing: bool = True
     case_timeout_s: float = 60.0
     timing_budget_s: float = 1.0
+    native: bool = False  # profile one case with ncu: were the target's own instructions executed?
+    sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -217,12 +221,14 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     device, why_not = _device(runner)
     if device is None:
         gates.append(Gate("equivalence", "not run", why_not))
+        gates.extend(_unmeasured(options, why_not))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **_extra(base))
     # An explicit --arch is a claim about that target: only its own cubin may stand for it.
     run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
                                          fallback=options.arch is None)
     if run_cubin is None:
         gates.append(Gate("equivalence", "not run", run_note))
+        gates.extend(_unmeasured(options, run_note))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
                         gpu=device.describe(), **_extra(base))
     if run_note:
@@ -257,6 +263,16 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
             warnings.extend(w for w in c.warnings if w not in warnings)
     gates.append(_equivalence_gate(cases, len(plan)))
 
+    extras: dict[str, Any] = {}
+    if options.native:
+        evidence = _native(spec, run_cubin, entry_name, target, signature, device)
+        gates.append(_native_gate(evidence))
+        extras["native"] = evidence
+    if options.sanitize:
+        reports = _sanitize(spec, run_cubin, entry_name, toolchain)
+        gates.append(_sanitize_gate(reports))
+        extras["sanitizer"] = reports
+
     timings: tuple[Timing, ...] = ()
     speed: dict[str, float | None] = {}
     if options.timing and gates[-1].status == "passed":
@@ -265,7 +281,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         if any(t.roofline_fraction and t.roofline_fraction > 1.05 for t in timings if t.name == "candidate"):
             warnings.append("the candidate measured faster than the roofline: suspect (not a win); check the spec's cost and sizes")
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
-                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **_extra(base))
+                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
+                    **_extra(base))
 
 
 def _extra(base: dict[str, Any]) -> dict[str, Any]:
@@ -310,6 +327,84 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
         first = next((d.message for d in result.diagnostics if d.severity in ("error", "fatal")), "ptxas failed")
         return None, f"does not assemble for this GPU ({device.arch}): {first}"
     return result.cubin, f"ran as {device.arch} (the .target {module.arch} PTX assembled for this GPU)"
+
+
+def _unmeasured(options: CheckOptions, reason: str) -> list[Gate]:
+    """The runtime evidence that was asked for but cannot be had here, said as such."""
+    asked = [name for name, on in (("native", options.native), ("sanitize", options.sanitize)) if on]
+    return [Gate(name, "not run", reason) for name in asked]
+
+
+def smallest_case(spec: Spec) -> dict[str, int]:
+    """The sweep's size set that moves the fewest bytes: where the sanitizers run (they are slow)."""
+    return min(spec.size_sets(), key=lambda sizes: sum(spec.buffer_bytes(p, sizes) for p in spec.params
+                                                        if p.kind == "buffer"))
+
+
+def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
+            device: DeviceInfo) -> NativeEvidence:
+    """Profile the default size set once under ncu and judge the signature instructions' execution."""
+    from porter.profiler import LaunchJob, opcode_bases, run_ncu
+
+    profile = get_profile(target)
+    sizes = spec.default_sizes()
+    if not cubin_runs_on(target, device.arch):
+        return judge_native(target, profile.signature_sass, signature, None,
+                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
+    metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
+    run = run_ncu(LaunchJob(cubin, entry, spec_path(spec), sizes), metrics=metrics)
+    if not run.ok:
+        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason)
+    values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
+    return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes)
+
+
+def _native_gate(evidence: NativeEvidence) -> Gate:
+    status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
+    details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items())
+    return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
+
+
+def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain) -> tuple[SanitizerReport, ...]:
+    from porter.profiler import SANITIZER_TOOLS, LaunchJob, run_sanitizer
+
+    job = LaunchJob(cubin, entry, spec_path(spec), smallest_case(spec))
+    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
+    reports = []
+    for tool in SANITIZER_TOOLS:
+        report = run_sanitizer(job, tool)
+        if sass is not None:
+            report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
+        reports.append(report)
+    return tuple(reports)
+
+
+def _with_sass(finding: SanitizerFinding, sass: Any) -> SanitizerFinding:
+    """Attach the SASS instruction at the finding's offset (16 bytes per instruction since Volta)."""
+    function = sass.functions.get(finding.function)
+    if function is None or finding.offset is None:
+        return finding
+    index = finding.offset // 16
+    if index < len(function.instructions):
+        return replace(finding, sass=function.instructions[index])
+    return finding
+
+
+def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
+    ran = [r for r in reports if r.ran]
+    if not ran:
+        return Gate("sanitize", "not run", reports[0].reason if reports else "no sanitizer tools")
+    dirty = [r for r in ran if r.errors]
+    details = []
+    for r in dirty:
+        for f in r.findings[:3]:
+            where = f" at {f.function}+0x{f.offset:x}" if f.offset is not None else ""
+            sass = f" ({f.sass})" if f.sass else ""
+            details.append(f"{r.tool}: {f.message}{where}{sass}; {f.detail}"[:300])
+    details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
+    if dirty:
+        return Gate("sanitize", "failed", ", ".join(f"{r.tool}: {r.errors} errors" for r in dirty), tuple(details))
+    return Gate("sanitize", "passed", "clean: " + ", ".join(r.tool for r in ran), tuple(details))
 
 
 def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, source_cubin: bytes | None,

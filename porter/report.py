@@ -169,6 +169,16 @@ def render_verdict(v: Verdict) -> str:
                  "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"] for t in v.timings]
         out.append(table(["timed", "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"], rows))
         out.append(f"speedup vs source: {_fmt_ratio(v.speedup_vs_source)}; vs library: {_fmt_ratio(v.speedup_vs_library)}")
+    if v.native is not None:
+        out.append(f"native ({v.native.arch}): {v.native.state}: {v.native.summary}")
+    for rep in v.sanitizer:
+        if rep.ran:
+            out.append(f"{rep.tool}: {rep.errors} errors ({rep.wall_s:.1f} s)")
+            for f in rep.findings[:3]:
+                where = f" at {f.function}+0x{f.offset:x}" if f.offset is not None else ""
+                out.append(f"  {f.message}{where}{f' ({f.sass})' if f.sass else ''}")
+        else:
+            out.append(f"{rep.tool}: not run ({rep.reason})")
     if v.signature_sass:
         found = ", ".join(f"{op} x{n}" for op, n in v.signature_sass.items() if n)
         if found:

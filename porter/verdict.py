@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from porter.native import NativeEvidence
+from porter.profiler import SanitizerReport
+
 Status = Literal["passed", "failed", "not run", "error"]
 STATUSES: tuple[Status, ...] = ("passed", "failed", "not run", "error")
 
@@ -92,6 +95,8 @@ class Verdict:
     signature_sass: dict[str, int] = field(default_factory=dict)
     gpu: str = ""  # "NVIDIA H200 (sm_90), driver 580.159.04"
     toolchain: str = ""
+    native: NativeEvidence | None = None
+    sanitizer: tuple[SanitizerReport, ...] = ()
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
 

@@ -102,3 +102,43 @@ def test_a_target_absent_here_is_not_run_never_passed(runner, toolchain):
     assert verdict.status == "not run"
     assert verdict.gate("assemble").status == "passed"
     assert "needs a sm_100a gpu" in verdict.gate("equivalence").summary.lower()
+
+
+NATIVE = ROOT / "tests" / "data" / "native"
+
+
+def test_wgmma_kernel_reports_hgmma_executed(runner, toolchain):
+    verdict = check(NATIVE / "wgmma.ptx", runner, toolchain, native=True, timing=False)
+    assert verdict.status == "passed", verdict.reason
+    assert verdict.native is not None and verdict.native.state == "executed", verdict.native
+    assert verdict.native.executed_counts.get("HGMMA", 0) > 0
+
+
+def test_wgmma_behind_a_never_taken_branch_is_present_but_never_executed(runner, toolchain):
+    verdict = check(NATIVE / "wgmma_never.ptx", runner, toolchain, native=True, timing=False)
+    assert verdict.native is not None
+    assert verdict.native.state == "present but never executed", verdict.native
+    assert verdict.gate("native").status == "failed"
+    assert "branch" in verdict.native.summary
+
+
+def test_hmma_only_kernel_is_absent_against_sm90a(runner, toolchain):
+    kernel = EXAMPLES / "gemm_bf16_sm80" / "kernel.ptx"
+    verdict = check(kernel, runner, toolchain, arch="sm_90a", native=True, timing=False)
+    assert verdict.gate("equivalence").status == "passed"  # correct, just not a Hopper port
+    assert verdict.native is not None and verdict.native.state == "absent"
+    assert verdict.status == "failed"
+
+
+def test_sanitizers_catch_a_planted_oob_write_and_a_shared_memory_race(runner, toolchain):
+    oob = check(BROKEN / "oob.ptx", runner, toolchain, spec_dir=VECTOR_ADD, sanitize=True, timing=False)
+    memcheck = next(r for r in oob.sanitizer if r.tool == "memcheck")
+    assert memcheck.ran and memcheck.errors > 0, memcheck
+    assert any("write" in f.message.lower() and f.function == "vector_add" for f in memcheck.findings)
+    race = check(BROKEN / "smem_race.ptx", runner, toolchain, spec_dir=VECTOR_ADD, sanitize=True, timing=False)
+    assert race.gate("equivalence").status == "passed"  # the race does not change the result here...
+    racecheck = next(r for r in race.sanitizer if r.tool == "racecheck")
+    assert racecheck.ran and racecheck.errors > 0, racecheck  # ...but racecheck sees it
+    assert race.status == "failed"
+    clean = check(VECTOR_ADD / "kernel.ptx", runner, toolchain, sanitize=True, timing=False)
+    assert clean.gate("sanitize").status == "passed", clean.gate("sanitize")

@@ -54,16 +54,17 @@ def is_sticky(err: BaseException) -> bool:
 class DeviceBuffer:
     """A device allocation with guard bands: [guard | data | guard], data 64 KiB-aligned from the base."""
 
-    def __init__(self, cp: Any, nbytes: int) -> None:
+    def __init__(self, cp: Any, nbytes: int, guard: int = GUARD_BYTES) -> None:
         self.cp = cp
         self.nbytes = nbytes
-        self.raw = cp.empty(nbytes + 2 * GUARD_BYTES, dtype=cp.uint8)
+        self.guard = guard
+        self.raw = cp.empty(nbytes + 2 * guard, dtype=cp.uint8)
         self.raw.fill(CANARY)
-        self.data = self.raw[GUARD_BYTES : GUARD_BYTES + nbytes]
+        self.data = self.raw[guard : guard + nbytes]
 
     @property
     def ptr(self) -> int:
-        return self.raw.data.ptr + GUARD_BYTES
+        return self.raw.data.ptr + self.guard
 
     def upload(self, host: np.ndarray) -> None:
         if self.nbytes:
@@ -163,8 +164,9 @@ def _scalar_arg(dtype: Any, value: float | int) -> Any:
 class Launch:
     """The buffers and arguments of one launch of ``kernel`` on one size set."""
 
-    def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any]) -> None:
-
+    def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
+                 guard: int = GUARD_BYTES) -> None:
+        """``guard=0`` gives exact-size allocations, for compute-sanitizer's bounds checks."""
         cp = state.cp
         self.spec, self.sizes, self.host_args = spec, sizes, host_args
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -172,7 +174,7 @@ class Launch:
         for p in spec.params:
             if p.kind == "buffer":
                 shape = spec.shape(p, sizes)
-                buf = DeviceBuffer(cp, int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize)
+                buf = DeviceBuffer(cp, int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize, guard)
                 self.buffers[p.name] = buf
                 self.args.append(np.uint64(buf.ptr))
             elif p.kind == "scratch":
@@ -180,7 +182,7 @@ class Launch:
                 if nbytes <= 0:
                     self.args.append(np.uint64(0))
                 else:
-                    buf = DeviceBuffer(cp, nbytes)
+                    buf = DeviceBuffer(cp, nbytes, guard)
                     self.buffers[p.name] = buf
                     self.args.append(np.uint64(buf.ptr))
             else:

@@ -1,6 +1,6 @@
 // Broken variants of examples/vector_add, one per way a candidate can cheat or crash.
 // The gate must reject each for the right reason. Regenerate the PTX with:
-//   for v in PARTIAL OOB WRITES_INPUT HANG ILLEGAL CONSTANT RACE READS_UNWRITTEN RAGGED; do
+//   for v in PARTIAL OOB WRITES_INPUT HANG ILLEGAL CONSTANT RACE READS_UNWRITTEN SMEM_RACE RAGGED; do
 //     nvcc -ptx -arch=sm_80 -O3 -D$v vector_add_broken.cu -o $(echo $v | tr A-Z a-z).ptx; done
 extern "C" __global__ void __launch_bounds__(256)
 vector_add(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out,
@@ -26,6 +26,12 @@ vector_add(const float* __restrict__ x, const float* __restrict__ y, float* __re
     }
 #elif defined(READS_UNWRITTEN) // accumulates into an output nothing initialised
     if (i < n) out[i] = out[i] + alpha * x[i] + y[i];
+#elif defined(SMEM_RACE)       // reads a neighbour's shared-memory slot with no barrier (racecheck)
+    __shared__ float stage[256];
+    const int t = static_cast<int>(threadIdx.x);
+    stage[t] = i < n ? x[i] : 0.0f;
+    const float neighbour = reinterpret_cast<volatile float*>(stage)[(t + 32) % 256];
+    if (i < n) out[i] = alpha * x[i] + y[i] + 0.0f * neighbour;
 #elif defined(RAGGED)         // drops the last partial block: wrong only when n % 256 != 0
     if (i < (n & ~255)) out[i] = alpha * x[i] + y[i];
 #else
