@@ -1,0 +1,664 @@
+"""The language model behind one small interface: :class:`ModelClient`.
+
+``complete(messages, temperature=, max_tokens=, timeout_s=)`` returns a :class:`Reply` (text, token
+usage, cost when known, finish reason, latency, attempts). Two implementations:
+
+- :class:`LiteLLMModel` calls any provider litellm knows. litellm's own retries (its ``num_retries``
+  and the OpenAI SDK's ``max_retries``, which default to 2 hidden retries) are switched off on every
+  call, so the retry policy here is the only one: transient failures (429, timeouts, connection
+  errors, 500/502/503 and any other 5xx) are retried with jittered exponential backoff, honouring
+  ``Retry-After``; anything else (401, 400, 404, context window exceeded, ...) fails at once. Every failure surfaces as one :class:`ModelError` line.
+- :class:`ReplayModel` plays scripted replies from a TOML file, for demos and tests without a model.
+
+The budget (:class:`Budget`, :class:`Spend`) is checked *before* each call: porter never starts a
+call that it knows could exceed the rounds, tokens, dollars or wall-clock time it was given. The
+dollar check uses the model's price from litellm's bundled price map and assumes the worst case (the
+whole ``max_tokens`` is used). For a model without a known price the cost is only counted after the
+fact, so ``max_usd`` then stops the run once the spend has reached it, not before.
+
+Importing this module imports neither litellm (about 5 s) nor tenacity; they load on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from porter.errors import EnvironmentProblem, InputError
+
+if TYPE_CHECKING:
+    import tenacity
+
+log = logging.getLogger(__name__)
+
+# Where resolve_model's caller looks for the project's model settings, relative to the project root.
+CONFIG_FILE = Path(".porter") / "config.toml"
+# Rough cost of a chat message's framing (role, separators) on top of its content, in tokens.
+_MESSAGE_OVERHEAD_TOKENS = 4
+
+
+class ModelError(EnvironmentProblem):
+    """The model could not give a reply (API down, rate limited, bad key, script exhausted). Exit 3."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one call, and its cost in US dollars when the price is known (None otherwise)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One model reply. ``latency_s`` covers the whole call as porter saw it, retries and waits included."""
+
+    text: str
+    usage: Usage
+    finish_reason: str | None
+    model: str
+    latency_s: float
+    attempts: int
+
+    @property
+    def truncated(self) -> bool:
+        """The reply stopped at ``max_tokens``, so its text is probably incomplete."""
+        return self.finish_reason == "length"
+
+
+class ModelClient(Protocol):
+    """What the session needs from a model. ``name`` identifies it in reports and prices it."""
+
+    name: str
+
+    def complete(
+        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float
+    ) -> Reply: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """An *estimate* of the token count (about four characters a token for English and code).
+
+    Used where no tokenizer's count is available: scripted replies, servers that report no usage,
+    and the size of the next prompt in the budget check.
+    """
+    return math.ceil(len(text) / 4)
+
+
+def estimate_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
+    """An estimate of the prompt tokens of a chat: its contents plus a few tokens of framing each."""
+    return sum(estimate_tokens(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# litellm
+
+
+@functools.cache
+def _litellm() -> ModuleType:
+    """Import litellm once, offline and quiet: bundled price map, no debug banners, no telemetry."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    if hasattr(litellm, "telemetry"):  # removed in recent releases, present in older ones
+        litellm.telemetry = False
+    return litellm
+
+
+def price_per_token(model: str) -> tuple[float, float] | None:
+    """(input, output) US dollars per token for a litellm model name; None when litellm has no price.
+
+    porter's own offline schemes (``replay:`` and ``mock:``) cost nothing and do not import litellm.
+    """
+    if model.startswith(("replay:", "mock:")):
+        return (0.0, 0.0)
+    try:
+        info = _litellm().get_model_info(model)
+    except Exception:  # litellm raises for any model missing from its price map
+        return None
+    prices = (info.get("input_cost_per_token"), info.get("output_cost_per_token"))
+    if all(isinstance(p, int | float) for p in prices):
+        return (float(prices[0]), float(prices[1]))
+    return None
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    """How long the server asked us to wait, if the error carries its response headers.
+
+    OpenAI sends ``retry-after-ms``; the HTTP standard ``Retry-After`` is seconds or a date.
+    """
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    for text, per_second in ((headers.get("retry-after-ms"), 1000), (value, 1)):
+        if text:
+            try:
+                return max(0.0, float(text) / per_second)
+            except ValueError:
+                pass
+    if not value:
+        return None
+    import email.utils  # only here: it pulls in socket and friends, ~25 ms
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+# litellm prefixes messages with class names: "litellm.RateLimitError: RateLimitError: OpenAIException - ".
+_PREFIX = re.compile(r"^(?:litellm\.\w+|\w*(?:Error|Exception)|Timeout Error)\s*[:-]\s*")
+
+
+def _detail(exc: BaseException) -> str:
+    """The provider's own words, without litellm's prefixes, on one short line."""
+    text = str(exc)
+    while m := _PREFIX.match(text):
+        text = text[m.end() :]
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 12 and all(seen is not c for c in chain):
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return chain
+
+
+@dataclass(frozen=True)
+class _Failure:
+    what: str  # a few words, with the HTTP status when the server sent one
+    transient: bool
+    detail: str = ""
+
+
+def _failure(litellm: ModuleType, exc: BaseException, timeout_s: float) -> _Failure:
+    """Classify a failed call: what happened, and whether trying again could help.
+
+    litellm's exception class is the guide, with corrections found in the cause chain and status:
+
+    - a reply body that is not JSON comes as an InternalServerError (500) that no server sent; it
+      would come back the same, so it is not retried;
+    - a refused connection also comes as an InternalServerError (500): it is a connection problem;
+    - a server's 504 comes as a Timeout, like the client's own timeout, but with its real status;
+    - statuses litellm has no class for (403, 409, 529 from an OpenAI-compatible server) come as a
+      plain APIError: retried when they are 5xx, like every server-side failure.
+    """
+    import httpx
+    import openai
+
+    causes = _causes(exc)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    bad_json = next((c for c in causes if isinstance(c, json.JSONDecodeError)), None)
+    if bad_json is not None:
+        return _Failure(f"malformed reply from the server (not valid JSON: {bad_json})", transient=False)
+    if any(isinstance(c, openai.APITimeoutError | httpx.TimeoutException) for c in causes):
+        if status not in (None, 408):
+            return _Failure(f"the server timed out ({status})", transient=True, detail=_detail(exc))
+        return _Failure(f"timed out (limit {timeout_s:g} s)", transient=True)
+    if any(isinstance(c, openai.APIConnectionError | httpx.TransportError) for c in causes):
+        return _Failure("cannot reach the API", transient=True, detail=_detail(exc))
+    kinds: list[tuple[type[BaseException], str, bool]] = [
+        (litellm.ContextWindowExceededError, "prompt too long for the model's context window", False),
+        (litellm.AuthenticationError, "authentication failed", False),
+        (litellm.PermissionDeniedError, "permission denied", False),
+        (litellm.NotFoundError, "model or endpoint not found", False),
+        (litellm.BadRequestError, "bad request", False),
+        (litellm.RateLimitError, "rate limited", True),
+        (litellm.InternalServerError, "server error", True),
+        (litellm.BadGatewayError, "bad gateway", True),
+        (litellm.ServiceUnavailableError, "service unavailable", True),
+        (litellm.APIError, "API error", status is not None and status >= 500),
+    ]
+    what, transient = next(
+        ((phrase, again) for cls, phrase, again in kinds if isinstance(exc, cls)), (type(exc).__name__, False)
+    )
+    if status is not None:
+        what += f" ({status})"
+    return _Failure(what, transient, _detail(exc))
+
+
+class LiteLLMModel:
+    """A model reached through litellm (``openai/gpt-4o``, ``anthropic/claude-...``, any api_base).
+
+    API keys come from the environment as litellm expects (``OPENAI_API_KEY`` ...) unless ``api_key``
+    is given. ``backoff_s`` scales the jittered exponential wait between retries (full jitter:
+    uniform in [0, backoff_s * 2**retry]), capped at ``max_backoff_s``; a server's Retry-After is
+    waited for at least, within the same cap. With ``mock_response`` litellm answers locally with that
+    text (no network, no cost); the name then starts with ``mock:`` so nobody mistakes it for a model.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+        mock_response: str | None = None,
+    ) -> None:
+        if max_retries < 0 or backoff_s < 0 or max_backoff_s < 0:
+            raise InputError("max_retries, backoff_s and max_backoff_s must not be negative")
+        self.model = model
+        self.name = model if mock_response is None else f"mock:{model}"
+        self.api_base = api_base
+        self.api_key = api_key
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.mock_response = mock_response
+
+    def __repr__(self) -> str:
+        return f"LiteLLMModel({self.name!r}, api_base={self.api_base!r})"
+
+    def complete(
+        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float
+    ) -> Reply:
+        litellm = _litellm()
+        import tenacity
+
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "timeout": timeout_s,
+            # porter's retry policy is the only one: no litellm wrapper retries, no SDK retries.
+            "num_retries": 0,
+            "max_retries": 0,
+            # Reasoning models reject some sampling parameters (temperature); drop them, don't fail.
+            "drop_params": True,
+        }
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key
+        if self.mock_response is not None:
+            kwargs["mock_response"] = self.mock_response
+
+        attempts = 0
+
+        def attempt() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return litellm.completion(**kwargs)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(lambda e: _failure(litellm, e, timeout_s).transient),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        started = time.monotonic()
+        try:
+            response = retrying(attempt)
+        except Exception as e:
+            failure = _failure(litellm, e, timeout_s)
+            after = f" after {attempts} attempts" if attempts > 1 else ""
+            detail = f": {failure.detail}" if failure.detail else ""
+            raise ModelError(f"model {self.name}: {failure.what}{after}{detail}") from e
+        latency = time.monotonic() - started
+        return self._reply(litellm, response, messages, latency=latency, attempts=attempts)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        import tenacity
+
+        jitter = tenacity.wait_random_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
+        hint = _retry_after_s(state.outcome.exception()) if state.outcome else None
+        return min(max(jitter, hint or 0.0), self.max_backoff_s)
+
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.info(
+            "model %s: attempt %d failed (%s); retrying in %.2f s",
+            self.name,
+            state.attempt_number,
+            type(error).__name__,
+            wait,
+        )
+
+    def _reply(
+        self,
+        litellm: ModuleType,
+        response: Any,
+        messages: list[dict[str, str]],
+        *,
+        latency: float,
+        attempts: int,
+    ) -> Reply:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise ModelError(f"model {self.name}: the reply has no choices (an empty or malformed answer)")
+        choice = choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None) or 0
+        completion = getattr(usage, "completion_tokens", None) or 0
+        if prompt == 0 and completion == 0:
+            # The server reported no usage (litellm then says 0/0): estimate rather than count nothing.
+            prompt, completion = estimate_prompt_tokens(messages), estimate_tokens(text)
+        return Reply(
+            text=text,
+            usage=Usage(prompt, completion, self._cost(litellm, response)),
+            finish_reason=choice.finish_reason,
+            model=getattr(response, "model", None) or self.model,
+            latency_s=latency,
+            attempts=attempts,
+        )
+
+    def _cost(self, litellm: ModuleType, response: Any) -> float | None:
+        if self.mock_response is not None:
+            return 0.0
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # no price for this model (local servers, new models)
+            return None
+        return float(cost) if isinstance(cost, int | float) and cost >= 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted replies
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One ``[[reply]]`` table; token counts left out are estimated when the reply is played."""
+
+    text: str
+    note: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str
+
+
+_REPLY_KEYS = {"text", "note", "prompt_tokens", "completion_tokens", "finish_reason"}
+
+
+class ReplayModel:
+    """Plays the ``[[reply]]`` tables of a TOML file in order, one per call; nothing is billed.
+
+    The file's top-level ``label`` must say that the replies are scripted, so that no report built
+    from a replay can pass for a real model's work. Token counts default to estimates.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.name = f"replay:{self.path.name}"
+        self.label, self.replies = _load_script(self.path)
+        self._next = 0
+
+    def __repr__(self) -> str:
+        return f"ReplayModel({str(self.path)!r})"
+
+    def complete(
+        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float
+    ) -> Reply:
+        if self._next >= len(self.replies):
+            raise ModelError(f"model {self.name}: scripted replies exhausted after {len(self.replies)}")
+        scripted = self.replies[self._next]
+        self._next += 1
+        prompt = scripted.prompt_tokens
+        completion = scripted.completion_tokens
+        return Reply(
+            text=scripted.text,
+            usage=Usage(
+                prompt if prompt is not None else estimate_prompt_tokens(messages),
+                completion if completion is not None else estimate_tokens(scripted.text),
+                0.0,
+            ),
+            finish_reason=scripted.finish_reason,
+            model=self.name,
+            latency_s=0.0,
+            attempts=1,
+        )
+
+
+def _load_script(path: Path) -> tuple[str, tuple[ScriptedReply, ...]]:
+    def bad(problem: str) -> InputError:
+        return InputError(f"{path}: {problem}")
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise bad("scripted replies file not found") from None
+    except OSError as e:
+        raise bad(f"cannot read the scripted replies ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise bad("not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise bad(f"TOML syntax error: {e}") from None
+    unknown = sorted(set(data) - {"label", "reply"})
+    if unknown:
+        raise bad(f"unknown top-level key(s) {', '.join(unknown)} (expected label and [[reply]])")
+    label = data.get("label")
+    if not isinstance(label, str) or "scripted" not in label.lower():
+        raise bad('needs a top-level label that says the replies are scripted, e.g. label = "scripted demo"')
+    tables = data.get("reply")
+    if not isinstance(tables, list) or not tables:
+        raise bad("no [[reply]] tables")
+    replies = []
+    for i, table in enumerate(tables, 1):
+        if not isinstance(table, dict):
+            raise bad(f"reply {i}: expected a [[reply]] table")
+        extra = sorted(set(table) - _REPLY_KEYS)
+        if extra:
+            raise bad(f"reply {i}: unknown key(s) {', '.join(extra)}")
+        text, note, finish = table.get("text"), table.get("note"), table.get("finish_reason", "stop")
+        if not isinstance(text, str):
+            raise bad(f"reply {i}: text must be a string (use '''...''' for several lines)")
+        if note is not None and not isinstance(note, str):
+            raise bad(f"reply {i}: note must be a string")
+        if not isinstance(finish, str):
+            raise bad(f"reply {i}: finish_reason must be a string")
+        counts = {}
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = table.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise bad(f"reply {i}: {key} must be a non-negative integer")
+            counts[key] = value
+        replies.append(
+            ScriptedReply(text, note, counts["prompt_tokens"], counts["completion_tokens"], finish)
+        )
+    return label, tuple(replies)
+
+
+# ---------------------------------------------------------------------------------------------
+# Budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one porting session; None means no limit. A round is one model call."""
+
+    max_rounds: int | None = 8
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_wall_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_rounds", "max_tokens", "max_usd", "max_wall_s"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InputError(f"budget: {name} must not be negative (got {value})")
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:.6f}"
+
+
+@dataclass
+class Spend:
+    """What a session has used so far. ``usd`` sums the known costs; unpriced calls add nothing."""
+
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    calls: list[Reply] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def record(self, reply: Reply) -> None:
+        self.rounds += 1
+        self.prompt_tokens += reply.usage.prompt_tokens
+        self.completion_tokens += reply.usage.completion_tokens
+        self.usd += reply.usage.cost_usd or 0.0
+        self.calls.append(reply)
+
+    def why_stop(
+        self,
+        budget: Budget,
+        *,
+        next_prompt_tokens: int,
+        max_completion_tokens: int,
+        price_per_token: tuple[float, float] | None,
+    ) -> str | None:
+        """Why the next call must not start (the worst case of it would break a limit), or None.
+
+        ``price_per_token`` is (input, output) dollars per token, or None when unknown: then
+        ``max_usd`` can only stop the session once the counted spend has reached it.
+        """
+        if budget.max_rounds is not None and self.rounds >= budget.max_rounds:
+            return f"round budget spent: {self.rounds} of {budget.max_rounds} rounds used"
+        if budget.max_wall_s is not None and self.elapsed_s >= budget.max_wall_s:
+            return f"wall-clock budget spent: {self.elapsed_s:.1f} s of {budget.max_wall_s:g} s"
+        if budget.max_tokens is not None:
+            worst = self.total_tokens + next_prompt_tokens + max_completion_tokens
+            if worst > budget.max_tokens:
+                return (
+                    f"would exceed the token budget: {self.total_tokens} used + {next_prompt_tokens} prompt"
+                    f" + {max_completion_tokens} reply tokens = {worst} > {budget.max_tokens}"
+                )
+        if budget.max_usd is not None:
+            if price_per_token is None:
+                if self.usd >= budget.max_usd:
+                    return f"cost budget spent: {_usd(self.usd)} of {_usd(budget.max_usd)}"
+            else:
+                next_cost = (
+                    next_prompt_tokens * price_per_token[0] + max_completion_tokens * price_per_token[1]
+                )
+                if self.usd + next_cost > budget.max_usd:
+                    return (
+                        f"would exceed the cost budget: {_usd(self.usd)} spent + up to {_usd(next_cost)}"
+                        f" for the next call > {_usd(budget.max_usd)}"
+                    )
+        return None
+
+
+class BudgetExhausted(Exception):
+    """The next call was not started because it could break the budget. A normal end, not an error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def complete_within(
+    client: ModelClient,
+    messages: list[dict[str, str]],
+    *,
+    budget: Budget,
+    spend: Spend,
+    temperature: float,
+    max_tokens: int,
+    timeout_s: float,
+) -> Reply:
+    """Call the model only if the worst case of the call fits the budget; record what it used.
+
+    Raises :class:`BudgetExhausted` (before any request is sent) when it does not fit.
+    """
+    reason = spend.why_stop(
+        budget,
+        next_prompt_tokens=estimate_prompt_tokens(messages),
+        max_completion_tokens=max_tokens,
+        price_per_token=price_per_token(client.name),
+    )
+    if reason is not None:
+        raise BudgetExhausted(reason)
+    reply = client.complete(messages, temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s)
+    spend.record(reply)
+    return reply
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the model
+
+
+def resolve_model(
+    cli_model: str | None, *, env: Mapping[str, str], config_path: Path | None
+) -> tuple[str | None, str | None, str]:
+    """(model, api_base, where it came from): ``--model``, then ``PORTER_MODEL``, then the config file.
+
+    The api_base travels with its model: the config file's ``api_base`` applies only to the config
+    file's ``model``. ``PORTER_API_BASE`` applies to a model from ``--model`` or ``PORTER_MODEL``
+    (the command line has no api-base option of its own). Empty values count as unset.
+    """
+    env_base = env.get("PORTER_API_BASE") or None
+    if cli_model:
+        return cli_model, env_base, "--model"
+    if env.get("PORTER_MODEL"):
+        return env["PORTER_MODEL"], env_base, "PORTER_MODEL"
+    if config_path is not None and config_path.is_file():
+        try:
+            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise InputError(f"{config_path}: cannot read the porter config ({e})") from None
+        model, api_base = data.get("model"), data.get("api_base")
+        for key, value in (("model", model), ("api_base", api_base)):
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"{config_path}: {key} must be a string")
+        if model:
+            return model, api_base or None, str(config_path)
+    return None, None, "none"
+
+
+def make_model(model: str | None, *, api_base: str | None) -> ModelClient | None:
+    """The client for a model spec: None (no model; porter makes the mechanical baseline only),
+    ``replay:FILE`` (scripted replies), ``mock:TEXT`` (litellm answers TEXT locally), or a litellm
+    model name such as ``openai/gpt-4o``."""
+    if model is None:
+        return None
+    if model.startswith("replay:"):
+        return ReplayModel(Path(model.removeprefix("replay:")))
+    if model.startswith("mock:"):
+        return LiteLLMModel("openai/porter-mock", mock_response=model.removeprefix("mock:"))
+    return LiteLLMModel(model, api_base=api_base)
