@@ -234,6 +234,171 @@ def profile(
         typer.echo(f"wrote [profile] into {spec_path(loaded)} (roofline: {part})")
 
 
+PORT_EXIT = {"passed": 0, "passed without native instructions": 1, "failed": 1, "not run on target hardware": 3}
+
+
+@app.command()
+def port(
+    kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
+    to: Annotated[str, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")],
+    from_arch: Annotated[str | None, typer.Option("--from", help="Source architecture (default: the PTX's .target).")] = None,
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    model: Annotated[str | None, typer.Option(help="litellm model (openai/..., anthropic/..., ollama_chat/...), or replay:FILE.")] = None,
+    api_base: Annotated[str | None, typer.Option(help="API base URL for local servers (vLLM, Ollama, ...).")] = None,
+    agent: Annotated[str, typer.Option(help="Agent name (agents/*.md or .porter/agents/*.md).")] = "port",
+    max_rounds: Annotated[int | None, typer.Option(help="Model replies at most (default: the agent's).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens at most, prompts and replies together.")] = None,
+    max_usd: Annotated[float | None, typer.Option(help="Spend at most this many US dollars.")] = None,
+    max_minutes: Annotated[float | None, typer.Option(help="Wall-clock minutes at most.")] = None,
+    optimize: Annotated[bool, typer.Option(help="Keep improving speed among passing candidates until the budget ends.")] = False,
+    require_native: Annotated[
+        bool | None, typer.Option("--require-native/--no-require-native",
+                                  help="Require the target's own tensor-core instructions (default: when the model changes).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the best candidate to this file.")] = None,
+    force: Annotated[bool, typer.Option(help="Let --out replace an existing file.")] = False,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Result as JSON on stdout; events as JSON lines on stderr.")] = False,
+) -> None:
+    """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes."""
+    from porter.errors import InputError
+    from porter.model import Budget, make_model, resolve_model
+    from porter.progress import make_progress
+    from porter.report import render_port
+    from porter.runner import Runner
+    from porter.session import PortRequest, PortSession
+    from porter.toolchain import find_toolchain
+
+    if out is not None and out.exists() and not force:
+        raise InputError(f"{out}: exists (use --force to replace it)")
+    loaded = _find_spec(kernel, spec)
+    root = _repo_root(kernel)
+    name, base, _where = resolve_model(model, env=os.environ, config_path=root / ".porter" / "config.toml")
+    client = make_model(name, api_base=api_base or base)
+    toolchain = find_toolchain()
+    toolchain.require("ptxas")
+    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
+                    max_wall_s=max_minutes * 60 if max_minutes else None)
+    request = PortRequest(kernel=kernel, spec=loaded, to_arch=to, from_arch=from_arch, agent=agent, budget=budget,
+                          optimize=optimize, require_native=require_native, runs_root=root / ".porter" / "runs",
+                          repo_root=root)
+    runner = Runner() if gpu else None
+    try:
+        result = PortSession(request, toolchain=toolchain, runner=runner, model=client,
+                             on_event=make_progress(as_json=as_json)).run()
+    finally:
+        if runner is not None:
+            runner.close()
+    if out is not None and result.best is not None:
+        out.write_text(result.best.path.read_text())
+    if as_json:
+        _emit_json(result)
+    else:
+        typer.echo(render_port(result))
+        if out is not None and result.best is not None:
+            typer.echo(f"wrote candidate {result.best.index} to {out}")
+    raise typer.Exit(PORT_EXIT[result.status])
+
+
+def _repo_root(path: Path) -> Path:
+    """The git work tree holding ``path`` (for .porter/), else the current folder."""
+    folder = path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return Path.cwd()
+
+
+@app.command()
+def runs(
+    root: Annotated[Path, typer.Option(help="Repository whose .porter/runs to list.")] = Path("."),
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List recorded port runs."""
+    from porter.report import table
+    from porter.runlog import list_runs
+
+    found = list_runs(root / ".porter" / "runs")
+    if as_json:
+        _emit_json(found)
+        return
+    if not found:
+        typer.echo(f"no runs under {root / '.porter' / 'runs'}")
+        return
+    typer.echo(table(["run", "kernel", "target", "model", "candidates", "status"],
+                     [[r.id, r.kernel, r.target, r.model, r.candidates, r.status] for r in found]))
+
+
+@app.command()
+def replay(
+    run: Annotated[str, typer.Argument(help="Run id (or unique prefix, or its folder).")],
+    root: Annotated[Path, typer.Option(help="Repository holding .porter/runs.")] = Path("."),
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
+    import json as _json
+
+    from porter.gate import CheckOptions, run_check
+    from porter.report import table
+    from porter.runlog import candidates, find_run
+    from porter.runner import Runner
+    from porter.spec import load_spec
+    from porter.toolchain import find_toolchain
+
+    folder = find_run(root / ".porter" / "runs", run)
+    config = _json.loads((folder / "config.json").read_text())
+    loaded = load_spec(Path(config["spec"]))
+    toolchain = find_toolchain()
+    toolchain.require("ptxas")
+    rows, verdicts = [], []
+    runner = Runner() if gpu else None
+    try:
+        for index, _text, record in candidates(folder):
+            native = bool(config.get("require_native"))
+            verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
+                                CheckOptions(arch=config["target"], native=native), toolchain=toolchain, runner=runner)
+            was = (record.get("verdict") or {}).get("status", "?")
+            rows.append([index, record.get("origin", "?"), was, verdict.status,
+                         "same" if was == verdict.status else "DIFFERENT", verdict.reason[:80]])
+            verdicts.append(verdict)
+    finally:
+        if runner is not None:
+            runner.close()
+    if as_json:
+        _emit_json(verdicts)
+    else:
+        typer.echo(f"replayed {folder.name} on this machine")
+        typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"], rows))
+    raise typer.Exit(0 if all(r[4] == "same" for r in rows) else 1)
+
+
+@app.command()
+def export(
+    run_refs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs to export (ids, prefixes or folders).")],
+    format: Annotated[str, typer.Option("--format", help="Export format: sft (chat-format repair pairs, JSONL).")] = "sft",
+    root: Annotated[Path, typer.Option(help="Repository holding .porter/runs.")] = Path("."),
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Export repair pairs (a failing candidate and its feedback -> the next, better candidate) for fine-tuning."""
+    import json as _json
+
+    from porter.errors import InputError
+    from porter.runlog import find_run, repair_pairs
+
+    if format != "sft":
+        raise InputError(f"--format: only 'sft' is supported (got {format!r})")
+    if output is not None and output.exists():
+        raise InputError(f"{output}: exists; choose another file")
+    lines = [_json.dumps(pair) for ref in run_refs for pair in repair_pairs(find_run(root / ".porter" / "runs", ref))]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        typer.echo(f"wrote {len(lines)} repair pairs to {output}", err=True)
+
+
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:

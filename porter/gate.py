@@ -221,16 +221,19 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     device, why_not = _device(runner)
     if device is None:
         gates.append(Gate("equivalence", "not run", why_not))
-        gates.extend(_unmeasured(options, why_not))
-        return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **_extra(base))
+        more, extras = _unmeasured(options, why_not, target, signature)
+        gates.extend(more)
+        return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
+                        **_extra(base))
     # An explicit --arch is a claim about that target: only its own cubin may stand for it.
     run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
                                          fallback=options.arch is None)
     if run_cubin is None:
         gates.append(Gate("equivalence", "not run", run_note))
-        gates.extend(_unmeasured(options, run_note))
+        more, extras = _unmeasured(options, run_note, target, signature)
+        gates.extend(more)
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
-                        gpu=device.describe(), **_extra(base))
+                        gpu=device.describe(), **extras, **_extra(base))
     if run_note:
         warnings.append(run_note)
 
@@ -329,10 +332,17 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
     return result.cubin, f"ran as {device.arch} (the .target {module.arch} PTX assembled for this GPU)"
 
 
-def _unmeasured(options: CheckOptions, reason: str) -> list[Gate]:
-    """The runtime evidence that was asked for but cannot be had here, said as such."""
-    asked = [name for name, on in (("native", options.native), ("sanitize", options.sanitize)) if on]
-    return [Gate(name, "not run", reason) for name in asked]
+def _unmeasured(options: CheckOptions, reason: str, target: str, signature: dict[str, int]) -> tuple[list[Gate], dict[str, Any]]:
+    """The runtime evidence that was asked for but cannot be had here, said as such. Native
+    instructions absent from the SASS need no GPU to be judged: that verdict stands."""
+    gates, extras = [], {}
+    if options.native:
+        evidence = judge_native(target, get_profile(target).signature_sass, signature, None, not_measured_reason=reason)
+        gates.append(_native_gate(evidence))
+        extras["native"] = evidence
+    if options.sanitize:
+        gates.append(Gate("sanitize", "not run", reason))
+    return gates, extras
 
 
 def smallest_case(spec: Spec) -> dict[str, int]:

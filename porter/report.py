@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from porter.doctor import DoctorReport
 from porter.inspect import ArchInspection, InspectReport
+from porter.session import PortResult, port_status
 from porter.verdict import Verdict
 
 
@@ -193,3 +194,41 @@ def render_verdict(v: Verdict) -> str:
         out.extend(f"warning: {w}" for w in v.warnings)
     out.append(f"({v.wall_s:.2f} s)")
     return "\n".join(out)
+
+
+def render_port(result: PortResult) -> str:
+    """The end of `porter port`: what was achieved, what was not, and where the evidence is."""
+    out = [f"porter port: {result.status.upper()} - {result.stop_reason}"]
+    out.append(f"target: {result.target_reason}")
+    out.append(f"native instructions: {'required' if result.require_native else 'not required'}")
+    if result.model is None:
+        out.append("model: none configured (set --model, PORTER_MODEL or .porter/config.toml); only the mechanical "
+                   "retarget was tried")
+    else:
+        s = result.spend
+        out.append(f"model: {result.model}; {s['rounds']} rounds, {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
+                   f"${s['usd']:.4f}")
+    if result.best is not None:
+        out.extend(achievements(result.best.verdict))
+    out.append("")
+    rows = [[c.index, c.origin, c.round, port_status(c), c.verdict.reason[:100]] for c in result.candidates]
+    out.append(table(["#", "origin", "round", "status", "verdict"], rows))
+    if result.best is not None:
+        out.append("")
+        out.append(f"best: candidate {result.best.index} ({result.best.path})")
+        out.append(render_verdict(result.best.verdict))
+    out.append("")
+    out.append(f"run {result.run_id}: {result.run_dir}  (porter replay {result.run_id} re-verifies it)")
+    return "\n".join(out)
+
+
+def achievements(v: Verdict) -> list[str]:
+    """Plain sentences: what the best candidate was shown to do, and what nobody checked."""
+    said = {"passed": "yes", "failed": "NO", "not run": "not run", "error": "error"}
+    lines = ["achieved:"]
+    for name, what in (("assemble", f"assembles for {v.arch}"), ("equivalence", "equal to the reference over the sweep"),
+                       ("native", f"{v.arch}'s own tensor-core instructions executed"), ("timing", "timed")):
+        gate = v.gate(name)
+        if gate is not None:
+            lines.append(f"  {what}: {said[gate.status]} - {gate.summary}")
+    return lines

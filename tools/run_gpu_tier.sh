@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU tier, in one call on a GPU machine (e.g. the H200): environment facts, the `gpu` tests,
-# `porter check` on every example, and the gate benchmark. Logs go to $OUT (or ./gpu-logs).
-# Runs from a source checkout with PYTHONPATH (no install needed; litellm etc. are not imported).
+# porter check on every example (plain, --native, --sanitize), the scripted port, the gate
+# benchmark and raw profiler outputs for the parser fixtures. Logs go to $OUT (or ./gpu-logs),
+# at most 8 files. Runs from a source checkout with PYTHONPATH: litellm and git are not imported.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PORTER_CACHE_DIR=${PORTER_CACHE_DIR:-/tmp/porter-cache}
@@ -11,9 +12,20 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
   python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'
   python3 -m porter doctor
 } 2>&1 | tee "$OUT/env.txt"
-python3 -m pytest -q -m gpu -p no:cacheprovider "${@:-tests}" 2>&1 | tee "$OUT/gpu-tests.txt"
-for ex in examples/*/porter.toml; do
-  d=$(dirname "$ex"); k=$(ls "$d"/kernel*.ptx | head -1)
-  python3 -m porter check "$k" --against "$k" 2>&1 | tee "$OUT/check-$(basename "$d").txt"
-done
+python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/test_gate_gpu.py tests/test_session.py 2>&1 | tee "$OUT/gpu-tests.txt"
+{
+  for ex in examples/*/porter.toml; do
+    d=$(dirname "$ex"); k=$(ls "$d"/kernel*.ptx | head -1)
+    python3 -m porter check "$k" --against "$k"
+  done
+  k=examples/gemm_bt_tile/kernel_sm80.ptx
+  for flags in "" "--native" "--sanitize"; do
+    python3 -m porter check $k --arch sm_90a --no-timing $flags --json > /tmp/v.json
+    python3 -c "import json; v=json.load(open('/tmp/v.json')); print('check $flags:', v['status'], round(v['wall_s'], 2), 's;', [(g['name'], g['status'], g['summary'][:90]) for g in v['gates'][3:]])"
+  done
+} 2>&1 | tee "$OUT/checks.txt"
+rm -rf /tmp/port-demo && mkdir -p /tmp/port-demo && cp -r examples/gemm_bt_tile /tmp/port-demo/ && git -C /tmp/port-demo init -q
+python3 -m porter port /tmp/port-demo/gemm_bt_tile/kernel_sm80.ptx --to sm_90a \
+  --model replay:examples/gemm_bt_tile/scripted_session.toml 2>&1 | tee "$OUT/port-scripted.txt"
 python3 tools/bench_gate.py --repeats 5 2>&1 | tee "$OUT/bench-gate.txt"
+mkdir -p /tmp/cap && python3 tools/capture_profiler_outputs.py /tmp/cap > /dev/null 2>&1; tar czf "$OUT/captures.tgz" -C /tmp cap

@@ -402,6 +402,17 @@ def _device_info(cp: Any, device: int) -> dict[str, Any]:
     }
 
 
+def _no_gpu_message(err: BaseException) -> str:
+    name = _error_name(err)
+    if isinstance(err, ImportError):
+        return "no usable GPU: CuPy is not installed (pip install 'porter-kernels[cuda13]')"
+    if name == "cudaErrorInsufficientDriver":
+        return "no usable GPU: no NVIDIA driver on this machine (or one older than this CuPy needs)"
+    if name in ("cudaErrorNoDevice", "cudaErrorInvalidDevice"):
+        return "no usable GPU: no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES)"
+    return f"no usable GPU: {type(err).__name__}: {err}"
+
+
 def serve(conn: Any, device: int) -> None:
     """The worker's loop: one job in, one reply out, until told to exit or the pipe closes."""
     try:
@@ -411,7 +422,7 @@ def serve(conn: Any, device: int) -> None:
         cp.cuda.Device(device).synchronize()
         info = _device_info(cp, device)
     except Exception as err:  # no CuPy, no driver, no device
-        conn.send({"ok": False, "error": f"no usable GPU: {type(err).__name__}: {err}"})
+        conn.send({"ok": False, "error": _no_gpu_message(err)})
         return
     conn.send({"ok": True, "device": info})
     state = WorkerState(cp)

@@ -1,4 +1,4 @@
-"""Reference for the toy wgmma kernels: C = A . Bt^T in float64."""
+"""Reference for gemm_bt_tile (and the toy wgmma kernels in tests/data/native): C = A . Bt^T in float64."""
 
 from __future__ import annotations
 

@@ -1,0 +1,297 @@
+"""The porting loop: baseline -> propose -> verify -> feed back -> stop.
+
+A session checks the mechanical retarget first (candidate 0). With a model it then asks the agent
+for candidates, applies each reply (a whole kernel or SEARCH/REPLACE edits), verifies it with the
+gate and sends compact feedback back, until a candidate passes, the budget ends or the model
+keeps replying in a broken format. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
+
+Port status words (what the result can honestly claim):
+- ``passed``: a candidate passed every gate on this GPU, native instructions executed when required;
+- ``passed without native instructions``: correct and measured, but the target's own tensor-core
+  instructions are absent or never ran;
+- ``not run on target hardware``: the target is absent here; the best candidate assembles and
+  carries the target's signature instructions in its SASS, nothing more is claimed;
+- ``failed``: no candidate got that far (the best failing one is kept).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from porter.arch import (
+    ArchProfile,
+    compatibility,
+    features_used,
+    get_profile,
+    normalize_arch,
+    tensor_core_change,
+)
+from porter.gate import CheckOptions, run_check
+from porter.model import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
+from porter.ptx import PtxModule, retarget, version_tuple
+from porter.runlog import RunLog, new_run_id
+from porter.spec import Spec
+from porter.toolchain import Toolchain
+from porter.verdict import Verdict
+
+TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
+MAX_FORMAT_ERRORS = 3
+
+Event = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class PortRequest:
+    kernel: Path
+    spec: Spec
+    to_arch: str
+    from_arch: str | None = None
+    agent: str = "port"
+    budget: Budget = field(default_factory=Budget)
+    optimize: bool = False
+    require_native: bool | None = None  # None: required when the tensor-core model changes
+    check: CheckOptions = field(default_factory=CheckOptions)
+    call_timeout_s: float = 600.0
+    runs_root: Path = Path(".porter/runs")
+    repo_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    index: int
+    origin: str  # "retarget" | "model"
+    round: int  # 0 for the baseline
+    verdict: Verdict
+    passes: bool
+    feedback: str
+    path: Path
+
+    @property
+    def median_ms(self) -> float:
+        return next((t.median_ms for t in self.verdict.timings if t.name == "candidate"), float("inf"))
+
+
+@dataclass(frozen=True)
+class PortResult:
+    run_id: str
+    run_dir: Path
+    status: str
+    stop_reason: str
+    source_arch: str
+    target: str
+    target_reason: str
+    require_native: bool
+    model: str | None
+    best: CandidateRecord | None
+    candidates: tuple[CandidateRecord, ...]
+    spend: dict[str, Any]
+
+
+def uses_tensor_cores(module: PtxModule) -> bool:
+    return any(u.feature.startswith(TENSOR_CORE_FEATURES) for u in features_used(module.instructions()))
+
+
+def choose_target(module: PtxModule, to_arch: str) -> tuple[str, str]:
+    """The concrete target for ``--to``, and why. ``sm_100`` means the family's arch-specific
+    target (sm_100a) when the kernel needs it: it uses tensor cores and the target's own tensor-core
+    model, or another instruction the kernel uses, exists only on the arch-specific variant."""
+    asked = normalize_arch(to_arch)
+    if asked[-1] in "af":
+        return asked, f"{asked}, as asked"
+    special = asked + "a"
+    try:
+        plain, arch_specific = get_profile(asked), get_profile(special)
+    except Exception:  # no 'a' profile for this arch: the plain target is the only choice
+        return asked, f"{asked}, as asked"
+    if uses_tensor_cores(module) and arch_specific.tensor_core != plain.tensor_core:
+        return special, (f"{special}: the kernel uses tensor cores, and {arch_specific.tensor_core} "
+                         f"exists only on the arch-specific target ({asked} alone has {plain.tensor_core})")
+    needed = sorted({u.feature for u in features_used(module.instructions())
+                     if u.feature in plain.rejects and u.feature in arch_specific.accepts})
+    if needed:
+        return special, f"{special}: the kernel uses {', '.join(needed)}, which {asked} does not have"
+    return asked, f"{asked}: nothing in the kernel needs the arch-specific {special}"
+
+
+def native_required(module: PtxModule, src: ArchProfile, dst: ArchProfile) -> bool:
+    return uses_tensor_cores(module) and tensor_core_change(src, dst) is not None
+
+
+def baseline_text(module: PtxModule, target: str) -> str:
+    """The mechanical retarget: .target set to the target, .version raised to what it needs."""
+    compat = compatibility(module, target)
+    floor = max(module.version, get_profile(target).min_ptx, compat.new_version or "0.0", key=version_tuple)
+    return retarget(module.text, target, min_version=floor)
+
+
+def port_status(record: CandidateRecord | None) -> str:
+    if record is None:
+        return "failed"
+    if record.passes:
+        return "passed"
+    v = record.verdict
+    if (eq := v.gate("equivalence")) and eq.status == "passed":
+        return "passed without native instructions"
+    if v.status == "not run" and v.gate("assemble") and v.gate("assemble").status == "passed" and any(v.signature_sass.values()):
+        return "not run on target hardware"
+    return "failed"
+
+
+def _rank(record: CandidateRecord) -> tuple[int, float]:
+    order = {"passed": 3, "passed without native instructions": 2, "not run on target hardware": 2, "failed": 0}
+    score = order[port_status(record)]
+    if score == 0 and record.verdict.gate("assemble") and record.verdict.gate("assemble").status == "passed":
+        score = 1
+    return score, -record.median_ms
+
+
+def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
+    """A candidate that assembles for an absent target with its signature SASS is as far as this
+    machine can take a port: more rounds could not produce more evidence."""
+    if port_status(record) == "not run on target hardware":
+        found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)
+        return (f"candidate {record.index} assembles for {target} with {found} in its SASS; "
+                f"it cannot run on this machine, so nothing more can be verified here")
+    return None
+
+
+def _compact(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Older candidates are replaced by a pointer: the model has their feedback, and kernels are long."""
+    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return [
+        {"role": "assistant", "content": "[an earlier candidate, superseded; its feedback follows]"}
+        if m["role"] == "assistant" and i != last_assistant else m
+        for i, m in enumerate(messages)
+    ]
+
+
+class PortSession:
+    def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any, model: ModelClient | None,
+                 on_event: Event | None = None) -> None:
+        self.request = request
+        self.toolchain = toolchain
+        self.runner = runner
+        self.model = model
+        self.emit = on_event or (lambda kind, **data: None)
+        self.spend = Spend()
+        self.candidates: list[CandidateRecord] = []
+
+    # -- one candidate ---------------------------------------------------------------------------
+    def _verify(self, log: RunLog, text: str, origin: str, round_no: int, target: str, require_native: bool) -> CandidateRecord:
+        from porter.feedback import feedback_for
+
+        index = len(self.candidates)
+        path = log.candidate(index, text)
+        self.emit("checking", index=index, origin=origin, round=round_no)
+        options = replace(self.request.check, arch=target, native=require_native)
+        verdict = run_check(path, self.request.spec, options, toolchain=self.toolchain, runner=self.runner)
+        passes = verdict.status == "passed" and (not require_native or (verdict.native is not None and verdict.native.state == "executed"))
+        assembled = self.toolchain.assemble(text, target, filename=path.name)
+        feedback = feedback_for(verdict, assembled, candidate_text=text, require_native=require_native)
+        record = CandidateRecord(index, origin, round_no, verdict, passes, feedback, path)
+        log.candidate_record(index, {"index": index, "origin": origin, "round": round_no, "passes": passes,
+                                     "status": port_status(record), "verdict": verdict, "feedback": feedback})
+        self.candidates.append(record)
+        self.emit("verdict", index=index, status=port_status(record), verdict=verdict)
+        return record
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> PortResult:
+        from porter.inspect import read_ptx
+
+        req = self.request
+        module = read_ptx(req.kernel)
+        source_arch = normalize_arch(req.from_arch) if req.from_arch else module.arch
+        target, target_reason = choose_target(module, req.to_arch)
+        src, dst = get_profile(source_arch), get_profile(target)
+        require = native_required(module, src, dst) if req.require_native is None else req.require_native
+        log = RunLog(req.runs_root, new_run_id(req.kernel))
+        log.write_json("config.json", {
+            "kernel": str(req.kernel), "spec": str(req.spec.base_dir / req.spec.source), "source_arch": source_arch,
+            "target": target, "target_reason": target_reason, "require_native": require,
+            "model": self.model.name if self.model else None, "agent": req.agent, "budget": req.budget,
+            "optimize": req.optimize, "started": time.time(),
+        })
+        self.emit("start", run_id=log.id, source_arch=source_arch, target=target, reason=target_reason,
+                  require_native=require, model=self.model.name if self.model else None)
+        baseline = self._verify(log, baseline_text(module, target), "retarget", 0, target, require)
+        stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
+        best = max(self.candidates, key=_rank) if self.candidates else None
+        result = PortResult(
+            run_id=log.id, run_dir=log.dir, status=port_status(best), stop_reason=stop, source_arch=source_arch,
+            target=target, target_reason=target_reason, require_native=require,
+            model=self.model.name if self.model else None, best=best, candidates=tuple(self.candidates),
+            spend=self._spend(),
+        )
+        log.write_json("result.json", {"status": result.status, "stop_reason": stop, "target": target,
+                                       "best": best.index if best else None, "spend": result.spend})
+        self.emit("done", result=result)
+        return result
+
+    def _spend(self) -> dict[str, Any]:
+        s = self.spend
+        return {"rounds": s.rounds, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+                "usd": round(s.usd, 6), "wall_s": round(s.elapsed_s, 2)}
+
+    def _loop(self, log: RunLog, module: PtxModule, src: ArchProfile, dst: ArchProfile, target: str,
+              target_reason: str, require: bool, baseline: CandidateRecord) -> str:
+        from porter.agent import PortContext, build_messages, load_agent
+        from porter.edits import apply_reply
+        from porter.feedback import format_error_feedback
+
+        req = self.request
+        if baseline.passes and not req.optimize:
+            return "the mechanical retarget passes every gate: no model needed"
+        if (why := _cannot_go_further(baseline, target)) is not None:
+            return why
+        if self.model is None:
+            return "no model configured: the result is the mechanical retarget baseline alone"
+        agent = load_agent(req.agent, repo_root=req.repo_root)
+        ctx = PortContext(source_ptx=module.text, source=module, src_profile=src, dst_profile=dst, target=target,
+                          target_reason=target_reason, spec=req.spec, baseline=baseline.verdict,
+                          baseline_feedback=baseline.feedback, require_native=require,
+                          offenders=compatibility(module, target).offenders)
+        messages = build_messages(agent, ctx)
+        log.write_json("prompt.json", messages)
+        for m in messages:
+            log.message(m["role"], m["content"])
+        current_text = module.text  # the prompt shows the source as is: first edits apply to it
+        format_errors = 0
+        budget = replace(req.budget, max_rounds=req.budget.max_rounds or agent.max_rounds)
+        while True:
+            try:
+                reply = complete_within(self.model, _compact(messages), budget=budget, spend=self.spend,
+                                        temperature=agent.temperature, max_tokens=agent.max_tokens_per_reply,
+                                        timeout_s=req.call_timeout_s)
+            except BudgetExhausted as stop:
+                return stop.reason
+            except ModelError as err:
+                return f"model error: {err}"
+            finally:
+                log.write_json("spend.json", self._spend())
+            log.message("assistant", reply.text)
+            self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
+            messages.append({"role": "assistant", "content": reply.text})
+            outcome = apply_reply(current_text, reply.text, truncated=reply.truncated)
+            if not outcome.ok:
+                format_errors += 1
+                note = format_error_feedback(outcome)
+                messages.append({"role": "user", "content": note})
+                log.message("user", note)
+                self.emit("format-error", round=self.spend.rounds, error=outcome.error_kind)
+                if format_errors >= MAX_FORMAT_ERRORS:
+                    return f"{format_errors} malformed replies in a row (last: {outcome.error_kind})"
+                continue
+            format_errors = 0
+            current_text = outcome.text
+            record = self._verify(log, current_text, "model", self.spend.rounds, target, require)
+            if record.passes and not req.optimize:
+                return f"candidate {record.index} passes every gate"
+            if (why := _cannot_go_further(record, target)) is not None:
+                return why
+            messages.append({"role": "user", "content": record.feedback})
+            log.message("user", record.feedback)

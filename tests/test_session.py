@@ -1,0 +1,145 @@
+"""The porting loop with the scripted model, on the CPU (real ptxas; GPU gates `not run`),
+its run records, replay and export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from porter.model import Budget, ReplayModel
+from porter.runlog import find_run, list_runs, repair_pairs
+from porter.session import PortRequest, PortSession, choose_target
+from porter.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "gemm_bt_tile"
+SCRIPT = EXAMPLE / "scripted_session.toml"
+
+
+class _NoGpu:
+    def start(self):
+        from porter.runner import WorkerFault
+
+        raise WorkerFault("no usable GPU: none here", kind="unavailable")
+
+
+def _port(tmp_path: Path, toolchain, model, **overrides):
+    events: list[tuple[str, dict]] = []
+    request = PortRequest(kernel=EXAMPLE / "kernel_sm80.ptx", spec=load_spec(EXAMPLE / "porter.toml"), to_arch="sm_90a",
+                          runs_root=tmp_path / "runs", **overrides)
+    session = PortSession(request, toolchain=toolchain, runner=_NoGpu(), model=model,
+                          on_event=lambda kind, **data: events.append((kind, data)))
+    return session.run(), events
+
+
+def test_no_model_gives_the_retarget_baseline_and_says_so(tmp_path, toolchain):
+    result, _ = _port(tmp_path, toolchain, None)
+    assert [c.origin for c in result.candidates] == ["retarget"]
+    assert "no model configured" in result.stop_reason
+    assert result.require_native  # mma.sync -> wgmma: the tensor-core model changes
+    native = result.best.verdict.gate("native")
+    assert native.status == "failed" and "absent" in native.summary  # the retarget keeps HMMA
+    assert result.status == "failed"
+
+
+def test_scripted_session_walks_the_repair_path_on_the_cpu(tmp_path, toolchain):
+    result, events = _port(tmp_path, toolchain, ReplayModel(SCRIPT))
+    origins = [(c.origin, c.verdict.gate("assemble").status) for c in result.candidates]
+    assert origins == [("retarget", "passed"), ("model", "failed"), ("model", "passed")]
+    # The first reply's ptxas error went back to the model with the offending line.
+    first_feedback = result.candidates[1].feedback
+    assert "m64n64k8" in first_feedback
+    # No GPU here: the loop stops at the first candidate with HGMMA in its SASS, and claims no more.
+    assert result.status == "not run on target hardware"
+    assert result.best.index == 2 and result.best.verdict.signature_sass["HGMMA"] > 0
+    assert result.spend["rounds"] == 2
+    assert any(kind == "format-error" for kind, _ in events) is False
+    # Everything was recorded as it happened.
+    run = find_run(tmp_path / "runs", result.run_id)
+    assert (run / "result.json").is_file() and len(list((run / "messages").glob("*.md"))) >= 5
+    (summary,) = list_runs(tmp_path / "runs")
+    assert summary.status == "not run on target hardware" and summary.candidates == 3
+
+
+def test_budget_stops_before_a_call_that_would_exceed_it(tmp_path, toolchain):
+    result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT), budget=Budget(max_rounds=1))
+    assert result.spend["rounds"] == 1
+    assert "round budget" in result.stop_reason
+
+
+def test_malformed_replies_are_capped(tmp_path, toolchain):
+    script = tmp_path / "junk.toml"
+    script.write_text('label = "scripted junk"\n' + '[[reply]]\ntext = "I would rather not."\n' * 4)
+    result, events = _port(tmp_path, toolchain, ReplayModel(script))
+    assert "malformed replies in a row" in result.stop_reason
+    assert sum(kind == "format-error" for kind, _ in events) == 3
+
+
+def test_export_writes_repair_pairs(tmp_path, toolchain):
+    result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT))
+    pairs = list(repair_pairs(result.run_dir))
+    by_source = {pair["metadata"]["from"]: pair for pair in pairs}
+    assert set(by_source) == {0, 1}  # the baseline and the reply that did not assemble both led to candidate 2
+    assert all(pair["metadata"]["to"] == 2 for pair in pairs)
+    first = by_source[1]
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
+    assert "m64n64k8" in first["messages"][1]["content"]  # the failing candidate and its feedback
+    assert "m64n64k16" in first["messages"][2]["content"]  # the better candidate
+
+
+def test_target_choice_for_a_family_name(toolchain):
+    from porter.inspect import read_ptx
+
+    wgmma = read_ptx(ROOT / "examples" / "inspect" / "wgmma_sm90a.ptx")
+    target, why = choose_target(wgmma, "sm_100")
+    assert target == "sm_100a" and "tcgen05" in why
+    plain = read_ptx(ROOT / "examples" / "vector_add" / "kernel.ptx")
+    assert choose_target(plain, "sm_100")[0] == "sm_100"
+
+
+@pytest.mark.parametrize("args", [["runs"], ["replay", "nope"]])
+def test_run_commands_on_an_empty_repo(tmp_path, args):
+    r = subprocess.run([sys.executable, "-m", "porter", *args, "--root", str(tmp_path)], capture_output=True,
+                       text=True, cwd=ROOT)
+    if args == ["runs"]:
+        assert r.returncode == 0 and "no runs" in r.stdout
+    else:
+        assert r.returncode == 2 and "no run 'nope'" in r.stderr
+
+
+def test_cli_port_json_with_the_scripted_model(tmp_path):
+    env_root = tmp_path / "repo"
+    env_root.mkdir()
+    subprocess.run(["git", "init", "-q", str(env_root)], check=True)
+    kernel_dir = env_root / "k"
+    kernel_dir.mkdir()
+    for name in ("kernel_sm80.ptx", "porter.toml", "ref.py"):
+        (kernel_dir / name).write_text((EXAMPLE / name).read_text())
+    r = subprocess.run([sys.executable, "-m", "porter", "port", str(kernel_dir / "kernel_sm80.ptx"), "--to", "sm_90a",
+                        "--model", f"replay:{SCRIPT}", "--no-gpu", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 3, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["status"] == "not run on target hardware"
+    assert (env_root / ".porter" / "runs" / result["run_id"] / "candidates" / "02.ptx").is_file()
+    events = [json.loads(line)["event"] for line in r.stderr.splitlines() if line.startswith("{")]
+    assert events[0] == "start" and events[-1] == "done"
+    listed = subprocess.run([sys.executable, "-m", "porter", "runs", "--root", str(env_root)], capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result["run_id"] in listed.stdout
+
+
+@pytest.mark.gpu
+def test_scripted_session_reaches_a_passing_candidate_on_a_gpu(tmp_path, toolchain, runner):
+    request = PortRequest(kernel=EXAMPLE / "kernel_sm80.ptx", spec=load_spec(EXAMPLE / "porter.toml"), to_arch="sm_90a",
+                          runs_root=tmp_path / "runs")
+    result = PortSession(request, toolchain=toolchain, runner=runner, model=ReplayModel(SCRIPT)).run()
+    statuses = [(c.origin, c.verdict.status) for c in result.candidates]
+    assert statuses == [("retarget", "failed"), ("model", "failed"), ("model", "failed"), ("model", "passed")], statuses
+    assert result.candidates[0].verdict.gate("equivalence").status == "passed"  # correct, but HMMA only
+    assert result.candidates[2].verdict.gate("equivalence").status == "failed"  # the wrong-rows reply
+    assert result.status == "passed" and result.best.index == 3
+    assert result.best.verdict.native.state == "executed"
