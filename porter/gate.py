@@ -4,8 +4,11 @@ Order of work, each step feeding the Verdict:
 1. interface: the PTX entry exists and its params match the spec;
 2. assemble: ptxas for the candidate's target (diagnostics, resources, signature SASS);
 3. equivalence: every size set x seed on this GPU, in the worker (guards, poison, two runs);
-4. timing: candidate, source kernel and library baseline interleaved in one run.
-Without a GPU that can run the candidate, steps 3-4 are ``not run`` with the reason, never passed.
+4. native (``--native``): one launch under ncu: did the target's signature instructions execute?
+5. sanitize (``--sanitize``): memcheck, racecheck, initcheck, synccheck on the smallest case;
+6. timing: candidate, source kernel and library baseline interleaved in one run.
+Without a GPU that can run the candidate, steps 3-6 are ``not run`` with the reason, never passed
+(except that native instructions absent from the SASS are judged absent without a GPU).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from porter.arch import can_compile, cubin_runs_on, get_profile
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import load_golden, spec_path
-from porter.inspect import read_ptx
+from porter.inspect import read_ptx, signature_evidence
 from porter.native import NativeEvidence, judge_native
 from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
@@ -295,9 +298,7 @@ def _extra(base: dict[str, Any]) -> dict[str, Any]:
 def _signature(toolchain: Toolchain, result: AssembleResult, arch: str) -> dict[str, int]:
     if not toolchain.can_disassemble or result.cubin is None:
         return {}
-    profile = get_profile(arch)
-    bases = toolchain.disassemble(result.cubin).bases()
-    return {op: bases.get(op, 0) for op in profile.signature_sass}
+    return signature_evidence(result, get_profile(arch), toolchain).found
 
 
 def _device(runner: Runner | None) -> tuple[DeviceInfo | None, str]:
