@@ -148,6 +148,27 @@ def check(
     raise typer.Exit(EXIT_FOR_STATUS[verdict.status])
 
 
+def _kernel_on_this_gpu(kernel: Path, runner, command: str):
+    """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
+    from porter.errors import EnvironmentProblem
+    from porter.gate import runnable_cubin
+    from porter.inspect import read_ptx
+    from porter.runner import WorkerFault
+    from porter.toolchain import find_toolchain
+
+    module = read_ptx(kernel)
+    toolchain = find_toolchain()
+    toolchain.require("ptxas")
+    try:
+        device = runner.start()
+    except WorkerFault as fault:
+        raise EnvironmentProblem(f"porter {command} needs a GPU: {fault}") from fault
+    cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
+    if cubin is None:
+        raise EnvironmentProblem(f"{kernel}: {note}")
+    return device, cubin
+
+
 @app.command()
 def record(
     source: Annotated[Path, typer.Argument(help="Source PTX whose outputs become the golden reference.")],
@@ -157,25 +178,12 @@ def record(
     force: Annotated[bool, typer.Option(help="Replace golden outputs already in --out.")] = False,
 ) -> None:
     """Save the source kernel's outputs for the whole sweep, to check a port later on other hardware."""
-    from porter.errors import EnvironmentProblem
-    from porter.gate import runnable_cubin
     from porter.golden import record as record_golden
-    from porter.inspect import read_ptx
-    from porter.runner import Runner, WorkerFault
-    from porter.toolchain import find_toolchain
+    from porter.runner import Runner
 
     loaded = _find_spec(source, spec)
-    module = read_ptx(source)
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
     with Runner() as runner:
-        try:
-            device = runner.start()
-        except WorkerFault as fault:
-            raise EnvironmentProblem(f"porter record needs a GPU: {fault}") from fault
-        cubin, note = runnable_cubin(module, None, device, toolchain, source.name)
-        if cubin is None:
-            raise EnvironmentProblem(f"{source}: {note}")
+        device, cubin = _kernel_on_this_gpu(source, runner, "record")
         manifest = record_golden(source, loaded, out, seeds=_seeds(seeds), runner=runner, cubin=cubin,
                                  device=device.describe(), force=force)
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
@@ -193,13 +201,11 @@ def profile(
     """Profile the hot loop under Nsight Compute and record where it spends its time in the spec."""
     from porter.arch import get_profile
     from porter.errors import EnvironmentProblem
-    from porter.gate import runnable_cubin
     from porter.golden import spec_path
     from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
     from porter.inspect import read_ptx
     from porter.profiler import LaunchJob
-    from porter.runner import Runner, WorkerFault
-    from porter.toolchain import find_toolchain
+    from porter.runner import Runner
 
     loaded = _find_spec(kernel, spec)
     sizes = loaded.default_sizes()
@@ -208,17 +214,8 @@ def profile(
         gpu, tool = "imported", f"ncu export {from_csv.name}"
         arch = read_ptx(kernel).arch
     else:
-        module = read_ptx(kernel)
-        toolchain = find_toolchain()
-        toolchain.require("ptxas")
         with Runner() as runner:
-            try:
-                device = runner.start()
-            except WorkerFault as fault:
-                raise EnvironmentProblem(f"porter profile needs a GPU: {fault}") from fault
-        cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
-        if cubin is None:
-            raise EnvironmentProblem(f"{kernel}: {note}")
+            device, cubin = _kernel_on_this_gpu(kernel, runner, "profile")
         run = profile_kernel(LaunchJob(cubin, loaded.entry, spec_path(loaded), sizes))
         if not run.ok:
             raise EnvironmentProblem(f"ncu: {run.reason}")
