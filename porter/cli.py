@@ -252,22 +252,26 @@ def port(
         bool | None, typer.Option("--require-native/--no-require-native",
                                   help="Require the target's own tensor-core instructions (default: when the model changes).")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Also write the best candidate to this file.")] = None,
-    force: Annotated[bool, typer.Option(help="Let --out replace an existing file.")] = False,
+    branch: Annotated[bool, typer.Option("--branch/--no-branch", help="End in a review branch porter/<kernel>-<arch>.")] = True,
+    branch_on_failure: Annotated[
+        bool, typer.Option(help="Also make a branch for a port that did not pass (its title says NOT VERIFIED).")
+    ] = False,
+    in_place: Annotated[bool, typer.Option(help="On the branch, replace the kernel instead of adding <stem>.<arch>.ptx.")] = False,
+    push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branch to this remote.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Where no branch can be made (not a git repository...), write the files here.")
+    ] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Result as JSON on stdout; events as JSON lines on stderr.")] = False,
 ) -> None:
     """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes."""
-    from porter.errors import InputError
     from porter.model import Budget, make_model, resolve_model
     from porter.progress import make_progress
-    from porter.report import render_port
+    from porter.report import render_port, render_review
     from porter.runner import Runner
     from porter.session import PortRequest, PortSession
     from porter.toolchain import find_toolchain
 
-    if out is not None and out.exists() and not force:
-        raise InputError(f"{out}: exists (use --force to replace it)")
     loaded = _find_spec(kernel, spec)
     root = _repo_root(kernel)
     name, base, _where = resolve_model(model, env=os.environ, config_path=root / ".porter" / "config.toml")
@@ -286,14 +290,18 @@ def port(
     finally:
         if runner is not None:
             runner.close()
-    if out is not None and result.best is not None:
-        out.write_text(result.best.path.read_text())
+    review = None
+    if branch and (result.status == "passed" or branch_on_failure):
+        from porter.review import open_review_branch
+
+        review = open_review_branch(result, kernel=kernel, spec_path=loaded.base_dir / loaded.source, in_place=in_place,
+                                    branch_on_failure=branch_on_failure, push=push, out_dir=out,
+                                    toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
     if as_json:
-        _emit_json(result)
+        _emit_json({"result": result, "review": review})
     else:
         typer.echo(render_port(result))
-        if out is not None and result.best is not None:
-            typer.echo(f"wrote candidate {result.best.index} to {out}")
+        typer.echo(render_review(review, result, branch=branch))
     raise typer.Exit(PORT_EXIT[result.status])
 
 

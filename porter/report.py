@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from porter.doctor import DoctorReport
 from porter.inspect import ArchInspection, InspectReport
+from porter.review import ReviewOutcome
 from porter.session import PortResult, port_status
 from porter.verdict import Verdict
 
@@ -232,3 +233,24 @@ def achievements(v: Verdict) -> list[str]:
         if gate is not None:
             lines.append(f"  {what}: {said[gate.status]} - {gate.summary}")
     return lines
+
+
+def render_review(review: ReviewOutcome | None, result: PortResult, *, branch: bool) -> str:
+    """Where the port went for review, or why it went nowhere."""
+    if not branch:
+        return "review branch: none (--no-branch)"
+    if review is None:
+        return (f"review branch: none, the port is {result.status}; --branch-on-failure makes one whose title "
+                "says NOT VERIFIED")
+    lines = []
+    if review.branch:
+        lines.append(f"review branch: {review.branch} ({review.commit[:12] if review.commit else '?'}): "
+                     f"{', '.join(review.files)}")
+    elif review.out_dir:
+        lines.append(f"no branch; wrote {', '.join(review.files)}")
+    else:
+        lines.append(f"review branch: none ({review.reason})")
+    if review.pushed:
+        lines.append("pushed")
+    lines.extend(f"warning: {w}" for w in review.warnings)
+    return "\n".join(lines)
