@@ -19,7 +19,7 @@ from porter.profiler import LaunchJob, NcuRun, parse_details_csv, run_ncu
 PROFILE_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats")
 STALL_METRICS = ("regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio",)
 _STALL = re.compile(r"smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio")
-_TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+_TIME_UNITS = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6}
 
 
 def summarise(metrics: dict[str, tuple[str, float | str]], *, flops: float | None, nbytes: float | None,

@@ -29,55 +29,52 @@ def test_garbage_is_no_counts() -> None:
     assert parse_details_csv("") == {}
 
 
-DETAILS = '''==PROF== Connected to process 1
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Duration","usecond","66.05"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","Launch Statistics","Registers Per Thread","register/thread","16"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","Occupancy","Achieved Occupancy","%","87.5"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","ratio","6"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_wait_per_issue_active.ratio","ratio","2"
-"0","1","python3","127.0.0.1","k","1","7","(256, 1, 1)","(65536, 1, 1)","0","9.0","Command line profiler metrics","sm__inst_executed_pipe_tensor_op_gmma.sum","inst","1,024"
-'''
+SANITIZER = Path(__file__).resolve().parent / "data" / "sanitizer"
 
 
-def test_details_page_and_profile_facts() -> None:
-    metrics = parse_details_csv(DETAILS)
-    assert metrics["Duration"] == ("usecond", 66.05)
-    assert metrics["sm__inst_executed_pipe_tensor_op_gmma.sum"] == ("inst", 1024.0)  # thousands separator
-    facts = summarise(metrics, flops=2 * 2**24, nbytes=12 * 2**24, peak_tflops=989.0, peak_tbps=4.8)
-    assert facts["time_us"] == 66.05
-    assert abs(facts["tbps"] - 12 * 2**24 / 66.05e-6 / 1e12) < 1e-3
-    assert facts["registers"] == 16 and facts["achieved_occupancy_pct"] == 87.5
-    assert facts["top_stalls"] == ["long_scoreboard 75%", "wait 25%"]
+def test_hgmma_executed_and_never_executed_from_recorded_h200_runs() -> None:
+    ran = opcode_bases(parse_source_csv((NCU / "h200_wgmma_source.csv").read_text()))
+    never = opcode_bases(parse_source_csv((NCU / "h200_wgmma_never_source.csv").read_text()))
+    assert ran["HGMMA"] == 4  # 64x64x16: one HGMMA per consumer warp, one warpgroup
+    assert never.get("HGMMA", 0) == 0 and never["EXIT"] > 0  # the kernel ran; its wgmma did not
+    judged = judge_native("sm_90a", ("HGMMA",), {"HGMMA": 1}, never)
+    assert judged.state == "present but never executed"
 
 
-MEMCHECK = """========= COMPUTE-SANITIZER
-========= Invalid __global__ write of size 4 bytes
-=========     at vector_add+0x1b0
-=========     by thread (0,0,0) in block (1,0,0)
-=========     Address 0x7f0000000084 is out of bounds
-=========     and is 1 bytes after the nearest allocation at 0x7f0000000000 of size 132 bytes
-=========     Saved host backtrace up to driver entry point at kernel launch time
-=========         Host Frame: [0x2f2b4f] in libcuda.so.1
-=========
-========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaDeviceSynchronize.
-=========
-========= ERROR SUMMARY: 2 errors
-"""
+def test_details_page_and_profile_facts_from_a_recorded_h200_run() -> None:
+    metrics = parse_details_csv((NCU / "h200_vector_add_details.csv").read_text())
+    assert metrics["Duration"] == ("us", 2.02)
+    assert metrics["Registers Per Thread"] == ("register/thread", 16.0)
+    facts = summarise(metrics, flops=2.0, nbytes=12.0, peak_tflops=989.0, peak_tbps=4.8)
+    assert facts["time_us"] == 2.02 and facts["registers"] == 16 and facts["achieved_occupancy_pct"] == 5.8
+    assert facts["top_stalls"][0].startswith("imc_miss ")  # one tiny block: instruction-cache misses dominate
+    wgmma = parse_details_csv((NCU / "h200_wgmma_details.csv").read_text())
+    assert wgmma["sm__inst_executed_pipe_tensor_op_gmma.sum"] == ("inst", 4.0)
+
+
+def test_thousands_separators_in_values() -> None:
+    text = ('"ID","Metric Name","Metric Unit","Metric Value"\n'
+            '"0","sm__inst_executed_pipe_tensor_op_gmma.sum","inst","1,024"\n')
+    assert parse_details_csv(text)["sm__inst_executed_pipe_tensor_op_gmma.sum"] == ("inst", 1024.0)
 
 
 def test_memcheck_finding_with_its_location() -> None:
-    errors, findings = parse_sanitizer("memcheck", MEMCHECK)
-    assert errors == 2
-    first = findings[0]
-    assert first.message == "Invalid __global__ write of size 4 bytes"
-    assert (first.function, first.offset) == ("vector_add", 0x1B0)
-    assert "block (1,0,0)" in first.detail and "out of bounds" in first.detail
-    assert "Host Frame" not in first.detail
+    errors, findings = parse_sanitizer("memcheck", (SANITIZER / "h200_oob_memcheck.txt").read_text())
+    assert errors == 3
+    (first,) = findings
+    assert first.message == "Invalid __global__ read of size 4 bytes"  # i <= n reads x[n] before writing out[n]
+    assert (first.function, first.offset) == ("vector_add", 0xE0)
+    assert "out of bounds" in first.detail and "Host Frame" not in first.detail
+
+
+def test_racecheck_hazard() -> None:
+    errors, findings = parse_sanitizer("racecheck", (SANITIZER / "h200_smem_race_racecheck.txt").read_text())
+    assert errors == 1
+    assert findings[0].message.startswith("Race reported between Write access at vector_add+0x160")
 
 
 def test_clean_sanitizer_run() -> None:
-    assert parse_sanitizer("synccheck", "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == (0, ())
+    assert parse_sanitizer("synccheck", (SANITIZER / "h200_clean_synccheck.txt").read_text()) == (0, ())
 
 
 def test_native_states() -> None:

@@ -1,0 +1,620 @@
+"""``porter ci``: the pre-merge bot. Check every kernel a change touches, against a spec it cannot edit.
+
+For the commits base..head:
+
+1. ``git diff --name-status -M`` lists what changed. A changed ``.ptx`` file with a ``porter.toml``
+   beside it, as that spec exists at the spec revision, is a kernel to check. When nothing like that
+   changed, the run ends at once ("no kernel changed", exit 0), before ptxas or a GPU is looked for.
+2. The head version of each kernel, its base version (when there was one) and the spec's folder
+   (spec, reference code, goldens) are written from git objects into a temporary folder. The user's
+   work tree is never read or touched.
+3. The spec folder comes from the base revision by default, so that code in a pull request does not
+   get to judge itself: a looser tolerance or an edited ``ref.py`` in the same pull request is not
+   used (``spec_from="head"`` overrides, for trusted triggers). A kernel whose spec is new in the
+   change is listed as not checked, with that reason.
+4. Each head kernel goes through the gate (:func:`porter.gate.run_check`) against the spec's
+   reference. Without a GPU the static gates (interface, assemble) still run and are reported, and
+   the runtime gates are ``not run``.
+5. When the kernel passed and a base version exists, a second gate run with the base kernel as
+   ``against`` times both interleaved; a slowdown (``1 / speedup - 1``) beyond ``max_slowdown``
+   fails the kernel, with the ratio.
+
+Why two gate runs: ``CheckOptions.against`` makes the source kernel the reference as well as the
+speed baseline. Judging correctness by the base kernel would fail every pull request that fixes a
+wrong kernel, so correctness is the spec reference's call alone, and the second run (one seed)
+only supplies the interleaved timing. If head and base outputs differ there, or the base kernel
+cannot run on this GPU, the speed is reported as not measured and does not change the exit code.
+
+The base defaults to the merge-base of head with the first of ``@{upstream}``, ``origin/HEAD``,
+``origin/main``, ``origin/master`` that exists (unless that merge-base is head itself), else to
+``head~1``, which on GitHub's pull-request merge commit is the base branch. A given base is reduced
+to its merge-base with head too, so that what landed on the base branch since the branch point is
+not counted as the change's.
+
+Exit codes (:attr:`CiOutcome.exit_code`), the most severe present wins, in this order: 2 a
+configuration error (bad ref, bad spec or reference), 1 a kernel failed or slowed down beyond
+``max_slowdown``, 3 something could not be run (no GPU, no ptxas, no git), 0 every changed kernel
+passed, or none changed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from porter.errors import EnvironmentProblem, InputError, PorterError
+from porter.gate import CheckOptions, run_check
+from porter.ptx import parse_ptx
+from porter.runner.client import Runner
+from porter.spec import Spec, load_spec
+from porter.toolchain import Toolchain, find_toolchain
+from porter.verdict import Status, Verdict
+
+SpecFrom = Literal["base", "head"]
+
+DEFAULT_MAX_SLOWDOWN = 0.03
+SPEC_NAME = "porter.toml"
+UPSTREAM_REFS = ("@{upstream}", "origin/HEAD", "origin/main", "origin/master")
+TIMING_SEEDS = (0,)  # the timing run re-checks head against base once: one seed is enough there
+_GIT_TIMEOUT_S = 300.0
+_EXIT_FOR_STATUS: dict[Status, int] = {"passed": 0, "failed": 1, "not run": 3, "error": 3}
+_EXIT_SEVERITY = (2, 1, 3)  # which exit code wins when kernels disagree
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of ``git diff --name-status``: git's status letter (score dropped), the path at head
+    (for ``D``, the deleted path) and, for a rename or copy, the path at base."""
+
+    status: str
+    path: str
+    old_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A kernel to check: its path at head, at base (None: new, or unchanged), and its spec's path."""
+
+    path: str
+    base_path: str | None
+    spec: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A changed kernel that was not checked, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something to point a reviewer at: a repository path, the line when known, what is wrong."""
+
+    path: str
+    line: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class SpeedCheck:
+    """Head against base, timed interleaved in one run. ``speedup`` > 1: head is faster."""
+
+    status: Status  # passed, failed (slower than allowed) or not run (not measured)
+    summary: str
+    speedup: float | None = None
+    head_ms: float | None = None
+    base_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class CiKernel:
+    """One changed kernel's result. ``status`` uses the Verdict's words; a slowdown beyond the
+    allowed one turns a passed verdict into ``failed``. ``config_error``: the spec or reference is
+    wrong (exit 2), not the kernel."""
+
+    path: str
+    spec: str
+    base_path: str | None
+    status: Status
+    reason: str
+    config_error: bool = False
+    verdict: Verdict | None = None
+    speed: SpeedCheck | None = None
+    timing_verdict: Verdict | None = None  # the interleaved head-vs-base run behind ``speed``
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class CiOutcome:
+    exit_code: int
+    message: str  # one line: what happened overall
+    base: str = ""  # the commit compared against
+    base_ref: str = ""  # how that commit was chosen: "origin/main", "merge-base of HEAD and origin/main", ...
+    head: str = ""
+    head_ref: str = ""
+    spec_from: SpecFrom = "base"
+    spec_revision: str = ""  # the commit the specs and references were taken from
+    kernels: tuple[CiKernel, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    notes: tuple[str, ...] = ()
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    # Requested port target. Recorded only for now: the port and its review branch are not wired yet.
+    port_to: str | None = None
+    wall_s: float = field(default=0.0, compare=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts: what changed, what to check, speed, exit code
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_name_status(raw: bytes) -> tuple[Change, ...]:
+    """Parse ``git diff --name-status -z``: ``X\\0path\\0``, or ``R100\\0old\\0new\\0`` for renames
+    and copies. Paths keep undecodable bytes (surrogateescape) so they can be handed back to git."""
+    fields = raw.decode("utf-8", errors="surrogateescape").split("\0")
+    changes = []
+    i = 0
+    while i < len(fields) and fields[i]:
+        letter = fields[i][0]
+        if letter in "RC":
+            changes.append(Change(letter, fields[i + 2], fields[i + 1]))
+            i += 3
+        else:
+            changes.append(Change(letter, fields[i + 1]))
+            i += 2
+    return tuple(changes)
+
+
+def spec_for(path: str) -> str:
+    """The spec that describes the file at ``path``: ``porter.toml`` in the same folder."""
+    return str(PurePosixPath(path).parent / SPEC_NAME)
+
+
+def plan(
+    changes: Sequence[Change],
+    *,
+    spec_from: SpecFrom,
+    specs: Collection[str],
+    other_specs: Collection[str],
+    folder_kernels: Mapping[str, Sequence[str]],
+) -> tuple[tuple[Target, ...], tuple[Skipped, ...], tuple[str, ...]]:
+    """Which kernels to check, which changed kernels not (and why), and notes on spec changes.
+
+    ``specs`` holds the spec paths that exist at the spec revision, ``other_specs`` those at the
+    other revision. ``folder_kernels`` maps a spec to the PTX files beside it at head; it is used
+    with ``spec_from="head"``, where a change to a spec folder re-checks its unchanged kernels
+    (there is no base version to time those against: they did not change).
+    """
+    targets: dict[str, Target] = {}
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    changed_spec_folders: list[str] = []
+    for change in changes:
+        if change.status == "D":
+            continue
+        spec = spec_for(change.path)
+        if change.path.endswith(".ptx"):
+            if spec in specs:
+                base_path = None if change.status == "A" else change.old_path or change.path
+                targets[change.path] = Target(change.path, base_path, spec)
+            elif spec in other_specs and spec_from == "base":
+                skipped.append(Skipped(change.path, f"its spec {spec} is new in this change, and a change does not "
+                                                    "judge itself: land the spec first, or use --spec-from head"))
+        elif spec in specs:
+            if spec_from == "base":
+                notes.append(f"{change.path}: changed, but not used here: the spec and reference come from "
+                             "the base revision")
+            elif spec not in changed_spec_folders:
+                changed_spec_folders.append(spec)
+    for spec in changed_spec_folders:
+        for path in folder_kernels.get(spec, ()):
+            targets.setdefault(path, Target(path, None, spec))
+    return tuple(targets.values()), tuple(skipped), tuple(notes)
+
+
+def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
+    """Head's time against base's, from a gate run of head with base as the source kernel.
+
+    ``slowdown = 1 / speedup - 1`` (0.25: head takes 25% longer); beyond ``max_slowdown`` the head
+    kernel fails, with the ratio. Without a ratio the speed is not measured, with the reason.
+    """
+    speedup = verdict.speedup_vs_source
+    if speedup is None:
+        return SpeedCheck("not run", f"not measured: {_why_not_timed(verdict)}")
+    times = {t.name: t.median_ms for t in verdict.timings}
+    head_ms, base_ms = times.get("candidate"), times.get("source")
+    figures = f" ({head_ms:.4f} ms vs {base_ms:.4f} ms)" if head_ms is not None and base_ms is not None else ""
+    slowdown = 1 / speedup - 1
+    if slowdown > max_slowdown:
+        summary = (f"{1 / speedup:.2f}x slower than the base kernel{figures}: {slowdown:.1%} more time, "
+                   f"{max_slowdown:.1%} allowed")
+        return SpeedCheck("failed", summary, speedup, head_ms, base_ms)
+    return SpeedCheck("passed", f"{speedup:.2f}x the base kernel's speed{figures}", speedup, head_ms, base_ms)
+
+
+def _why_not_timed(verdict: Verdict) -> str:
+    if not verdict.passed:
+        return f"head and base kernels were not found equal here ({verdict.reason})"
+    timing = verdict.gate("timing")
+    if timing is not None and timing.status != "passed":
+        return timing.summary
+    return "; ".join(verdict.warnings) or "the base kernel was not timed"
+
+
+def kernel_exit_code(kernel: CiKernel) -> int:
+    return 2 if kernel.config_error else _EXIT_FOR_STATUS[kernel.status]
+
+
+def exit_code(kernels: Sequence[CiKernel]) -> int:
+    """The most severe of the kernels' codes: 2 (configuration), then 1 (failed), then 3 (not run)."""
+    codes = {kernel_exit_code(k) for k in kernels}
+    return next((code for code in _EXIT_SEVERITY if code in codes), 0)
+
+
+def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped]) -> str:
+    if not kernels:
+        return f"no kernel to check; {len(skipped)} changed kernel(s) not checked" if skipped else "no kernel changed"
+    config = [k for k in kernels if k.config_error]
+    if config:
+        return f"configuration error: {config[0].reason}"
+    counts: dict[str, int] = {}
+    for k in kernels:
+        counts[k.status] = counts.get(k.status, 0) + 1
+    return f"{len(kernels)} kernel(s) checked: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# Git: the edge
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Git:
+    root: Path
+
+    @staticmethod
+    def open(repo: Path) -> _Git:
+        top = _git_output(repo, "rev-parse", "--show-toplevel")
+        if top is None:
+            raise InputError(f"{repo}: not inside a git work tree")
+        return _Git(Path(top.decode().strip()))
+
+    def run(self, *args: str) -> bytes:
+        out = _git_output(self.root, *args)
+        if out is None:
+            raise InputError(f"git {' '.join(args)}: failed in {self.root}")
+        return out
+
+    def commit(self, ref: str) -> str | None:
+        """The commit ``ref`` names, or None."""
+        if not ref or ref.startswith("-"):
+            return None
+        out = _git_output(self.root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        return out.decode().strip() if out else None
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        out = _git_output(self.root, "merge-base", a, b)
+        return out.decode().strip() if out else None
+
+    def existing(self, rev: str, paths: Collection[str]) -> frozenset[str]:
+        """Which of ``paths`` exist at ``rev``."""
+        if not paths:
+            return frozenset()
+        out = self.run("ls-tree", "-z", "--full-tree", "--name-only", rev, "--", *sorted(paths))
+        return frozenset(_decode(p) for p in out.split(b"\0") if p)
+
+    def listing(self, rev: str, folder: str, *, recursive: bool) -> list[tuple[str, str]]:
+        """``(object, path)`` of the files in ``folder`` at ``rev`` ("." is the whole tree)."""
+        args = ["ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
+        if folder != ".":
+            args += ["--", folder + "/"]
+        entries = []
+        for item in self.run(*args).split(b"\0"):
+            if item:
+                meta, _, path = item.partition(b"\t")
+                mode, kind, obj = meta.decode().split()
+                if kind == "blob" and mode != "120000":  # no symbolic links: they could point anywhere
+                    entries.append((obj, _decode(path)))
+        return entries
+
+    def blob(self, obj: str) -> bytes:
+        """The bytes of a blob: an object name, or ``REV:PATH``."""
+        return self.run("cat-file", "blob", obj)
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+def _git_output(cwd: Path, *args: str) -> bytes | None:
+    """stdout of ``git args`` run in ``cwd``, or None when git says no. Paths are literal: a folder
+    named ``*`` is that folder, not a pattern."""
+    try:
+        proc = subprocess.run(["git", "--literal-pathspecs", "-C", str(cwd), *args], capture_output=True, check=False,
+                              timeout=_GIT_TIMEOUT_S)
+    except FileNotFoundError:
+        raise EnvironmentProblem("git not found on PATH: porter ci needs git") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"git {args[0]} took over {_GIT_TIMEOUT_S:.0f} s") from None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _resolve_base(git: _Git, base: str | None, head: str, head_sha: str) -> tuple[str, str]:
+    """The commit to compare with, and how it was chosen (see the module docstring)."""
+    if base is not None:
+        sha = git.commit(base)
+        if sha is None:
+            raise InputError(f"base {base!r}: no such commit in {git.root}")
+        common = git.merge_base(sha, head_sha)
+        if common is None:
+            raise InputError(f"base {base!r} and head {head!r} share no history")
+        return common, base if common == sha else f"merge-base of {head} and {base}"
+    for ref in UPSTREAM_REFS:
+        sha = git.commit(ref)
+        common = git.merge_base(sha, head_sha) if sha else None
+        if common is not None and common != head_sha:
+            return common, f"merge-base of {head} and {ref}"
+    parent = git.commit(f"{head_sha}~1")
+    if parent is None:
+        raise InputError(f"head {head!r} has no parent and there is no upstream branch: give the base")
+    return parent, f"{head}~1"
+
+
+def _inside(root: Path, relative: str) -> Path:
+    """``root / relative``, refusing tree paths that would land outside ``root``."""
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise InputError(f"{relative!r}: a path outside the repository")
+    return path
+
+
+def _write_file(git: _Git, rev: str, path: str, root: Path) -> Path:
+    dest = _inside(root, path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(git.blob(f"{rev}:{path}"))
+    return dest
+
+
+def _write_folder(git: _Git, rev: str, folder: str, root: Path) -> None:
+    for obj, path in git.listing(rev, folder, recursive=True):
+        dest = _inside(root, path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(git.blob(obj))
+
+
+def _tidy(message: str, tmp: Path) -> str:
+    """Say repository paths, not the temporary folder the revisions were written to."""
+    for sub in ("spec", "head", "base"):
+        message = message.replace(f"{tmp / sub}{os.sep}", "").replace(str(tmp / sub), ".")
+    return message
+
+
+# ---------------------------------------------------------------------------------------------
+# One kernel
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every kernel's check shares."""
+
+    git: _Git
+    tmp: Path
+    head: str
+    base: str
+    spec_revision: str
+    toolchain: Toolchain
+    runner: Runner | None
+    max_slowdown: float
+
+
+def _check_target(target: Target, run: _Run) -> CiKernel:
+    def result(status: Status, reason: str, **more: Any) -> CiKernel:
+        return CiKernel(target.path, target.spec, target.base_path, status, _tidy(reason, run.tmp), **more)
+
+    def config_error(err: PorterError) -> CiKernel:
+        reason = _tidy(str(err), run.tmp)
+        return result("error", reason, config_error=True, findings=(Finding(target.spec, None, reason),))
+
+    spec_file = run.tmp / "spec" / target.spec
+    try:
+        if not spec_file.exists():
+            _write_folder(run.git, run.spec_revision, str(PurePosixPath(target.spec).parent), run.tmp / "spec")
+        spec = load_spec(spec_file)
+    except InputError as err:
+        return config_error(err)
+    head_file = _write_file(run.git, run.head, target.path, run.tmp / "head")
+    try:
+        module = parse_ptx(head_file.read_text(encoding="utf-8", errors="replace"), filename=target.path)
+    except InputError as err:
+        return result("failed", str(err), findings=(Finding(target.path, None, str(err)),))
+    try:
+        entry_line = module.entry(spec.entry).line
+    except KeyError:
+        names = ", ".join(e.name for e in module.kernels) or "none"
+        reason = f"no .entry {spec.entry!r}, which {target.spec} names (entries: {names})"
+        return result("failed", reason, findings=(Finding(target.path, None, reason),))
+    try:
+        verdict = run_check(head_file, spec, CheckOptions(timing=False), toolchain=run.toolchain, runner=run.runner)
+    except EnvironmentProblem as err:
+        return result("not run", str(err))
+    except InputError as err:
+        return config_error(err)
+    verdict = replace(verdict, kernel=target.path)
+    findings = _findings(verdict, target.path, entry_line, module.text, run.toolchain)
+    if not verdict.passed or target.base_path is None:
+        return result(verdict.status, verdict.reason, verdict=verdict, findings=findings)
+    speed, timed = _speed(target, head_file, spec, run)
+    if speed.status == "failed":
+        findings += (Finding(target.path, entry_line, speed.summary),)
+        return result("failed", f"speed: {speed.summary}", verdict=verdict, speed=speed, timing_verdict=timed,
+                      findings=findings)
+    return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, timing_verdict=timed,
+                  findings=findings)
+
+
+def _speed(target: Target, head_file: Path, spec: Spec, run: _Run) -> tuple[SpeedCheck, Verdict | None]:
+    assert target.base_path is not None
+    base_file = _write_file(run.git, run.base, target.base_path, run.tmp / "base")
+    options = CheckOptions(against=base_file, seeds=TIMING_SEEDS)
+    try:
+        timed = run_check(head_file, spec, options, toolchain=run.toolchain, runner=run.runner)
+    except PorterError as err:  # the base kernel does not parse, or lacks the entry: nothing to time against
+        return SpeedCheck("not run", f"not measured: base kernel: {_tidy(str(err), run.tmp)}"), None
+    timed = replace(timed, kernel=target.path)
+    return judge_speed(timed, run.max_slowdown), timed
+
+
+def _findings(verdict: Verdict, path: str, entry_line: int, text: str, toolchain: Toolchain) -> tuple[Finding, ...]:
+    """Where a failed verdict points: ptxas' error lines, else the kernel's ``.entry`` line.
+
+    The Verdict keeps ptxas' errors as text; their lines come from assembling once more, which the
+    toolchain's cache answers without running ptxas.
+    """
+    if verdict.status != "failed":
+        return ()
+    assemble = verdict.gate("assemble")
+    if assemble is not None and assemble.status == "failed":
+        result = toolchain.assemble(text, verdict.arch, filename=PurePosixPath(path).name)
+        errors = [d for d in result.diagnostics if d.severity == "error"] or list(result.errors)
+        if errors:
+            return tuple(Finding(path, d.line, f"ptxas -arch={verdict.arch}: {d.message}") for d in errors)
+    return (Finding(path, entry_line, verdict.reason),)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def check_change(
+    repo: Path,
+    *,
+    base: str | None = None,
+    head: str = "HEAD",
+    spec_from: SpecFrom = "base",
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
+    toolchain: Toolchain | None = None,
+    runner_factory: Callable[[], Runner] | None = Runner,
+    port_to: str | None = None,
+) -> CiOutcome:
+    """Check the kernels changed between ``base`` and ``head`` (see the module docstring).
+
+    Never raises porter's errors: a bad ref or spec is an outcome with exit code 2, a missing git
+    one with exit code 3. ``runner_factory=None`` runs no kernel (``--no-gpu``).
+    """
+    start = time.perf_counter()
+    known: dict[str, Any] = dict(base_ref=base or "", head_ref=head, spec_from=spec_from,
+                                 max_slowdown=max_slowdown, port_to=port_to)
+    try:
+        if spec_from not in ("base", "head"):
+            raise InputError(f"spec_from: 'base' or 'head', not {spec_from!r}")
+        if not max_slowdown >= 0:
+            raise InputError(f"max slowdown: a fraction >= 0 (0.03 is 3%), not {max_slowdown}")
+        git = _Git.open(repo)
+        head_sha = git.commit(head)
+        if head_sha is None:
+            raise InputError(f"head {head!r}: no such commit in {git.root}")
+        base_sha, base_ref = _resolve_base(git, base, head, head_sha)
+        spec_rev, other_rev = (base_sha, head_sha) if spec_from == "base" else (head_sha, base_sha)
+        known.update(base=base_sha, base_ref=base_ref, head=head_sha, spec_revision=spec_rev)
+        changes = parse_name_status(git.run("diff", "--name-status", "-z", "-M", "--no-ext-diff",
+                                            base_sha, head_sha, "--"))
+        candidates = {spec_for(c.path) for c in changes if c.status != "D"}
+        specs = git.existing(spec_rev, candidates)
+        other_specs = git.existing(other_rev, candidates)
+        folder_kernels = {}
+        if spec_from == "head":
+            folders = {spec_for(c.path) for c in changes if c.status != "D" and not c.path.endswith(".ptx")}
+            for spec in folders & specs:
+                listed = git.listing(head_sha, str(PurePosixPath(spec).parent), recursive=False)
+                folder_kernels[spec] = [p for _, p in listed if p.endswith(".ptx")]
+        targets, skipped, notes = plan(changes, spec_from=spec_from, specs=specs, other_specs=other_specs,
+                                       folder_kernels=folder_kernels)
+        known.update(skipped=skipped, notes=notes)
+        if not targets:
+            return CiOutcome(0, headline((), skipped), wall_s=time.perf_counter() - start, **known)
+        kernels = _check_all(targets, git, head_sha, base_sha, spec_rev, toolchain or find_toolchain(),
+                             runner_factory, max_slowdown)
+    except PorterError as err:
+        return CiOutcome(err.exit_code, str(err), wall_s=time.perf_counter() - start, **known)
+    return CiOutcome(exit_code(kernels), headline(kernels, skipped), kernels=kernels,
+                     wall_s=time.perf_counter() - start, **known)
+
+
+def _check_all(targets: Sequence[Target], git: _Git, head: str, base: str, spec_revision: str, toolchain: Toolchain,
+               runner_factory: Callable[[], Runner] | None, max_slowdown: float) -> tuple[CiKernel, ...]:
+    runner = runner_factory() if runner_factory is not None else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
+            run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown)
+            return tuple(_check_target(t, run) for t in targets)
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+def run_ci(
+    repo: Path,
+    *,
+    base: str | None = None,
+    head: str = "HEAD",
+    spec_from: SpecFrom = "base",
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
+    junit: Path | None = None,
+    json_out: Path | None = None,
+    summary_path: Path | None = None,
+    annotations: bool | None = None,
+    port_to: str | None = None,
+    toolchain: Toolchain | None = None,
+    runner_factory: Callable[[], Runner] | None = Runner,
+    env: Mapping[str, str] | None = None,
+    echo: Callable[[str], None] = print,
+) -> CiOutcome:
+    """The body of ``porter ci``: check the change, write the reports, print the log and annotations.
+
+    ``summary_path`` defaults to ``$GITHUB_STEP_SUMMARY`` when set; the markdown summary is appended
+    there, as GitHub expects of each step. ``annotations`` (``::error`` workflow commands on stdout)
+    default to on when ``$GITHUB_ACTIONS`` is ``true`` and off elsewhere, where they are noise.
+    ``env`` replaces ``os.environ`` for those two lookups. The exit code is ``outcome.exit_code``.
+    """
+    from porter.ci_output import render_annotations, render_json, render_junit, render_markdown, render_text
+
+    env = os.environ if env is None else env
+    outcome = check_change(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown,
+                           toolchain=toolchain, runner_factory=runner_factory, port_to=port_to)
+    if summary_path is None and env.get("GITHUB_STEP_SUMMARY"):
+        summary_path = Path(env["GITHUB_STEP_SUMMARY"])
+    if summary_path is not None:
+        _write(summary_path, render_markdown(outcome), append=True)
+    if junit is not None:
+        _write(junit, render_junit(outcome))
+    if json_out is not None:
+        _write(json_out, render_json(outcome))
+    echo(render_text(outcome))
+    if annotations if annotations is not None else env.get("GITHUB_ACTIONS") == "true":
+        for line in render_annotations(outcome):
+            echo(line)
+    return outcome
+
+
+def _write(path: Path, text: str, *, append: bool = False) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write ({err.strerror})") from None

@@ -1,0 +1,408 @@
+"""``porter ci`` on real temporary git repositories, without a GPU (and one GPU test for slowdowns)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import porter.ci
+from porter.ci import (
+    Change,
+    CiKernel,
+    CiOutcome,
+    Finding,
+    Skipped,
+    Target,
+    exit_code,
+    judge_speed,
+    parse_name_status,
+    plan,
+    run_ci,
+)
+from porter.ci_output import (
+    MAX_ANNOTATIONS,
+    annotation,
+    render_annotations,
+    render_junit,
+    render_markdown,
+)
+from porter.runner import WorkerFault
+from porter.verdict import Gate, Timing, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "vector_add"
+SLOW = ROOT / "tests" / "data" / "ci" / "slow_vector_add.ptx"
+FOLDER = "kernels/vector_add"
+KERNEL = f"{FOLDER}/kernel.ptx"
+SPEC = f"{FOLDER}/porter.toml"
+
+
+class _NoGpu:
+    """A runner whose worker cannot start, as on a CPU-only machine."""
+
+    def start(self):
+        raise WorkerFault("no usable GPU: none here", kind="unavailable")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _plain_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the user's git configuration (signing, hooks, default branch) out of the test repos."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{key}_NAME", "porter test")
+        monkeypatch.setenv(f"GIT_{key}_EMAIL", "porter@example.invalid")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / FOLDER).mkdir(parents=True)
+    for name in ("kernel.ptx", "porter.toml", "ref.py"):
+        shutil.copy(EXAMPLE / name, root / FOLDER / name)
+    (root / "README.md").write_text("kernels\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "vector_add")
+    return root
+
+
+def kernel_text() -> str:
+    return (EXAMPLE / "kernel.ptx").read_text()
+
+
+def ci(repo: Path, toolchain, **options) -> tuple[CiOutcome, list[str]]:
+    printed: list[str] = []
+    options.setdefault("runner_factory", _NoGpu)
+    options.setdefault("env", {})
+    outcome = run_ci(repo, toolchain=toolchain, echo=printed.append, **options)
+    return outcome, printed
+
+
+# ---------------------------------------------------------------------------------------------
+# Real repositories
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_kernel_that_does_not_assemble_fails_at_its_line(repo: Path, toolchain, tmp_path: Path) -> None:
+    lines = kernel_text().splitlines()
+    bad_line = next(i for i, line in enumerate(lines, 1) if "fma.rn.f32" in line)
+    commit(repo, "typo", {KERNEL: kernel_text().replace("fma.rn.f32", "fmaa.rn.f32")})
+    junit = tmp_path / "out" / "junit.xml"
+    outcome, printed = ci(repo, toolchain, base="HEAD~1", annotations=True, junit=junit)
+    assert outcome.exit_code == 1
+    (kernel,) = outcome.kernels
+    assert kernel.status == "failed" and kernel.verdict.gate("assemble").status == "failed"
+    errors = [p for p in printed if p.startswith("::error ")]
+    assert errors[0].startswith(f"::error file={KERNEL},line={bad_line},title=porter::ptxas -arch=sm_80: ")
+    assert "fmaa" in errors[0]
+    suite = ET.parse(junit).getroot()
+    assert (suite.tag, suite.get("name"), suite.get("failures")) == ("testsuite", "porter", "1")
+    (case,) = suite.iter("testcase")
+    assert case.get("name") == KERNEL
+    assert "assemble" in case.find("failure").get("message")
+
+
+def test_a_change_to_other_files_only_ends_at_once(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit(repo, "docs", {"README.md": "kernels, documented\n"})
+
+    def forbidden(*_args, **_kwargs):
+        raise AssertionError("no toolchain or GPU is needed when no kernel changed")
+
+    monkeypatch.setattr(porter.ci, "find_toolchain", forbidden)
+    started = time.perf_counter()
+    outcome, printed = ci(repo, None, runner_factory=forbidden)
+    assert outcome.exit_code == 0
+    assert outcome.message == "no kernel changed"
+    assert outcome.base_ref == "HEAD~1" and outcome.base == git(repo, "rev-parse", "HEAD~1")
+    assert "no kernel changed" in printed[0]
+    assert time.perf_counter() - started < 10
+
+
+def test_without_a_gpu_a_valid_change_is_not_run_with_its_static_results(repo: Path, toolchain,
+                                                                          tmp_path: Path) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    junit, report = tmp_path / "junit.xml", tmp_path / "ci.json"
+    outcome, printed = ci(repo, toolchain, base="HEAD~1", junit=junit, json_out=report,
+                          summary_path=tmp_path / "summary.md")
+    assert outcome.exit_code == 3
+    data = json.loads(report.read_text())
+    (kernel,) = data["kernels"]
+    assert kernel["status"] == "not run" and kernel["path"] == KERNEL
+    gates = {g["name"]: g["status"] for g in kernel["verdict"]["gates"]}
+    assert gates["interface"] == gates["assemble"] == "passed"
+    assert gates["equivalence"] == "not run"
+    assert "no usable GPU" in kernel["reason"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"| `{KERNEL}` | **not run** | passed (sm_80) |" in summary
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    assert "no usable GPU" in case.find("skipped").get("message")
+    assert not any(p.startswith("::") for p in printed)  # annotations are off outside GitHub Actions
+
+
+def test_the_step_summary_is_appended_to(repo: Path, toolchain, tmp_path: Path) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("## an earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true"}
+    ci(repo, toolchain, base="HEAD~1", env=env)
+    ci(repo, toolchain, base="HEAD~1", env=env)
+    text = summary.read_text()
+    assert text.startswith("## an earlier step\n")
+    assert text.count("## porter ci: 1 kernel(s) checked: 1 not run") == 2
+
+
+def test_a_bad_base_is_a_configuration_error(repo: Path, toolchain, tmp_path: Path) -> None:
+    outcome, printed = ci(repo, toolchain, base="no-such-branch", junit=tmp_path / "junit.xml", annotations=True)
+    assert outcome.exit_code == 2
+    assert "no-such-branch" in outcome.message
+    assert printed[-1].startswith("::error title=porter::")
+    (case,) = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    assert "no-such-branch" in case.find("error").get("message")
+
+
+def test_the_spec_comes_from_the_base_revision(repo: Path, toolchain) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    spec_text = (repo / SPEC).read_text()
+    commit(repo, "kernel and a spec the change should not get to use", {
+        KERNEL: kernel_text() + "// tuned\n",
+        SPEC: spec_text.replace("[tolerance]", "[tolerance\nbroken"),  # invalid at head
+    })
+    outcome, _ = ci(repo, toolchain)
+    assert outcome.spec_from == "base" and outcome.spec_revision == base
+    assert outcome.exit_code == 3  # checked with the base spec: static gates passed, no GPU
+    assert outcome.kernels[0].verdict.gate("assemble").status == "passed"
+    assert outcome.notes == (f"{SPEC}: changed, but not used here: the spec and reference come from the base revision",)
+
+    trusted, _ = ci(repo, toolchain, spec_from="head")
+    assert trusted.exit_code == 2 and trusted.spec_revision == git(repo, "rev-parse", "HEAD")
+    (kernel,) = trusted.kernels
+    assert kernel.config_error and "TOML syntax error" in kernel.reason
+    assert kernel.findings[0].path == SPEC
+
+
+def test_a_looser_tolerance_in_the_change_is_not_used(repo: Path, toolchain) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    loose = (repo / SPEC).read_text().replace("atol = 1e-5, rtol = 1e-4", "atol = 1e9, rtol = 1e9")
+    commit(repo, "loosen", {SPEC: loose, KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1")
+    assert outcome.spec_revision == base
+    assert git(repo, "show", f"{outcome.spec_revision}:{SPEC}") == (EXAMPLE / "porter.toml").read_text().strip()
+
+
+def test_a_spec_only_change_is_noted_under_the_base_spec_and_rechecks_under_the_head_spec(
+        repo: Path, toolchain) -> None:
+    commit(repo, "ref", {f"{FOLDER}/ref.py": (EXAMPLE / "ref.py").read_text() + "# edited\n"})
+    outcome, _ = ci(repo, toolchain)
+    assert (outcome.exit_code, outcome.message) == (0, "no kernel changed")
+    assert outcome.notes and outcome.notes[0].startswith(f"{FOLDER}/ref.py: changed, but not used here")
+    rechecked, _ = ci(repo, toolchain, spec_from="head")
+    assert rechecked.exit_code == 3
+    (kernel,) = rechecked.kernels
+    assert kernel.path == KERNEL and kernel.base_path is None  # unchanged: nothing to time it against
+
+
+def test_a_kernel_whose_spec_is_new_is_not_checked_and_says_why(repo: Path, toolchain) -> None:
+    commit(repo, "new kernel", {
+        "kernels/copy/kernel.ptx": kernel_text(),
+        "kernels/copy/porter.toml": (EXAMPLE / "porter.toml").read_text(),
+        "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text(),
+    })
+    outcome, _ = ci(repo, toolchain)
+    assert outcome.exit_code == 0 and not outcome.kernels
+    (skipped,) = outcome.skipped
+    assert skipped.path == "kernels/copy/kernel.ptx" and "new in this change" in skipped.reason
+    both, _ = ci(repo, toolchain, spec_from="head")
+    assert [k.path for k in both.kernels] == ["kernels/copy/kernel.ptx"] and both.exit_code == 3
+
+
+def test_the_work_tree_is_neither_read_nor_touched(repo: Path, toolchain) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    (repo / KERNEL).write_text("this uncommitted text would not parse\n")
+    outcome, _ = ci(repo, toolchain, base="HEAD~1")
+    assert outcome.exit_code == 3  # the committed head was checked, not the work tree
+    assert git(repo, "status", "--porcelain") == f"M {KERNEL}"
+    assert (repo / KERNEL).read_text() == "this uncommitted text would not parse\n"
+
+
+def test_the_default_base_is_the_merge_base_with_origin_main(repo: Path, toolchain) -> None:
+    fork = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    git(repo, "checkout", "-q", "main")
+    commit(repo, "main moves on", {"README.md": "later\n"})
+    git(repo, "update-ref", "refs/remotes/origin/main", "main")
+    git(repo, "checkout", "-q", "feature")
+    commit(repo, "docs", {"NOTES.md": "n\n"})
+    outcome, _ = ci(repo, toolchain, port_to="sm_90a")
+    assert outcome.base == fork and outcome.base_ref == "merge-base of HEAD and origin/main"
+    assert [k.path for k in outcome.kernels] == [KERNEL]  # README.md on main is not this change's
+    assert outcome.port_to == "sm_90a"
+    assert "porting to sm_90a was requested" in render_markdown(outcome)
+
+
+def test_a_renamed_kernel_is_checked_with_its_old_path_as_base(repo: Path, toolchain) -> None:
+    git(repo, "mv", KERNEL, f"{FOLDER}/kernel_v2.ptx")
+    git(repo, "commit", "-q", "-m", "rename")
+    outcome, _ = ci(repo, toolchain)
+    (kernel,) = outcome.kernels
+    assert (kernel.path, kernel.base_path) == (f"{FOLDER}/kernel_v2.ptx", KERNEL)
+
+
+def test_a_kernel_without_the_spec_entry_fails(repo: Path, toolchain) -> None:
+    commit(repo, "rename entry", {KERNEL: kernel_text().replace("vector_add", "vadd")})
+    outcome, printed = ci(repo, toolchain, annotations=True)
+    assert outcome.exit_code == 1
+    assert "no .entry 'vector_add'" in outcome.kernels[0].reason
+    assert printed[-1].startswith(f"::error file={KERNEL},title=porter::")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts
+# ---------------------------------------------------------------------------------------------
+
+
+def _timed(head_ms: float, base_ms: float, status: str = "passed") -> Verdict:
+    return Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status=status, reason="",  # type: ignore[arg-type]
+                   gates=(Gate("equivalence", status, ""), Gate("timing", "passed", "")),  # type: ignore[arg-type]
+                   timings=(Timing("candidate", head_ms, head_ms, head_ms, 50), Timing("source", base_ms, base_ms, base_ms, 50)),
+                   speedup_vs_source=base_ms / head_ms)
+
+
+def test_a_slowdown_beyond_the_allowed_one_fails_with_the_ratio() -> None:
+    slow = judge_speed(_timed(1.25, 1.0), 0.03)
+    assert slow.status == "failed"
+    assert slow.summary.startswith("1.25x slower than the base kernel (1.2500 ms vs 1.0000 ms): 25.0% more time")
+    assert judge_speed(_timed(1.02, 1.0), 0.03).status == "passed"
+    assert judge_speed(_timed(1.02, 1.0), 0.01).status == "failed"
+    faster = judge_speed(_timed(0.5, 1.0), 0.0)
+    assert faster.status == "passed" and faster.speedup == 2.0
+
+
+def test_an_unmeasured_speed_is_not_run_with_the_reason() -> None:
+    differ = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status="failed",
+                     reason="equivalence: 1 of 6 cases failed", gates=(Gate("equivalence", "failed", ""),))
+    speed = judge_speed(differ, 0.03)
+    assert speed.status == "not run" and "1 of 6 cases failed" in speed.summary
+    untimed = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status="passed", reason="",
+                      gates=(Gate("timing", "error", "timing failed: the worker died"),))
+    assert judge_speed(untimed, 0.03).summary == "not measured: timing failed: the worker died"
+
+
+def _kernel(status: str, config_error: bool = False) -> CiKernel:
+    return CiKernel(KERNEL, SPEC, KERNEL, status, "", config_error=config_error)  # type: ignore[arg-type]
+
+
+def test_exit_codes_take_the_most_severe() -> None:
+    assert exit_code([]) == 0
+    assert exit_code([_kernel("passed")]) == 0
+    assert exit_code([_kernel("passed"), _kernel("not run")]) == 3
+    assert exit_code([_kernel("not run"), _kernel("error")]) == 3
+    assert exit_code([_kernel("not run"), _kernel("failed")]) == 1
+    assert exit_code([_kernel("failed"), _kernel("error", config_error=True)]) == 2
+
+
+def test_name_status_with_renames() -> None:
+    raw = b"M\0a/kernel.ptx\0R087\0old/k.ptx\0new/k.ptx\0D\0gone.ptx\0A\0README.md\0"
+    assert parse_name_status(raw) == (
+        Change("M", "a/kernel.ptx"), Change("R", "new/k.ptx", "old/k.ptx"), Change("D", "gone.ptx"),
+        Change("A", "README.md"),
+    )
+    assert parse_name_status(b"") == ()
+
+
+def test_plan_picks_kernels_with_a_spec_at_the_spec_revision() -> None:
+    changes = [Change("M", "a/kernel.ptx"), Change("A", "b/kernel.ptx"), Change("M", "c/kernel.ptx"),
+               Change("D", "a/old.ptx"), Change("M", "a/ref.py"), Change("M", "docs/x.md")]
+    targets, skipped, notes = plan(changes, spec_from="base", specs={"a/porter.toml"},
+                                   other_specs={"a/porter.toml", "b/porter.toml"}, folder_kernels={})
+    assert targets == (Target("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml"),)
+    assert skipped == (Skipped("b/kernel.ptx", skipped[0].reason),) and "new in this change" in skipped[0].reason
+    assert len(notes) == 1 and notes[0].startswith("a/ref.py: changed, but not used")
+    targets, _, notes = plan([Change("M", "a/ref.py")], spec_from="head", specs={"a/porter.toml"}, other_specs=set(),
+                             folder_kernels={"a/porter.toml": ["a/kernel.ptx"]})
+    assert targets == (Target("a/kernel.ptx", None, "a/porter.toml"),) and notes == ()
+
+
+def test_annotations_are_escaped_and_capped() -> None:
+    finding = Finding("dir,x/k:1.ptx", 7, "50% wrong\r\nsee: details")
+    assert annotation(finding) == "::error file=dir%2Cx/k%3A1.ptx,line=7,title=porter::50%25 wrong%0D%0Asee: details"
+    many = tuple(Finding(KERNEL, n, f"error {n}") for n in range(1, 14))
+    outcome = CiOutcome(1, "1 kernel(s) checked: 1 failed",
+                        kernels=(CiKernel(KERNEL, SPEC, KERNEL, "failed", "assemble", findings=many),))
+    lines = render_annotations(outcome)
+    assert len([line for line in lines if line.startswith("::error ")]) == MAX_ANNOTATIONS
+    assert lines[-1].startswith("::notice title=porter::3 more findings not annotated")
+
+
+def test_junit_is_valid_xml_for_every_status_and_awkward_text() -> None:
+    kernels = tuple(CiKernel(f"k{i}.ptx", SPEC, None, status, f"why <&> \x1b[31m{status}", config_error=config)
+                    for i, (status, config) in enumerate([("passed", False), ("failed", False), ("not run", False),
+                                                          ("error", True)]))
+    outcome = CiOutcome(2, "configuration error", kernels=kernels, skipped=(Skipped("new.ptx", "spec is new"),))
+    suite = ET.fromstring(render_junit(outcome))
+    assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "5", "failures": "1", "errors": "1", "skipped": "2"}
+    cases = {c.get("name"): [child.tag for child in c] for c in suite.iter("testcase")}
+    assert cases == {"k0.ptx": [], "k1.ptx": ["failure"], "k2.ptx": ["skipped"], "k3.ptx": ["error"],
+                     "new.ptx": ["skipped"]}
+    assert suite.find("testcase/failure").get("message") == "why <&> ?[31mfailed"
+
+
+def test_markdown_table_cells_cannot_break_the_table() -> None:
+    kernel = CiKernel("a|b.ptx", SPEC, None, "failed", "x | y\nz")
+    text = render_markdown(CiOutcome(1, "1 kernel(s) checked: 1 failed", kernels=(kernel,)))
+    assert "| `a\\|b.ptx` | **failed** | - | - | - | x \\| y z |" in text
+    assert "### `a|b.ptx`: failed" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_a_slower_kernel_fails_with_the_ratio(repo: Path, toolchain) -> None:
+    from porter.runner import Runner
+
+    commit(repo, "slower", {KERNEL: SLOW.read_text()})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", runner_factory=Runner)
+    (kernel,) = outcome.kernels
+    assert kernel.verdict.status == "passed", kernel.verdict.reason  # still correct ...
+    assert kernel.speed.status == "failed", kernel.speed.summary  # ... but slower
+    assert outcome.exit_code == 1
+    assert "x slower than the base kernel" in kernel.reason and kernel.speed.speedup < 1 / 1.03
+
+
+@pytest.mark.gpu
+def test_an_unchanged_kernel_keeps_its_speed(repo: Path, toolchain) -> None:
+    from porter.runner import Runner
+
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", runner_factory=Runner)
+    (kernel,) = outcome.kernels
+    assert outcome.exit_code == 0, kernel.reason
+    assert kernel.speed.status == "passed" and kernel.speed.speedup is not None
