@@ -359,6 +359,8 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
 
     profile = get_profile(target)
     sizes = spec.default_sizes()
+    if not any(signature.values()):  # absent from the SASS: nothing to profile
+        return judge_native(target, profile.signature_sass, signature, {})
     if not cubin_runs_on(target, device.arch):
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
