@@ -43,6 +43,7 @@ DEFAULT_SEEDS = (0, 1)
 class CheckOptions:
     arch: str | None = None  # assemble for this target; default: the candidate's .target
     against: Path | None = None  # source kernel: the reference (unless golden) and a speed baseline
+    speed_baseline: Path | None = None  # source kernel timed beside the candidate, not used as reference
     golden: Path | None = None  # outputs recorded by `porter record`
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     timing: bool = True
@@ -241,11 +242,13 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         warnings.append(run_note)
 
     source_cubin, source_entry = None, entry_name
-    if options.against is not None:
-        source_module = read_ptx(options.against)
-        source_cubin, note = runnable_cubin(source_module, None, device, toolchain, options.against.name)
+    source_path = options.against or options.speed_baseline
+    if source_path is not None:
+        source_module = read_ptx(source_path)
+        source_cubin, note = runnable_cubin(source_module, None, device, toolchain, source_path.name)
         if source_cubin is None:
-            warnings.append(f"source kernel {options.against}: {note}")
+            warnings.append(f"source kernel {source_path}: {note}")
+    reference_cubin = source_cubin if options.against is not None and options.golden is None else None
     golden = load_golden(options.golden) if options.golden else None
     if golden is not None:
         plan = [(c["sizes"], c["seed"]) for c in golden["cases"]]
@@ -255,7 +258,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     cases: list[CaseResult] = []
     assert runner is not None
     for index, (sizes, seed) in enumerate(plan):
-        reference = _reference_job(spec, options, source_cubin if golden is None else None, source_entry, golden, index)
+        reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index)
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
                                 spec_path=str(spec_path(spec)), sizes=sizes, seed=seed, reference=reference)

@@ -43,7 +43,7 @@ def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, 
     ran = {op: executed_counts.get(op, 0) for op in present}
     if any(ran.values()):
         counts = ", ".join(f"{op} x{n}" for op, n in ran.items() if n)
-        return NativeEvidence(arch, "executed", f"executed: {counts} (warp-level instructions)",
+        return NativeEvidence(arch, "executed", f"{counts} (warp-level instructions)",
                               expected, dict(static_counts), ran, dict(metrics or {}), dict(sizes or {}))
     return NativeEvidence(
         arch, "present but never executed",

@@ -187,7 +187,8 @@ class PortSession:
         index = len(self.candidates)
         path = log.candidate(index, text)
         self.emit("checking", index=index, origin=origin, round=round_no)
-        options = replace(self.request.check, arch=target, native=require_native)
+        # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
+        options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel)
         verdict = run_check(path, self.request.spec, options, toolchain=self.toolchain, runner=self.runner)
         passes = verdict.status == "passed" and (not require_native or (verdict.native is not None and verdict.native.state == "executed"))
         assembled = self.toolchain.assemble(text, target, filename=path.name)

@@ -122,8 +122,10 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     r = subprocess.run([sys.executable, "-m", "porter", "port", str(kernel_dir / "kernel_sm80.ptx"), "--to", "sm_90a",
                         "--model", f"replay:{SCRIPT}", "--no-gpu", "--json"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 3, r.stderr[-2000:]
-    result = json.loads(r.stdout)
+    output = json.loads(r.stdout)
+    result = output["result"]
     assert result["status"] == "not run on target hardware"
+    assert output["review"] is None  # not passed, and no --branch-on-failure: no branch
     assert (env_root / ".porter" / "runs" / result["run_id"] / "candidates" / "02.ptx").is_file()
     events = [json.loads(line)["event"] for line in r.stderr.splitlines() if line.startswith("{")]
     assert events[0] == "start" and events[-1] == "done"
