@@ -15,15 +15,11 @@ For the commits base..head:
 4. Each head kernel goes through the gate (:func:`porter.gate.run_check`) against the spec's
    reference. Without a GPU the static gates (interface, assemble) still run and are reported, and
    the runtime gates are ``not run``.
-5. When the kernel passed and a base version exists, a second gate run with the base kernel as
-   ``against`` times both interleaved; a slowdown (``1 / speedup - 1``) beyond ``max_slowdown``
-   fails the kernel, with the ratio.
-
-Why two gate runs: ``CheckOptions.against`` makes the source kernel the reference as well as the
-speed baseline. Judging correctness by the base kernel would fail every pull request that fixes a
-wrong kernel, so correctness is the spec reference's call alone, and the second run (one seed)
-only supplies the interleaved timing. If head and base outputs differ there, or the base kernel
-cannot run on this GPU, the speed is reported as not measured and does not change the exit code.
+5. The base version, when there is one, is the gate's ``speed_baseline``: timed interleaved with
+   the head kernel in the same run, never used as the reference (that would fail every pull request
+   that fixes a wrong kernel). A slowdown (``1 / speedup - 1``) beyond ``max_slowdown`` fails the
+   kernel, with the ratio. When the base kernel cannot be timed (it does not parse, or cannot run
+   on this GPU), the speed is reported as not measured and does not change the exit code.
 
 The base defaults to the merge-base of head with the first of ``@{upstream}``, ``origin/HEAD``,
 ``origin/main``, ``origin/master`` that exists (unless that merge-base is head itself), else to
@@ -52,7 +48,7 @@ from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate import CheckOptions, run_check
 from porter.ptx import parse_ptx
 from porter.runner.client import Runner
-from porter.spec import Spec, load_spec
+from porter.spec import load_spec
 from porter.toolchain import Toolchain, find_toolchain
 from porter.verdict import Status, Verdict
 
@@ -61,7 +57,6 @@ SpecFrom = Literal["base", "head"]
 DEFAULT_MAX_SLOWDOWN = 0.03
 SPEC_NAME = "porter.toml"
 UPSTREAM_REFS = ("@{upstream}", "origin/HEAD", "origin/main", "origin/master")
-TIMING_SEEDS = (0,)  # the timing run re-checks head against base once: one seed is enough there
 _GIT_TIMEOUT_S = 300.0
 _EXIT_FOR_STATUS: dict[Status, int] = {"passed": 0, "failed": 1, "not run": 3, "error": 3}
 _EXIT_SEVERITY = (2, 1, 3)  # which exit code wins when kernels disagree
@@ -133,7 +128,6 @@ class CiKernel:
     config_error: bool = False
     verdict: Verdict | None = None
     speed: SpeedCheck | None = None
-    timing_verdict: Verdict | None = None  # the interleaved head-vs-base run behind ``speed``
     findings: tuple[Finding, ...] = ()
 
 
@@ -226,7 +220,7 @@ def plan(
 
 
 def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
-    """Head's time against base's, from a gate run of head with base as the source kernel.
+    """Head's time against base's, from a gate run of head with base as its speed baseline.
 
     ``slowdown = 1 / speedup - 1`` (0.25: head takes 25% longer); beyond ``max_slowdown`` the head
     kernel fails, with the ratio. Without a ratio the speed is not measured, with the reason.
@@ -246,8 +240,6 @@ def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
 
 
 def _why_not_timed(verdict: Verdict) -> str:
-    if not verdict.passed:
-        return f"head and base kernels were not found equal here ({verdict.reason})"
     timing = verdict.gate("timing")
     if timing is not None and timing.status != "passed":
         return timing.summary
@@ -447,8 +439,10 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
         names = ", ".join(e.name for e in module.kernels) or "none"
         reason = f"no .entry {spec.entry!r}, which {target.spec} names (entries: {names})"
         return result("failed", reason, findings=(Finding(target.path, None, reason),))
+    baseline, untimed = _baseline(target, spec.entry, run)
     try:
-        verdict = run_check(head_file, spec, CheckOptions(timing=False), toolchain=run.toolchain, runner=run.runner)
+        verdict = run_check(head_file, spec, CheckOptions(speed_baseline=baseline), toolchain=run.toolchain,
+                            runner=run.runner)
     except EnvironmentProblem as err:
         return result("not run", str(err))
     except InputError as err:
@@ -457,25 +451,30 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     findings = _findings(verdict, target.path, entry_line, module.text, run.toolchain)
     if not verdict.passed or target.base_path is None:
         return result(verdict.status, verdict.reason, verdict=verdict, findings=findings)
-    speed, timed = _speed(target, head_file, spec, run)
+    speed = judge_speed(verdict, run.max_slowdown) if baseline else SpeedCheck("not run", f"not measured: {untimed}")
     if speed.status == "failed":
         findings += (Finding(target.path, entry_line, speed.summary),)
-        return result("failed", f"speed: {speed.summary}", verdict=verdict, speed=speed, timing_verdict=timed,
-                      findings=findings)
-    return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, timing_verdict=timed,
-                  findings=findings)
+        return result("failed", f"speed: {speed.summary}", verdict=verdict, speed=speed, findings=findings)
+    return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, findings=findings)
 
 
-def _speed(target: Target, head_file: Path, spec: Spec, run: _Run) -> tuple[SpeedCheck, Verdict | None]:
-    assert target.base_path is not None
-    base_file = _write_file(run.git, run.base, target.base_path, run.tmp / "base")
-    options = CheckOptions(against=base_file, seeds=TIMING_SEEDS)
+def _baseline(target: Target, entry: str, run: _Run) -> tuple[Path | None, str]:
+    """The base kernel's file to time against, or None and why not.
+
+    Checked here because the gate takes a baseline that does not parse as bad input, and a base
+    kernel the change replaces is not the change's configuration.
+    """
+    if target.base_path is None:
+        return None, "no base version"
+    path = _write_file(run.git, run.base, target.base_path, run.tmp / "base")
     try:
-        timed = run_check(head_file, spec, options, toolchain=run.toolchain, runner=run.runner)
-    except PorterError as err:  # the base kernel does not parse, or lacks the entry: nothing to time against
-        return SpeedCheck("not run", f"not measured: base kernel: {_tidy(str(err), run.tmp)}"), None
-    timed = replace(timed, kernel=target.path)
-    return judge_speed(timed, run.max_slowdown), timed
+        names = [e.name for e in parse_ptx(path.read_text(encoding="utf-8", errors="replace"),
+                                           filename=target.base_path).kernels]
+    except InputError as err:
+        return None, f"the base kernel does not parse: {err}"
+    if entry not in names:
+        return None, f"the base kernel has no .entry {entry!r}"
+    return path, ""
 
 
 def _findings(verdict: Verdict, path: str, entry_line: int, text: str, toolchain: Toolchain) -> tuple[Finding, ...]:

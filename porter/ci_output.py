@@ -165,10 +165,6 @@ def _xml(text: str) -> str:
     return _NOT_XML.sub("?", text)
 
 
-def _wall_s(kernel: CiKernel) -> float:
-    return sum(v.wall_s for v in (kernel.verdict, kernel.timing_verdict) if v is not None)
-
-
 def render_junit(outcome: CiOutcome) -> str:
     """One testsuite ``porter``; per kernel a testcase with ``<failure>`` (failed, slower than
     allowed), ``<skipped>`` (not run, or not checked) or ``<error>`` (porter, environment or spec)."""
@@ -186,7 +182,7 @@ def render_junit(outcome: CiOutcome) -> str:
 
     for k in outcome.kernels:
         kind = {"failed": "failure", "not run": "skipped", "error": "error"}.get(k.status)
-        case(k.path, _wall_s(k), kind, k.reason, "\n".join(_details(k)))
+        case(k.path, k.verdict.wall_s if k.verdict else 0.0, kind, k.reason, "\n".join(_details(k)))
     for s in outcome.skipped:
         case(s.path, 0.0, "skipped", f"not checked: {s.reason}")
     if not outcome.kernels and outcome.exit_code != 0:

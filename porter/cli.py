@@ -404,6 +404,36 @@ def export(
         typer.echo(f"wrote {len(lines)} repair pairs to {output}", err=True)
 
 
+@app.command()
+def ci(
+    base: Annotated[str | None, typer.Option(help="Base revision (default: merge-base with the upstream main).")] = None,
+    head: Annotated[str, typer.Option(help="Head revision.")] = "HEAD",
+    spec_from: Annotated[str, typer.Option(help="Take specs and reference code from 'base' (default) or 'head'.")] = "base",
+    max_slowdown: Annotated[float, typer.Option(help="Fail a kernel slower than its base version by more than this.")] = 0.03,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the outcome as JSON here.")] = None,
+    summary: Annotated[Path | None, typer.Option(help="Append the markdown summary here (default: $GITHUB_STEP_SUMMARY).")] = None,
+    annotations: Annotated[
+        bool | None, typer.Option("--annotations/--no-annotations", help="GitHub ::error lines (default: on GitHub Actions).")
+    ] = None,
+    port_to: Annotated[str | None, typer.Option(help="Also port each changed kernel to this architecture.")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
+    repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
+) -> None:
+    """Gate the kernels a change touches: check each against its reference and time it against its base version.
+    Exit 0 all passed, 1 a kernel failed or slowed down, 2 configuration error, 3 infrastructure (no GPU, no toolchain)."""
+    from porter.ci import run_ci
+    from porter.errors import InputError
+    from porter.runner import Runner
+
+    if spec_from not in ("base", "head"):
+        raise InputError(f"--spec-from: 'base' or 'head' (got {spec_from!r})")
+    outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
+                     json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
+                     runner_factory=Runner if gpu else None, echo=typer.echo)
+    raise typer.Exit(outcome.exit_code)
+
+
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:

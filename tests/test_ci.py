@@ -303,10 +303,11 @@ def test_a_slowdown_beyond_the_allowed_one_fails_with_the_ratio() -> None:
 
 
 def test_an_unmeasured_speed_is_not_run_with_the_reason() -> None:
-    differ = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status="failed",
-                     reason="equivalence: 1 of 6 cases failed", gates=(Gate("equivalence", "failed", ""),))
-    speed = judge_speed(differ, 0.03)
-    assert speed.status == "not run" and "1 of 6 cases failed" in speed.summary
+    unloadable = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_90a", status="passed", reason="",
+                         gates=(Gate("timing", "passed", "candidate 0.0100 ms"),),
+                         warnings=("source kernel base/kernel.ptx: needs a sm_100a GPU to run",))
+    speed = judge_speed(unloadable, 0.03)
+    assert speed.status == "not run" and speed.summary == "not measured: source kernel base/kernel.ptx: needs a sm_100a GPU to run"
     untimed = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status="passed", reason="",
                       gates=(Gate("timing", "error", "timing failed: the worker died"),))
     assert judge_speed(untimed, 0.03).summary == "not measured: timing failed: the worker died"
@@ -406,3 +407,18 @@ def test_an_unchanged_kernel_keeps_its_speed(repo: Path, toolchain) -> None:
     (kernel,) = outcome.kernels
     assert outcome.exit_code == 0, kernel.reason
     assert kernel.speed.status == "passed" and kernel.speed.speedup is not None
+
+
+@pytest.mark.gpu
+def test_a_change_that_fixes_a_wrong_kernel_passes_and_is_timed(repo: Path, toolchain) -> None:
+    """The base kernel is the speed baseline only: a head that differs from it because it is right passes."""
+    from porter.runner import Runner
+
+    wrong = kernel_text().replace("%f4, %f2, %f1, %f3;", "%f4, %f3, %f1, %f2;")  # alpha * y + x
+    assert wrong != kernel_text()
+    commit(repo, "wrong", {KERNEL: wrong})
+    commit(repo, "fix", {KERNEL: kernel_text()})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", runner_factory=Runner)
+    (kernel,) = outcome.kernels
+    assert kernel.verdict.status == "passed", kernel.verdict.reason
+    assert kernel.speed.speedup is not None, kernel.speed.summary
