@@ -353,7 +353,9 @@ def replay(
 
     folder = find_run(root / ".porter" / "runs", run)
     config = _json.loads((folder / "config.json").read_text())
-    loaded = load_spec(Path(config["spec"]))
+    # The spec at the same place in this clone first; the recording machine's absolute path last.
+    in_repo = root / config["spec_in_repo"] if config.get("spec_in_repo") else None
+    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config["spec"]))
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     rows, verdicts = [], []

@@ -132,6 +132,15 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "porter", "runs", "--root", str(env_root)], capture_output=True,
                             text=True, cwd=ROOT)
     assert result["run_id"] in listed.stdout
+    # The run replays on "another machine": here, with the same verdicts, from the clone's own spec.
+    replayed = subprocess.run([sys.executable, "-m", "porter", "replay", result["run_id"][:20], "--root", str(env_root),
+                               "--no-gpu"], capture_output=True, text=True, cwd=ROOT)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.count("same") == 3
+    exported = subprocess.run([sys.executable, "-m", "porter", "export", result["run_id"], "--root", str(env_root)],
+                              capture_output=True, text=True, cwd=ROOT)
+    pairs = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert len(pairs) == 2 and all(p["messages"][2]["role"] == "assistant" for p in pairs)
 
 
 @pytest.mark.gpu
