@@ -15,19 +15,14 @@ compatible, ``f`` targets stay within their SM family, ``a`` targets run only on
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 from porter._data import data_dir
+from porter._toml import tomllib
 from porter.errors import InputError
 from porter.ptx.model import PtxModule
 

@@ -436,6 +436,41 @@ def ci(
     raise typer.Exit(outcome.exit_code)
 
 
+@app.command()
+def bench(
+    suite: Annotated[Path, typer.Argument(help="A folder of tasks (each a folder with task.toml).")] = Path("examples"),
+    model: Annotated[list[str] | None, typer.Option("--model", help="Model to port with (repeatable); none: retarget only.")] = None,
+    solutions: Annotated[bool, typer.Option(help="Check the tasks' shipped reference ports instead of porting.")] = False,
+    api_base: Annotated[str | None, typer.Option(help="API base URL for local servers.")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: static checks only).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows and rates as JSON.")] = False,
+) -> None:
+    """Port (or check the reference ports of) every task in a suite; one row per task and model, and suite rates."""
+    import datetime as dt
+
+    from porter.bench import find_tasks, render_markdown, run_bench, summarise
+    from porter.runner import Runner
+    from porter.toolchain import find_toolchain
+
+    tasks = find_tasks(suite)
+    toolchain = find_toolchain()
+    toolchain.require("ptxas")
+    runner = Runner() if gpu else None
+    try:
+        rows = run_bench(tasks, models=model or [None], solutions=solutions, toolchain=toolchain, runner=runner,
+                         api_base=api_base, on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
+        gpu_name = runner.info.describe() if runner is not None and runner.info is not None else "no GPU"
+    finally:
+        if runner is not None:
+            runner.close()
+    summary = summarise(rows)
+    if as_json:
+        _emit_json({"rows": rows, "summary": summary, "gpu": gpu_name})
+    else:
+        header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {gpu_name}, {dt.date.today()}"
+        typer.echo(render_markdown(rows, summary, header=header))
+
+
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:

@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,11 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
+from porter._toml import tomllib
 from porter.errors import EnvironmentProblem, InputError
 
 if TYPE_CHECKING:

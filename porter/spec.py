@@ -14,20 +14,15 @@ import ast
 import difflib
 import keyword
 import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from porter._toml import tomllib
 from porter.dtypes import DType, parse_dtype
 from porter.errors import InputError
 from porter.expr import Expr, Number, check_symbols, evaluate, free_symbols, resolve_sizes
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 if TYPE_CHECKING:
     from porter.ptx.model import Entry

@@ -1,0 +1,69 @@
+"""porter bench: tasks, rows read off Verdicts, suite rates and the table (CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from porter.bench import BenchRow, find_tasks, render_markdown, row_from_verdict, run_bench, summarise
+from porter.errors import InputError
+from porter.native import NativeEvidence
+from porter.verdict import Gate, Timing, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _verdict(equivalence: str, native: str | None, *, vs_library: float | None = None) -> Verdict:
+    gates = (Gate("assemble", "passed", ""), Gate("equivalence", equivalence, ""))
+    evidence = NativeEvidence("sm_90a", native, "", ("HGMMA",)) if native else None  # type: ignore[arg-type]
+    timings = (Timing("candidate", 1.0, 0.9, 1.1, 10, roofline_fraction=0.5),) if equivalence == "passed" else ()
+    return Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="passed" if equivalence == "passed" else equivalence,
+                   reason="", gates=gates, native=evidence, timings=timings, speedup_vs_library=vs_library,
+                   signature_sass={"HGMMA": 1 if native else 0})
+
+
+def test_the_shipped_suite_has_its_tasks() -> None:
+    tasks = {t.name: t for t in find_tasks(ROOT / "examples")}
+    bt = next(t for name, t in tasks.items() if name.startswith("gemm_bt_tile"))
+    assert bt.to_arch == "sm_90a" and bt.solution is not None and bt.solution.name == "kernel_sm90a.ptx"
+    assert len(tasks) == 4
+
+
+def test_task_errors_name_the_file(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.toml").write_text('[task]\nsource = "k.ptx"\nto = "sm_90"\n')
+    with pytest.raises(InputError, match=r"task\.source: no file k\.ptx"):
+        find_tasks(tmp_path)
+    with pytest.raises(InputError, match=r"no task\.toml"):
+        find_tasks(ROOT / "docs")
+
+
+def test_rows_and_rates_count_only_what_ran() -> None:
+    rows = [
+        row_from_verdict("a", "m", _verdict("passed", "executed", vs_library=1.2), require_native=True),
+        row_from_verdict("b", "m", _verdict("passed", "absent", vs_library=0.5), require_native=True),
+        row_from_verdict("c", "m", _verdict("failed", "executed"), require_native=True),
+        row_from_verdict("d", "m", _verdict("not run", "not measured"), require_native=True),
+        BenchRow("e", "solution", "no solution", None, "not run", None, "not run", None, None, None),
+    ]
+    assert [r.native_executed for r in rows[:4]] == ["yes", "no", "yes", "not run"]
+    s = summarise(rows)
+    assert (s.ran, s.not_run, s.no_solution) == (3, 1, 1)
+    assert (s.correct, s.native_executed, s.faster_than_library, s.with_library) == (2, 2, 1, 2)
+    table = render_markdown(rows, s)
+    assert "| a | m | passed | yes | yes | yes | yes | - | 1.20x | 50% |" in table
+    assert "- correct: 2/3 (67%)" in table and "1 not run" in table and "1 tasks ship no reference port" in table
+
+
+def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain) -> None:
+    class NoGpu:
+        def start(self):
+            from porter.runner import WorkerFault
+
+            raise WorkerFault("no usable GPU: none here", kind="unavailable")
+
+    tasks = [t for t in find_tasks(ROOT / "examples") if t.solution is not None]
+    (row,) = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=NoGpu())
+    assert row.status == "not run" and row.assembled and row.native_in_sass
+    assert summarise([row]).ran == 0
