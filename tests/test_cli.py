@@ -72,3 +72,20 @@ def test_doctor_reports_the_toolchain() -> None:
     r = porter("doctor")
     assert "ptxas" in r.stdout
     assert r.returncode in (0, 3)
+
+
+def test_profile_imports_an_ncu_export_into_the_spec(tmp_path: Path) -> None:
+    for name in ("kernel.ptx", "porter.toml", "ref.py"):
+        (tmp_path / name).write_text((ROOT / "examples" / "vector_add" / name).read_text())
+    before = (tmp_path / "porter.toml").read_text()
+    export = ROOT / "tests" / "data" / "ncu" / "h200_vector_add_details.csv"
+    r = porter("profile", str(tmp_path / "kernel.ptx"), "--from-csv", str(export))
+    assert r.returncode == 0, r.stderr
+    after = (tmp_path / "porter.toml").read_text()
+    assert after.startswith(before.rstrip("\n"))  # the user's spec is kept, [profile] appended
+    assert "[profile]" in after and "time_us = 2.02" in after and "registers = 16" in after
+    from porter.spec import load_spec
+
+    assert load_spec(tmp_path / "porter.toml").profile["time_us"] == 2.02
+    again = porter("profile", str(tmp_path / "kernel.ptx"), "--from-csv", str(export))
+    assert again.returncode == 0 and (tmp_path / "porter.toml").read_text().count("[profile]") == 1
