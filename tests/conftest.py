@@ -41,6 +41,23 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ptxas-cache"))
 
 
+class NoGpuRunner:
+    """A runner whose worker cannot start, as on a CPU-only machine: for CPU tests of GPU paths."""
+
+    def start(self):
+        from porter.runner import WorkerFault
+
+        raise WorkerFault("no usable GPU: none here", kind="unavailable")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def no_gpu() -> NoGpuRunner:
+    return NoGpuRunner()
+
+
 @pytest.fixture(scope="session")
 def runner():
     from porter.runner import Runner

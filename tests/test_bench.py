@@ -56,14 +56,8 @@ def test_rows_and_rates_count_only_what_ran() -> None:
     assert "- correct: 2/3 (67%)" in table and "1 not run" in table and "1 tasks ship no reference port" in table
 
 
-def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain) -> None:
-    class NoGpu:
-        def start(self):
-            from porter.runner import WorkerFault
-
-            raise WorkerFault("no usable GPU: none here", kind="unavailable")
-
+def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) -> None:
     tasks = [t for t in find_tasks(ROOT / "examples") if t.solution is not None]
-    (row,) = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=NoGpu())
+    (row,) = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=no_gpu)
     assert row.status == "not run" and row.assembled and row.native_in_sass
     assert summarise([row]).ran == 0

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import NoGpuRunner
 
 import porter.ci
 from porter.ci import (
@@ -33,7 +34,6 @@ from porter.ci_output import (
     render_junit,
     render_markdown,
 )
-from porter.runner import WorkerFault
 from porter.verdict import Gate, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,16 +42,6 @@ SLOW = ROOT / "tests" / "data" / "ci" / "slow_vector_add.ptx"
 FOLDER = "kernels/vector_add"
 KERNEL = f"{FOLDER}/kernel.ptx"
 SPEC = f"{FOLDER}/porter.toml"
-
-
-class _NoGpu:
-    """A runner whose worker cannot start, as on a CPU-only machine."""
-
-    def start(self):
-        raise WorkerFault("no usable GPU: none here", kind="unavailable")
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +86,7 @@ def kernel_text() -> str:
 
 def ci(repo: Path, toolchain, **options) -> tuple[CiOutcome, list[str]]:
     printed: list[str] = []
-    options.setdefault("runner_factory", _NoGpu)
+    options.setdefault("runner_factory", NoGpuRunner)
     options.setdefault("env", {})
     outcome = run_ci(repo, toolchain=toolchain, echo=printed.append, **options)
     return outcome, printed

@@ -45,32 +45,23 @@ def test_status_words_combine_failed_first() -> None:
     assert overall_status((Gate("a", "passed", ""),)) == "passed"
 
 
-class _NoGpu:
-    """A runner whose worker cannot start, as on a CPU-only machine."""
-
-    def start(self):
-        from porter.runner import WorkerFault
-
-        raise WorkerFault("no usable GPU: no CUDA driver", kind="unavailable")
-
-
-def test_without_a_gpu_the_runtime_gates_are_not_run(toolchain) -> None:
+def test_without_a_gpu_the_runtime_gates_are_not_run(toolchain, no_gpu) -> None:
     example = ROOT / "examples" / "gemm_bf16_sm80"
     verdict = run_check(example / "kernel.ptx", load_spec(example / "porter.toml"), CheckOptions(),
-                        toolchain=toolchain, runner=_NoGpu())
+                        toolchain=toolchain, runner=no_gpu)
     assert verdict.status == "not run"
     assert verdict.gate("assemble").status == "passed"
     assert "no usable GPU" in verdict.reason
     assert verdict.signature_sass.get("HMMA", 0) > 0  # the static evidence is still there
 
 
-def test_a_spec_that_does_not_match_the_params_fails_the_interface_gate(toolchain, tmp_path) -> None:
+def test_a_spec_that_does_not_match_the_params_fails_the_interface_gate(toolchain, tmp_path, no_gpu) -> None:
     example = ROOT / "examples" / "vector_add"
     text = (example / "porter.toml").read_text().replace('dtype = "i32"\nvalue = "n"', 'dtype = "i64"\nvalue = "n"')
     (tmp_path / "porter.toml").write_text(text)
     (tmp_path / "ref.py").write_text((example / "ref.py").read_text())
     verdict = run_check(example / "kernel.ptx", load_spec(tmp_path / "porter.toml"), CheckOptions(),
-                        toolchain=toolchain, runner=_NoGpu())
+                        toolchain=toolchain, runner=no_gpu)
     assert verdict.status == "failed"
     assert verdict.gate("interface").status == "failed"
     assert any("8 bytes" in d or "4 bytes" in d for d in verdict.gate("interface").details)

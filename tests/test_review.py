@@ -344,7 +344,7 @@ def test_a_failing_hand_made_session_is_branched_only_when_asked(tmp_path):
     assert title == "porter: NOT VERIFIED port of gemm_bt_tile to sm_90a (failed)"
 
 
-def test_a_real_failing_session_is_committed_marked_not_verified(tmp_path, toolchain):
+def test_a_real_failing_session_is_committed_marked_not_verified(tmp_path, toolchain, no_gpu):
     from porter.model import Budget
     from porter.session import PortRequest, PortSession
     from porter.spec import load_spec
@@ -355,16 +355,10 @@ def test_a_real_failing_session_is_committed_marked_not_verified(tmp_path, toolc
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "the example")
 
-    class NoGpu:
-        def start(self):
-            from porter.runner import WorkerFault
-
-            raise WorkerFault("no usable GPU: none here", kind="unavailable")
-
     kernel = repo / "k" / "kernel_sm80.ptx"
     request = PortRequest(kernel=kernel, spec=load_spec(repo / "k" / "porter.toml"), to_arch="sm_90a",
                           budget=Budget(), runs_root=tmp_path / "runs")
-    result = PortSession(request, toolchain=toolchain, runner=NoGpu(), model=None).run()
+    result = PortSession(request, toolchain=toolchain, runner=no_gpu, model=None).run()
     assert result.status == "failed"
     assert review(result, repo).branch is None
     outcome = review(result, repo, branch_on_failure=True)

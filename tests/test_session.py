@@ -20,18 +20,13 @@ EXAMPLE = ROOT / "examples" / "gemm_bt_tile"
 SCRIPT = EXAMPLE / "scripted_session.toml"
 
 
-class _NoGpu:
-    def start(self):
-        from porter.runner import WorkerFault
-
-        raise WorkerFault("no usable GPU: none here", kind="unavailable")
-
-
 def _port(tmp_path: Path, toolchain, model, **overrides):
+    from conftest import NoGpuRunner
+
     events: list[tuple[str, dict]] = []
     request = PortRequest(kernel=EXAMPLE / "kernel_sm80.ptx", spec=load_spec(EXAMPLE / "porter.toml"), to_arch="sm_90a",
                           runs_root=tmp_path / "runs", **overrides)
-    session = PortSession(request, toolchain=toolchain, runner=_NoGpu(), model=model,
+    session = PortSession(request, toolchain=toolchain, runner=NoGpuRunner(), model=model,
                           on_event=lambda kind, **data: events.append((kind, data)))
     return session.run(), events
 
