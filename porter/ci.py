@@ -145,8 +145,8 @@ class CiOutcome:
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
-    # Requested port target. Recorded only for now: the port and its review branch are not wired yet.
-    port_to: str | None = None
+    port_to: str | None = None  # --port-to: each checked kernel is also ported (see porter.ci_port)
+    ports: tuple[Any, ...] = ()  # CiPort results, one per ported kernel
     wall_s: float = field(default=0.0, compare=False)
 
 
@@ -578,6 +578,9 @@ def run_ci(
     summary_path: Path | None = None,
     annotations: bool | None = None,
     port_to: str | None = None,
+    model: str | None = None,
+    api_base: str | None = None,
+    push: str | None = None,
     toolchain: Toolchain | None = None,
     runner_factory: Callable[[], Runner] | None = Runner,
     env: Mapping[str, str] | None = None,
@@ -595,6 +598,13 @@ def run_ci(
     env = os.environ if env is None else env
     outcome = check_change(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown,
                            toolchain=toolchain, runner_factory=runner_factory, port_to=port_to)
+    if port_to and outcome.kernels:
+        from porter.ci_port import port_changed
+        from porter.model import Budget
+
+        ports = port_changed(outcome, repo, to_arch=port_to, model=model, api_base=api_base, budget=Budget(),
+                             push=push, toolchain=toolchain or find_toolchain(), runner_factory=runner_factory)
+        outcome = replace(outcome, ports=ports)
     if summary_path is None and env.get("GITHUB_STEP_SUMMARY"):
         summary_path = Path(env["GITHUB_STEP_SUMMARY"])
     if summary_path is not None:

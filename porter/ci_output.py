@@ -61,9 +61,17 @@ def _speed(speed: SpeedCheck | None) -> str:
     return f"{speed.speedup:.2f}x" + (" (too slow)" if speed.status == "failed" else "")
 
 
-def _port_note(outcome: CiOutcome) -> str:
-    return (f"porting to {outcome.port_to} was requested: not done by this version of porter ci "
-            "(see examples/ci/README.md)")
+def _port_lines(outcome: CiOutcome) -> list[str]:
+    """One line per port asked for with --port-to: its status, and its review branch if it passed."""
+    if not outcome.ports:
+        return [f"porting to {outcome.port_to}: no kernel to port"]
+    lines = []
+    for p in outcome.ports:
+        where = f" -> branch {p.branch}{' (pushed)' if p.pushed else ''}" if p.branch else ""
+        run = f" [run {p.run_id}]" if p.run_id else ""
+        lines.append(f"port of {p.path} to {outcome.port_to}: {p.status}{where}{run}: {p.reason}")
+        lines.extend(f"  warning: {w}" for w in p.warnings)
+    return lines
 
 
 def _details(kernel: CiKernel) -> list[str]:
@@ -115,7 +123,7 @@ def render_markdown(outcome: CiOutcome) -> str:
     if outcome.notes:
         out += [f"- {note}" for note in outcome.notes] + [""]
     if outcome.port_to:
-        out += [_port_note(outcome), ""]
+        out += [f"- {line}" for line in _port_lines(outcome)] + [""]
     for k in outcome.kernels:
         if k.status != "passed":
             out += [f"### `{k.path}`: {k.status}", "", "```text", *_details(k), "```", ""]
@@ -208,7 +216,7 @@ def render_text(outcome: CiOutcome) -> str:
     out += [f"not checked: {s.path}: {s.reason}" for s in outcome.skipped]
     out += [f"note: {note}" for note in outcome.notes]
     if outcome.port_to:
-        out.append(_port_note(outcome))
+        out.extend(_port_lines(outcome))
     for k in outcome.kernels:
         if k.status != "passed":
             out += ["", f"{k.path}:", *(f"  {line}" for line in _details(k))]

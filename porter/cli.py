@@ -419,6 +419,8 @@ def ci(
         bool | None, typer.Option("--annotations/--no-annotations", help="GitHub ::error lines (default: on GitHub Actions).")
     ] = None,
     port_to: Annotated[str | None, typer.Option(help="Also port each changed kernel to this architecture.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for --port-to (default: PORTER_MODEL or .porter/config.toml).")] = None,
+    push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branches of passing ports here.")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
     repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
 ) -> None:
@@ -430,9 +432,14 @@ def ci(
 
     if spec_from not in ("base", "head"):
         raise InputError(f"--spec-from: 'base' or 'head' (got {spec_from!r})")
+    name, api_base = None, None
+    if port_to:
+        from porter.model import resolve_model
+
+        name, api_base, _ = resolve_model(model, env=os.environ, config_path=repo / ".porter" / "config.toml")
     outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
                      json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
-                     runner_factory=Runner if gpu else None, echo=typer.echo)
+                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo)
     raise typer.Exit(outcome.exit_code)
 
 

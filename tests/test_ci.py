@@ -251,7 +251,36 @@ def test_the_default_base_is_the_merge_base_with_origin_main(repo: Path, toolcha
     assert outcome.base == fork and outcome.base_ref == "merge-base of HEAD and origin/main"
     assert [k.path for k in outcome.kernels] == [KERNEL]  # README.md on main is not this change's
     assert outcome.port_to == "sm_90a"
-    assert "porting to sm_90a was requested" in render_markdown(outcome)
+    # No model: the port is the retarget alone; sm_90a cannot run here, so it is not proposed.
+    (port,) = outcome.ports
+    assert port.path == KERNEL and port.branch is None and port.run_id
+    assert f"port of {KERNEL} to sm_90a: " in render_markdown(outcome)
+
+
+def test_port_to_runs_a_scripted_port_and_proposes_only_what_passed(repo: Path, toolchain) -> None:
+    tile = ROOT / "examples" / "gemm_bt_tile"
+    folder = "kernels/gemm_bt_tile"
+    commit(repo, "add the tile gemm", {f"{folder}/{n}": (tile / n).read_text()
+                                       for n in ("kernel_sm80.ptx", "porter.toml", "ref.py")})
+    commit(repo, "retune", {f"{folder}/kernel_sm80.ptx": (tile / "kernel_sm80.ptx").read_text() + "// retuned\n"})
+    outcome, printed = ci(repo, toolchain, base="HEAD~1", port_to="sm_90a",
+                          model=f"replay:{tile / 'scripted_session.toml'}")
+    (port,) = outcome.ports
+    # Without a GPU the third reply cannot be verified: the port stops at "not run on target
+    # hardware", and the bot makes no branch of it, nor does the port change the exit code (3: no GPU).
+    assert port.status == "not run on target hardware" and port.branch is None
+    assert outcome.exit_code == 3
+    assert not git(repo, "branch", "--list", "porter/*")
+    assert any(f"port of {folder}/kernel_sm80.ptx to sm_90a: not run on target hardware" in line
+               for line in "\n".join(printed).splitlines())
+
+
+def test_port_to_needs_the_checked_out_head(repo: Path, toolchain) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    commit(repo, "docs", {"NOTES.md": "n\n"})
+    outcome, _ = ci(repo, toolchain, base="HEAD~2", head="HEAD~1", port_to="sm_90a")
+    (port,) = outcome.ports
+    assert port.status == "not ported" and "--head must be HEAD" in port.reason
 
 
 def test_a_renamed_kernel_is_checked_with_its_old_path_as_base(repo: Path, toolchain) -> None:

@@ -1,0 +1,74 @@
+"""``porter ci --port-to ARCH``: a budgeted port of each changed kernel, proposed as a review branch.
+
+Ports are made from the checked-out revision (the review branch starts at HEAD), with the spec as
+it stands there, so they run only when ``--head`` is HEAD. A port is proposed (branch, pushed
+with ``--push``) only when it passed; any other outcome is reported with its status word and
+makes no branch. Ports never change the bot's exit code: a port that fails is not a failing pull
+request.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from porter.errors import PorterError
+
+
+@dataclass(frozen=True)
+class CiPort:
+    path: str
+    status: str  # the port's status word, or "not ported"
+    reason: str
+    run_id: str | None = None
+    branch: str | None = None
+    pushed: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def _head_commit(repo: Path) -> str | None:
+    out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+                         capture_output=True, text=True, check=False)
+    return out.stdout.strip() or None
+
+
+def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
+                 budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
+    """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
+    from porter.model import make_model
+    from porter.review import open_review_branch
+    from porter.session import PortRequest, PortSession
+    from porter.spec import load_spec
+
+    kernels = [k for k in outcome.kernels if not k.config_error]
+    if not kernels:
+        return ()
+    if outcome.head != _head_commit(repo):
+        why = "not ported: --port-to ports the checked-out revision, so --head must be HEAD"
+        return tuple(CiPort(k.path, "not ported", why) for k in kernels)
+    ports = []
+    runner = runner_factory() if runner_factory is not None else None
+    try:
+        for k in kernels:
+            kernel, spec_path = repo / k.path, repo / k.spec
+            try:
+                request = PortRequest(kernel=kernel, spec=load_spec(spec_path), to_arch=to_arch, budget=budget,
+                                      runs_root=repo / ".porter" / "runs", repo_root=repo)
+                result = PortSession(request, toolchain=toolchain, runner=runner,
+                                     model=make_model(model, api_base=api_base)).run()
+            except PorterError as err:
+                ports.append(CiPort(k.path, "not ported", f"not ported: {err}"))
+                continue
+            if result.status != "passed":
+                ports.append(CiPort(k.path, result.status, f"{result.stop_reason}; no branch for a port that did not pass",
+                                    result.run_id))
+                continue
+            review = open_review_branch(result, kernel=kernel, spec_path=spec_path, push=push)
+            ports.append(CiPort(k.path, result.status, result.stop_reason, result.run_id, review.branch, review.pushed,
+                                review.warnings + ((review.push_error,) if review.push_error else ())))
+    finally:
+        if runner is not None:
+            runner.close()
+    return tuple(ports)
