@@ -76,6 +76,21 @@ def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int,
     return None
 
 
+def cluster_problems(spec: Spec, entry: Any) -> list[str]:
+    """Clusters are launched through the entry's own .reqnctapercluster (CuPy's launch has no
+    cluster argument): a spec asking for clusters the entry does not declare cannot be honoured."""
+    cluster = spec.launch_dims(spec.default_sizes()).cluster
+    if cluster is None or math.prod(cluster) == 1:
+        return []
+    directive = entry.directive("reqnctapercluster")
+    declared = tuple(directive.values) + (1,) * (3 - len(directive.values)) if directive else None
+    if declared == tuple(cluster):
+        return []
+    have = f".reqnctapercluster {', '.join(map(str, declared))}" if declared else "no .reqnctapercluster"
+    return [f"the spec launches clusters of {tuple(cluster)} but the entry has {have}: porter forms clusters "
+            "through that directive, so the kernel must declare the same shape"]
+
+
 def _assemble_gate(result: AssembleResult) -> Gate:
     if result.ok:
         warnings = [d for d in result.diagnostics if d.severity == "warning"]
@@ -206,9 +221,9 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         raise InputError(f"{candidate}: no .entry {entry_name!r} (entries: {names})") from None
     gates: list[Gate] = []
     warnings: list[str] = []
-    problems = check_against_entry(spec, entry)
+    problems = check_against_entry(spec, entry) + cluster_problems(spec, entry)
     if problems:
-        gates.append(Gate("interface", "failed", "params do not match the spec", tuple(problems)))
+        gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, options.arch or module.arch, gates, start=start)
     gates.append(Gate("interface", "passed", f"{len(entry.params)} params match the spec"))
 

@@ -65,3 +65,48 @@ def test_a_spec_that_does_not_match_the_params_fails_the_interface_gate(toolchai
     assert verdict.status == "failed"
     assert verdict.gate("interface").status == "failed"
     assert any("8 bytes" in d or "4 bytes" in d for d in verdict.gate("interface").details)
+
+
+def test_clusters_must_be_declared_by_the_entry(tmp_path, toolchain, no_gpu) -> None:
+    kernel = ROOT / "examples" / "inspect" / "plain_sm90.ptx"  # declares .reqnctapercluster 2, 1, 1
+    spec_text = """
+[kernel]
+entry = "bulk_scale_sm90"
+[sizes]
+n = 4096
+[[params]]
+name = "inp"
+kind = "buffer"
+dtype = "f32"
+shape = ["n"]
+[[params]]
+name = "out"
+kind = "buffer"
+dtype = "f32"
+shape = ["n"]
+role = "out"
+[[params]]
+name = "scale"
+kind = "scalar"
+dtype = "f32"
+value = "2"
+[[params]]
+name = "n"
+kind = "scalar"
+dtype = "u32"
+value = "n"
+[launch]
+grid = ["round_up(ceil_div(n, 1024), 2)", 1, 1]
+block = [128, 1, 1]
+cluster = [CLUSTER, 1, 1]
+"""
+    (tmp_path / "ref.py").write_text("def f(args, sizes):\n    return {}\n")
+    results = {}
+    for size in (2, 4):
+        (tmp_path / "porter.toml").write_text(spec_text.replace("CLUSTER", str(size)))
+        verdict = run_check(kernel, load_spec(tmp_path / "porter.toml"), CheckOptions(), toolchain=toolchain,
+                            runner=no_gpu)
+        results[size] = verdict
+    assert results[2].gate("interface").status == "passed"
+    assert results[4].status == "failed"
+    assert "clusters of (4, 1, 1) but the entry has .reqnctapercluster 2, 1, 1" in results[4].gate("interface").details[0]
