@@ -51,6 +51,7 @@ class DoctorReport:
     checks: tuple[Check, ...]
     gpus: tuple[Gpu, ...]
     gpu_note: str
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -127,4 +128,15 @@ def diagnose() -> DoctorReport:
         _which_check("compute-sanitizer"),
         _package_check("litellm", "litellm"),
     )
-    return DoctorReport(checks=checks, gpus=gpus, gpu_note=note)
+    return DoctorReport(checks=checks, gpus=gpus, gpu_note=note, notes=_version_notes(toolchain))
+
+
+def _version_notes(toolchain) -> tuple[str, ...]:
+    """Say when the tools come from different CUDA releases: harmless for nvdisasm reading newer
+    cubins, but worth knowing when a SASS listing and a ptxas message disagree."""
+    tools = [t for t in (toolchain.ptxas, toolchain.nvdisasm, toolchain.cuobjdump) if t is not None]
+    releases = {".".join(t.version.split(".")[:2]) for t in tools if t.version != "unknown"}
+    if len(releases) <= 1:
+        return ()
+    listed = ", ".join(f"{t.name} {t.version} ({t.source})" for t in tools)
+    return (f"the tools come from different CUDA releases: {listed}; set PORTER_CUDA_HOME to pick one",)

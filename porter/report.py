@@ -120,6 +120,7 @@ def render_doctor(report: DoctorReport) -> str:
             out.append(f"GPU {g.index}: {g.name}, compute capability {g.compute_capability} ({g.arch}), driver {g.driver}")
     else:
         out.append(report.gpu_note)
+    out.extend(f"note: {n}" for n in report.notes)
     missing = [c for c in report.checks if not c.found and c.hint]
     if missing:
         out.append("")
