@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from importlib import metadata
 
-from porter.toolchain import Tool, find_toolchain
+from porter.toolchain import Tool, Toolchain, find_toolchain
 
 INSTALL_HINTS = {
     "ptxas": "pip install nvidia-cuda-nvcc   (or: pip install 'porter-kernels[cuda13]')",
@@ -131,7 +131,7 @@ def diagnose() -> DoctorReport:
     return DoctorReport(checks=checks, gpus=gpus, gpu_note=note, notes=_version_notes(toolchain))
 
 
-def _version_notes(toolchain) -> tuple[str, ...]:
+def _version_notes(toolchain: Toolchain) -> tuple[str, ...]:
     """Say when the tools come from different CUDA releases: harmless for nvdisasm reading newer
     cubins, but worth knowing when a SASS listing and a ptxas message disagree."""
     tools = [t for t in (toolchain.ptxas, toolchain.nvdisasm, toolchain.cuobjdump) if t is not None]
