@@ -237,7 +237,8 @@ class Launch:
 
 def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, host_args: dict[str, Any],
                reference: dict[str, Any]) -> dict[str, np.ndarray]:
-    key = (reference.get("key", ""), tuple(sorted(sizes.items())), seed)
+    # The spec is part of the key: two specs may share a ref.py but fill their inputs differently.
+    key = (reference.get("key", ""), id(spec), tuple(sorted(sizes.items())), seed)
     if key in state.references:
         return state.references[key]
     kind = reference["kind"]
