@@ -32,7 +32,7 @@ from porter.native import NativeEvidence, judge_native
 from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
-from porter.spec import Spec, check_against_entry
+from porter.spec import Spec, check_against_entry, launch_directive, with_launch
 from porter.toolchain import AssembleResult, Toolchain
 from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict, overall_status
 
@@ -213,6 +213,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
               runner: Runner | None) -> Verdict:
     start = time.perf_counter()
     module = read_ptx(candidate)
+    source_entry = spec.entry  # the spec describes the source; a candidate may declare its own launch
+    launch = launch_directive(module.text, source=str(candidate))
+    if launch is not None:
+        spec = with_launch(spec, launch, source=str(candidate))
     entry_name = spec.entry
     try:
         entry = module.entry(entry_name)
@@ -256,7 +260,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if run_note:
         warnings.append(run_note)
 
-    source_cubin, source_entry = None, entry_name
+    source_cubin = None
     source_path = options.against or options.speed_baseline
     if source_path is not None:
         source_module = read_ptx(source_path)
@@ -276,7 +280,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index)
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
-                                spec_path=str(spec_path(spec)), sizes=sizes, seed=seed, reference=reference)
+                                spec_path=str(spec_path(spec)), sizes=sizes, seed=seed, reference=reference,
+                                launch=launch)
         except WorkerFault as fault:
             cases.append(CaseResult(sizes=dict(sizes), seed=seed, status="failed", reason=f"{fault.kind}: {fault}",
                                     fault=str(fault)))
@@ -289,18 +294,19 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
 
     extras: dict[str, Any] = {}
     if options.native:
-        evidence = _native(spec, run_cubin, entry_name, target, signature, device)
+        evidence = _native(spec, run_cubin, entry_name, target, signature, device, launch)
         gates.append(_native_gate(evidence))
         extras["native"] = evidence
     if options.sanitize:
-        reports = _sanitize(spec, run_cubin, entry_name, toolchain)
+        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch)
         gates.append(_sanitize_gate(reports))
         extras["sanitizer"] = reports
 
     timings: tuple[Timing, ...] = ()
     speed: dict[str, float | None] = {}
-    if options.timing and gates[-1].status == "passed":
-        timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, source_cubin, options)
+    if options.timing and gates_passed(gates, "equivalence"):
+        timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
+                                              (source_cubin, source_entry), options)
         gates.append(timing_gate)
         if any(t.roofline_fraction and t.roofline_fraction > 1.05 for t in timings if t.name == "candidate"):
             warnings.append("the candidate measured faster than the roofline: suspect (not a win); check the spec's cost and sizes")
@@ -370,8 +376,12 @@ def smallest_case(spec: Spec) -> dict[str, int]:
                                                         if p.kind == "buffer"))
 
 
+def gates_passed(gates: list[Gate], name: str) -> bool:
+    return any(g.name == name and g.status == "passed" for g in gates)
+
+
 def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
-            device: DeviceInfo) -> NativeEvidence:
+            device: DeviceInfo, launch: dict[str, Any] | None) -> NativeEvidence:
     """Profile the default size set once under ncu and judge the signature instructions' execution."""
     from porter.profiler import LaunchJob, opcode_bases, run_ncu
 
@@ -383,7 +393,7 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
-    run = run_ncu(LaunchJob(cubin, entry, spec_path(spec), sizes), metrics=metrics)
+    run = run_ncu(LaunchJob(cubin, entry, spec_path(spec), sizes, launch=launch), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason)
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
@@ -396,10 +406,11 @@ def _native_gate(evidence: NativeEvidence) -> Gate:
     return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
 
 
-def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain) -> tuple[SanitizerReport, ...]:
+def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
+              launch: dict[str, Any] | None) -> tuple[SanitizerReport, ...]:
     from porter.profiler import SANITIZER_TOOLS, LaunchJob, run_sanitizer
 
-    job = LaunchJob(cubin, entry, spec_path(spec), smallest_case(spec))
+    job = LaunchJob(cubin, entry, spec_path(spec), smallest_case(spec), launch=launch)
     sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
     reports = []
     for tool in SANITIZER_TOOLS:
@@ -438,12 +449,15 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
     return Gate("sanitize", "passed", "clean: " + ", ".join(r.tool for r in ran), tuple(details))
 
 
-def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, source_cubin: bytes | None,
-            options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
+            source: tuple[bytes | None, str], options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+    """Candidate (with its own launch, if it declares one), source (the spec's launch) and library."""
     sizes = spec.default_sizes()
-    contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry}]
+    contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
+                                         "launch": launch}]
+    source_cubin, source_entry = source
     if source_cubin is not None:
-        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": entry})
+        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": source_entry})
     if spec.baseline is not None:
         contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
                            "function": spec.baseline.function})

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from porter.errors import EnvironmentProblem
 
@@ -49,13 +50,15 @@ class LaunchJob:
     spec_path: Path
     sizes: dict[str, int]
     seed: int = 0
+    launch: dict[str, Any] | None = None  # the candidate's own launch directive, if it declares one
 
     def write(self, folder: Path) -> Path:
         cubin_path = folder / "kernel.cubin"
         cubin_path.write_bytes(self.cubin)
         job = folder / "job.json"
         job.write_text(json.dumps({"cubin_path": str(cubin_path), "entry": self.entry,
-                                   "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed}))
+                                   "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed,
+                                   "launch": self.launch}))
         return job
 
 

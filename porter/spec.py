@@ -14,8 +14,9 @@ import ast
 import difflib
 import keyword
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -394,6 +395,44 @@ def _amount(expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
 
 
 # --- loading ---------------------------------------------------------------------------------
+
+
+_LAUNCH_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-launch:(?P<body>.*)$", re.MULTILINE)
+
+
+def launch_directive(ptx_text: str, *, source: str) -> dict[str, Any] | None:
+    """A candidate's own launch, from a comment line in its PTX::
+
+        // porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 196608
+
+    The body is the inside of a TOML inline table with the keys of ``[launch]`` (grid, block,
+    shared, cluster) and optionally ``entry``. A port often changes its block shape and shared
+    memory; this lets a candidate say so while the spec keeps describing the source.
+    """
+    match = _LAUNCH_DIRECTIVE.search(ptx_text)
+    if match is None:
+        return None
+    line = ptx_text.count("\n", 0, match.start()) + 1
+    try:
+        return dict(tomllib.loads("launch = {" + match.group("body").strip() + "}")["launch"])
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{source}:{line}: porter-launch: not the inside of a TOML inline table ({err})") from None
+
+
+def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spec:
+    """The spec with a candidate's launch (and entry name), checked as strictly as ``[launch]``."""
+    parser = _Parser(source=f"{source}: porter-launch", base_dir=spec.base_dir)
+    table = dict(directive)
+    entry = table.pop("entry", spec.entry)
+    if not isinstance(entry, str) or not entry or entry.strip() != entry or " " in entry:
+        raise parser.error("entry", f"must be a PTX entry name without spaces (got {entry!r})")
+    launch = parser.launch(table, tuple(spec.sizes))
+    changed = replace(spec, entry=entry, launch=launch)
+    try:
+        changed.validate()
+    except InputError as err:  # evaluated against every size set: say whose launch it is
+        raise InputError(f"{source}: porter-launch: {str(err).removeprefix(spec.source + ': ')}") from None
+    return changed
 
 
 def load_spec(path: Path) -> Spec:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from porter.arch import cubin_runs_on
+from porter.errors import InputError
 from porter.gate import CheckOptions, block_tile, run_check
 from porter.spec import load_spec
 from porter.verdict import Gate, overall_status
@@ -110,3 +111,20 @@ cluster = [CLUSTER, 1, 1]
     assert results[2].gate("interface").status == "passed"
     assert results[4].status == "failed"
     assert "clusters of (4, 1, 1) but the entry has .reqnctapercluster 2, 1, 1" in results[4].gate("interface").details[0]
+
+
+def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolchain, tmp_path, no_gpu) -> None:
+    """A Hopper port with another entry name, block shape and shared memory, against the sm_80 spec."""
+    ported = (ROOT / "examples" / "gemm_bf16" / "kernel_sm90a.ptx").read_text()
+    spec = load_spec(ROOT / "examples" / "gemm_bf16_sm80" / "porter.toml")
+    plain = tmp_path / "plain.ptx"
+    plain.write_text(ported)
+    with pytest.raises(InputError, match=r"no \.entry 'gemm_bf16_sm80'"):
+        run_check(plain, spec, CheckOptions(), toolchain=toolchain, runner=no_gpu)
+    declared = tmp_path / "declared.ptx"
+    declared.write_text('// porter-launch: entry = "gemm_bf16_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], '
+                        "block = [384, 1, 1], shared = 196608\n" + ported)
+    verdict = run_check(declared, spec, CheckOptions(), toolchain=toolchain, runner=no_gpu)
+    assert verdict.entry == "gemm_bf16_sm90a"
+    assert verdict.gate("interface").status == "passed" and verdict.gate("assemble").status == "passed"
+    assert verdict.status == "not run" and verdict.signature_sass.get("HGMMA", 0) > 0

@@ -762,3 +762,32 @@ def test_check_against_entry_struct_param_and_name(folder: Path) -> None:
         "the spec's kernel.entry is 'gemm_bf16_sm80' but the PTX entry is 'other'",
         "params[7] 'scratch': scratch pointer of 8 bytes, but PTX param desc is .b8[128] (128 bytes)",
     ]
+
+
+# --- a candidate's own launch ---------------------------------------------------------------------
+
+
+def test_a_candidate_declares_its_own_launch_and_entry() -> None:
+    from porter.spec import launch_directive, with_launch
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "gemm_bf16_sm80" / "porter.toml")
+    text = ('.version 8.0\n// porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], '
+            "block = [384], shared = 196608\n")
+    ported = with_launch(spec, launch_directive(text, source="k.ptx"), source="k.ptx")
+    assert ported.entry == "gemm_sm90a"
+    dims = ported.launch_dims({**spec.default_sizes(), "M": 4096, "N": 4096})
+    assert dims.grid == (16, 32, 1) and dims.block == (384, 1, 1) and dims.shared == 196608
+    assert spec.entry == "gemm_bf16_sm80"  # the spec itself is unchanged
+    assert launch_directive(".version 8.0\n", source="k.ptx") is None
+
+
+def test_a_bad_launch_directive_names_the_line_and_key() -> None:
+    from porter.spec import launch_directive, with_launch
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "vector_add" / "porter.toml")
+    with pytest.raises(InputError, match=r"k\.ptx:2: porter-launch: not the inside of a TOML inline table"):
+        launch_directive("x\n// porter-launch: grid = [\n", source="k.ptx")
+    with pytest.raises(InputError, match=r"porter-launch: launch\.grid\[0\]: unknown size symbol 'Q'"):
+        with_launch(spec, {"grid": ["Q"], "block": [256]}, source="k.ptx")
+    with pytest.raises(InputError, match=r"k\.ptx: porter-launch: launch\.block\[0\]: must be at most 1024 \(got 2048\)"):
+        with_launch(spec, {"grid": [1], "block": [2048]}, source="k.ptx")

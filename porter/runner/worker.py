@@ -124,13 +124,15 @@ class WorkerState:
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-"))
         self._flush: Any = None
 
-    def spec(self, path: str) -> Any:
-        from porter.spec import load_spec
+    def spec(self, path: str, launch: dict[str, Any] | None = None) -> Any:
+        """The spec at ``path`` (parsed once per file version), with a candidate's own launch if given."""
+        from porter.spec import load_spec, with_launch
 
         key = path + ":" + str(os.stat(path).st_mtime_ns)
         if key not in self.specs:
             self.specs[key] = load_spec(Path(path))
-        return self.specs[key]
+        spec = self.specs[key]
+        return with_launch(spec, launch, source="candidate") if launch else spec
 
     def kernel(self, cubin: bytes, entry: str, shared: int) -> Any:
         digest = hashlib.sha256(cubin).hexdigest()
@@ -271,31 +273,36 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
 
 
 def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int], seed: int,
-             reference: dict[str, Any], runs: int = 2) -> dict[str, Any]:
-    """One case of the sweep: launch the candidate ``runs`` times on the same fresh inputs."""
+             reference: dict[str, Any], runs: int = 2, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One case of the sweep: launch the candidate ``runs`` times on the same fresh inputs.
+
+    ``launch`` is the candidate's own launch directive; the reference (a source kernel included)
+    always runs with the spec's own launch.
+    """
     from porter.inputs import make_args
 
-    spec = state.spec(spec_path)
+    source_spec = state.spec(spec_path)
+    spec = state.spec(spec_path, launch)
     host_args = make_args(spec, sizes, seed)
     kernel = state.kernel(cubin, entry, spec.launch_dims(sizes)[2])
-    launch = Launch(state, spec, sizes, host_args)
+    candidate = Launch(state, spec, sizes, host_args)
     per_run: list[dict[str, np.ndarray]] = []
     guards: list[str] = []
     modified: list[str] = []
     start = time.perf_counter()
     try:
         for _ in range(runs):
-            launch.reset()
-            launch.run(kernel)
+            candidate.reset()
+            candidate.run(kernel)
             state.cp.cuda.Device().synchronize()
-            outs, g, m = launch.collect()
+            outs, g, m = candidate.collect()
             per_run.append(outs)
             guards += [x for x in g if x not in guards]
             modified += [x for x in m if x not in modified]
     finally:
-        launch.release()
+        candidate.release()
     kernel_s = time.perf_counter() - start
-    ref = _reference(state, spec, sizes, seed, host_args, reference)
+    ref = _reference(state, source_spec, sizes, seed, host_args, reference)
     return {"outputs": per_run, "reference": ref, "guards": guards, "modified": modified, "kernel_s": kernel_s}
 
 
@@ -333,7 +340,7 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
     launches = []
     try:
         for c in contenders:
-            launch = Launch(state, spec, sizes, host_args)
+            launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args)
             launches.append(launch)
             launch.reset()
             if c["kind"] == "kernel":
