@@ -26,7 +26,7 @@ def check(kernel: Path, runner, toolchain, spec_dir: Path | None = None, **optio
     return run_check(kernel, spec, CheckOptions(**options), toolchain=toolchain, runner=runner)
 
 
-@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_example_passes_against_its_reference(kernel, runner, toolchain):
     verdict = check(kernel, runner, toolchain)
     assert verdict.status == "passed", verdict.reason
@@ -36,7 +36,7 @@ def test_example_passes_against_its_reference(kernel, runner, toolchain):
     assert verdict.timings[0].median_ms > 0
 
 
-@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_example_passes_against_its_source(kernel, runner, toolchain):
     verdict = check(kernel, runner, toolchain, against=kernel)
     assert verdict.status == "passed", verdict.reason
@@ -143,3 +143,17 @@ def test_sanitizers_catch_a_planted_oob_write_and_a_shared_memory_race(runner, t
     assert race.status == "failed"
     clean = check(VECTOR_ADD / "kernel.ptx", runner, toolchain, sanitize=True, timing=False)
     assert clean.gate("sanitize").status == "passed", clean.gate("sanitize")
+
+
+def test_a_candidate_with_its_own_entry_and_launch_runs_and_times_against_the_source(runner, toolchain, tmp_path):
+    tile = EXAMPLES / "gemm_bt_tile"
+    text = (tile / "kernel_sm90a.ptx").read_text().replace("gemm_bt_tile", "gemm_bt_tile_hopper")
+    candidate = tmp_path / "ported.ptx"
+    candidate.write_text('// porter-launch: entry = "gemm_bt_tile_hopper", grid = ["N // 64", "M // 64", 1], '
+                         "block = [256, 1, 1]\n" + text)
+    verdict = run_check(candidate, load_spec(tile / "porter.toml"),
+                        CheckOptions(speed_baseline=tile / "kernel_sm80.ptx", native=True),
+                        toolchain=toolchain, runner=runner)
+    assert verdict.status == "passed", verdict.reason
+    assert verdict.entry == "gemm_bt_tile_hopper" and verdict.native.state == "executed"
+    assert verdict.speedup_vs_source is not None  # the source ran under its own entry name
