@@ -478,6 +478,26 @@ def bench(
         typer.echo(render_markdown(rows, summary, header=header))
 
 
+@app.command("spec")
+def spec_scaffold(
+    kernel: Annotated[Path, typer.Argument(help="The PTX whose entry the spec describes.")],
+    entry: Annotated[str | None, typer.Option(help="The .entry to describe (needed when there are several).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
+) -> None:
+    """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
+    from porter.errors import InputError
+    from porter.inspect import read_ptx
+    from porter.scaffold import choose_entry, scaffold_spec
+
+    module = read_ptx(kernel)
+    target = out or kernel.parent / "porter.toml"
+    if target.exists():
+        raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
+    text = scaffold_spec(module, choose_entry(module, entry))
+    target.write_text(text)
+    typer.echo(f"wrote {target}: edit every TODO, then `porter check {kernel} --spec {target} --against {kernel}`")
+
+
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:
