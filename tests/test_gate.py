@@ -115,15 +115,13 @@ cluster = [CLUSTER, 1, 1]
 
 def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolchain, tmp_path, no_gpu) -> None:
     """A Hopper port with another entry name, block shape and shared memory, against the sm_80 spec."""
-    ported = (ROOT / "examples" / "gemm_bf16" / "kernel_sm90a.ptx").read_text()
+    declared = ROOT / "examples" / "gemm_bf16" / "kernel_sm90a.ptx"  # carries its porter-launch line
     spec = load_spec(ROOT / "examples" / "gemm_bf16_sm80" / "porter.toml")
     plain = tmp_path / "plain.ptx"
-    plain.write_text(ported)
+    plain.write_text("".join(line for line in declared.read_text().splitlines(keepends=True)
+                             if "porter-launch:" not in line))
     with pytest.raises(InputError, match=r"no \.entry 'gemm_bf16_sm80'"):
         run_check(plain, spec, CheckOptions(), toolchain=toolchain, runner=no_gpu)
-    declared = tmp_path / "declared.ptx"
-    declared.write_text('// porter-launch: entry = "gemm_bf16_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], '
-                        "block = [384, 1, 1], shared = 196608\n" + ported)
     verdict = run_check(declared, spec, CheckOptions(), toolchain=toolchain, runner=no_gpu)
     assert verdict.entry == "gemm_bf16_sm90a"
     assert verdict.gate("interface").status == "passed" and verdict.gate("assemble").status == "passed"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from porter.inspect import read_ptx
-from porter.spec import check_against_entry, load_spec
+from porter.spec import check_against_entry, launch_directive, load_spec, with_launch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FAMILY = EXAMPLES / "gemm_bf16"
@@ -31,7 +31,6 @@ class Kernel:
     other: str  # the other generation's arch-specific target, which must refuse it
     sass: dict[str, int]  # signature opcode base -> the least count expected in the SASS
     refusal: str  # what ptxas names when the .target line is rewritten to `other`
-    spec: Path  # its own spec: the sm_80 one with this kernel's entry and launch
 
 
 KERNELS = {
@@ -42,7 +41,6 @@ KERNELS = {
         other="sm_100a",
         sass={"HGMMA": 4, "WARPGROUP": 1, "USETMAXREG": 2, "LDGSTS": 1},
         refusal="wgmma",
-        spec=FAMILY / "porter_sm90a.toml",
     ),
     "sm_100a": Kernel(
         ptx=FAMILY / "kernel_sm100a.ptx",
@@ -51,7 +49,6 @@ KERNELS = {
         other="sm_90a",
         sass={"UTCHMMA": 4, "UTCBAR": 2, "LDTM": 1, "LDGSTS": 1},
         refusal="tcgen05",
-        spec=FAMILY / "porter_sm100a.toml",
     ),
 }
 KERNEL_IDS = list(KERNELS)
@@ -117,21 +114,13 @@ def test_its_params_are_the_sm80_kernels(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", KERNEL_IDS)
-def test_its_spec_is_the_sm80_spec_but_for_entry_and_launch(name: str) -> None:
+def test_it_declares_its_launch_and_runs_under_the_sm80_spec(name: str) -> None:
+    """One problem, one spec: each kernel carries its own launch (porter-launch) in its PTX."""
     kernel = KERNELS[name]
-    sm80 = load_spec(SM80_SPEC)
-    own = load_spec(kernel.spec)
-    assert own.entry == kernel.entry
+    text = kernel.ptx.read_text(encoding="utf-8")
+    directive = launch_directive(text, source=kernel.ptx.name)
+    assert directive is not None and directive["entry"] == kernel.entry
+    own = with_launch(load_spec(SM80_SPEC), directive, source=kernel.ptx.name)
     assert check_against_entry(own, read_ptx(kernel.ptx).entry(kernel.entry)) == []
-    for field in ("sizes", "sweep", "params", "tolerances", "cost"):
-        assert getattr(own, field) == getattr(sm80, field), field
-    assert own.reference is not None and sm80.reference is not None and own.reference.callable is not None
-    assert own.reference.callable.path.resolve() == sm80.reference.callable.path.resolve()
-    assert own.baseline is not None and sm80.baseline is not None
-    assert own.baseline.path.resolve() == sm80.baseline.path.resolve()
-    # 128 x 256 block tiles, 4 stages of (128x64 A + 64x256 B) bf16 in dynamic shared memory
-    dims = own.launch_dims({"M": 1000, "N": 1000, "K": 1000, "lda": 1000, "ldb": 1000, "ldc": 1000})
-    assert dims.grid == (4, 8, 1)
-    assert dims.shared == 4 * (128 * 64 + 64 * 256) * 2
-    assert dims.block[0] == {"sm_90a": 384, "sm_100a": 160}[name]
-    assert f".maxntid {dims.block[0]}" in kernel.ptx.read_text(encoding="utf-8")
+    dims = own.launch_dims({**own.default_sizes(), "M": 4096, "N": 4096})
+    assert dims.grid == (16, 32, 1) and dims.shared == 196608

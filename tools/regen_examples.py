@@ -144,12 +144,18 @@ def tool_version(tool: Path) -> str:
     return f"{m.group(1).rstrip(',')} ({m.group(2)})" if m else out.strip().splitlines()[-1]
 
 
+# A kernel whose launch differs from its spec's declares it in its source; nvcc drops comments,
+# so the directive is carried to the top of the PTX, where porter reads it.
+LAUNCH_LINE = re.compile(r"^[ \t]*//[ \t]*porter-launch:.*$", re.MULTILINE)
+
+
 def compile_ptx(nvcc: Path, build: Build, dest: Path) -> str:
     cmd = [str(nvcc), *NVCC_FLAGS, f"-arch={build.arch}", "-o", str(dest), build.source.name]
     proc = subprocess.run(cmd, cwd=build.source.parent, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"nvcc failed for {build.source.relative_to(REPO)}:\n{proc.stderr}")
-    return dest.read_text(encoding="utf-8")
+    launch = LAUNCH_LINE.findall(build.source.read_text(encoding="utf-8"))
+    return "".join(f"{line.strip()}\n" for line in launch) + dest.read_text(encoding="utf-8")
 
 
 def strip_toolchain(text: str) -> list[str]:

@@ -1,4 +1,5 @@
 // porter-regen: arch=sm_100a ptxas=sm_100a reject=sm_90a,sm_100,sm_120a
+// porter-launch: entry = "gemm_bf16_sm100a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [160, 1, 1], shared = 196608
 //
 // gemm_bf16_sm100a: C[M, N] = A[M, K] . B[K, N]; bf16 in, fp32 accumulate, bf16 out (round to
 // nearest even). The same problem, contract and parameter list as examples/gemm_bf16_sm80

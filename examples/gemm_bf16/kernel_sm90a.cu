@@ -1,4 +1,5 @@
 // porter-regen: arch=sm_90a ptxas=sm_90a reject=sm_90,sm_100a,sm_120a
+// porter-launch: entry = "gemm_bf16_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 196608
 //
 // gemm_bf16_sm90a: C[M, N] = A[M, K] . B[K, N]; bf16 in, fp32 accumulate, bf16 out (round to
 // nearest even). The same problem, contract and parameter list as examples/gemm_bf16_sm80
