@@ -9,7 +9,6 @@ request.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +27,6 @@ class CiPort:
     warnings: tuple[str, ...] = ()
 
 
-def _head_commit(repo: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
-                         capture_output=True, text=True, check=False)
-    return out.stdout.strip() or None
-
-
 def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
                  budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
     """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
@@ -45,7 +38,9 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
     kernels = [k for k in outcome.kernels if not k.config_error]
     if not kernels:
         return ()
-    if outcome.head != _head_commit(repo):
+    from porter.ci import _Git
+
+    if outcome.head != _Git.open(repo).commit("HEAD"):
         why = "not ported: --port-to ports the checked-out revision, so --head must be HEAD"
         return tuple(CiPort(k.path, "not ported", why) for k in kernels)
     ports = []

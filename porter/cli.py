@@ -201,7 +201,6 @@ def profile(
     """Profile the hot loop under Nsight Compute and record where it spends its time in the spec."""
     from porter.arch import get_profile
     from porter.errors import EnvironmentProblem
-    from porter.golden import spec_path
     from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
     from porter.inspect import read_ptx
     from porter.profiler import LaunchJob
@@ -216,7 +215,7 @@ def profile(
     else:
         with Runner() as runner:
             device, cubin = _kernel_on_this_gpu(kernel, runner, "profile")
-        run = profile_kernel(LaunchJob(cubin, loaded.entry, spec_path(loaded), sizes))
+        run = profile_kernel(LaunchJob(cubin, loaded.entry, loaded.path, sizes))
         if not run.ok:
             raise EnvironmentProblem(f"ncu: {run.reason}")
         metrics, gpu, tool, arch = run.metrics, device.name, "ncu", device.arch
@@ -227,8 +226,8 @@ def profile(
     for key, value in facts.items():
         typer.echo(f"{key:>26}: {value}")
     if write:
-        write_profile(spec_path(loaded), facts)
-        typer.echo(f"wrote [profile] into {spec_path(loaded)} (roofline: {part})")
+        write_profile(loaded.path, facts)
+        typer.echo(f"wrote [profile] into {loaded.path} (roofline: {part})")
 
 
 PORT_EXIT = {"passed": 0, "passed without native instructions": 1, "failed": 1, "not run on target hardware": 3}
@@ -294,7 +293,7 @@ def port(
     if branch and (result.status == "passed" or branch_on_failure):
         from porter.review import open_review_branch
 
-        review = open_review_branch(result, kernel=kernel, spec_path=loaded.base_dir / loaded.source, in_place=in_place,
+        review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
                                     branch_on_failure=branch_on_failure, push=push, out_dir=out,
                                     toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
     if as_json:

@@ -106,14 +106,10 @@ def _cupy_check() -> Check:
 
 
 def _which_check(name: str) -> Check:
-    from porter.toolchain import search_dirs
+    from porter.profiler import find_tool
 
-    for folder in search_dirs():
-        candidate = folder / name
-        if candidate.is_file():
-            return Check(name, True, str(candidate))
-    found = shutil.which(name)
-    return Check(name, True, found) if found else Check(name, False, "not found", INSTALL_HINTS[name])
+    found = find_tool(name)  # the same search the gate uses, so doctor and check agree
+    return Check(name, True, str(found)) if found else Check(name, False, "not found", INSTALL_HINTS[name])
 
 
 def diagnose() -> DoctorReport:

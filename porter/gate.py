@@ -26,7 +26,7 @@ import numpy as np
 from porter.arch import can_compile, cubin_runs_on, get_profile
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
-from porter.golden import load_golden, spec_path
+from porter.golden import load_golden
 from porter.inspect import read_ptx, signature_evidence
 from porter.native import NativeEvidence, judge_native
 from porter.profiler import SanitizerFinding, SanitizerReport
@@ -280,7 +280,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index)
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
-                                spec_path=str(spec_path(spec)), sizes=sizes, seed=seed, reference=reference,
+                                spec_path=str(spec.path), sizes=sizes, seed=seed, reference=reference,
                                 launch=launch)
         except WorkerFault as fault:
             cases.append(CaseResult(sizes=dict(sizes), seed=seed, status="failed", reason=f"{fault.kind}: {fault}",
@@ -393,7 +393,7 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
-    run = run_ncu(LaunchJob(cubin, entry, spec_path(spec), sizes, launch=launch), metrics=metrics)
+    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, launch=launch), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason)
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
@@ -410,7 +410,7 @@ def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
               launch: dict[str, Any] | None) -> tuple[SanitizerReport, ...]:
     from porter.profiler import SANITIZER_TOOLS, LaunchJob, run_sanitizer
 
-    job = LaunchJob(cubin, entry, spec_path(spec), smallest_case(spec), launch=launch)
+    job = LaunchJob(cubin, entry, spec.path, smallest_case(spec), launch=launch)
     sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
     reports = []
     for tool in SANITIZER_TOOLS:
@@ -462,7 +462,7 @@ def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry:
         contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
                            "function": spec.baseline.function})
     try:
-        reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec_path(spec)), sizes=sizes,
+        reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
                             seed=options.seeds[0], contenders=contenders, budget_s=options.timing_budget_s)
     except WorkerFault as fault:
         return Gate("timing", "error", f"timing failed: {fault}"), (), {}

@@ -21,12 +21,8 @@ from porter.spec import Spec
 MANIFEST = "manifest.json"
 
 
-def spec_path(spec: Spec) -> Path:
-    return spec.base_dir / spec.source
-
-
 def spec_digest(spec: Spec) -> str:
-    return hashlib.sha256(spec_path(spec).read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(spec.path.read_bytes()).hexdigest()[:16]
 
 
 def load_golden(folder: Path) -> dict[str, Any]:
@@ -58,7 +54,7 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runne
         for seed in seeds:
             try:
                 reply = runner.call("outputs", 120.0, cubin=cubin, entry=spec.entry,
-                                    spec_path=str(spec_path(spec)), sizes=sizes, seed=seed)
+                                    spec_path=str(spec.path), sizes=sizes, seed=seed)
             except WorkerFault as fault:
                 raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
             name = f"case{index:03d}-seed{seed}.npz"

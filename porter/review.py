@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 
 from porter.errors import EnvironmentProblem, InputError
 from porter.port_report import render_port_report, reproduce_command
-from porter.session import CandidateRecord, PortResult
+from porter.session import CandidateRecord, PortResult, repo_relative
 
 PORTER_NAME = "porter"
 PORTER_EMAIL = "porter@localhost"
@@ -139,11 +139,6 @@ def _locate(kernel: Path, repo: Path | None) -> _Repo:
     return _Repo(top=top, head=head)
 
 
-def _relative(path: Path, top: Path) -> str | None:
-    resolved = path.resolve()
-    return resolved.relative_to(top).as_posix() if resolved.is_relative_to(top) else None
-
-
 def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
     """``same``, ``modified`` or ``untracked``: the working-tree file against HEAD's copy. Hashing
     with ``--path`` applies the path's filters (line endings, LFS) as a commit would."""
@@ -226,7 +221,7 @@ def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_
 
 def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: str, *, kernel: Path,
                    spec_path: Path, in_place: bool, push: str | None, toolchain: str, gpu: str) -> ReviewOutcome:
-    kernel_rel = _relative(kernel, top)
+    kernel_rel = repo_relative(kernel, top)
     assert kernel_rel is not None  # _locate checked it
     folder = PurePosixPath(kernel_rel).parent
     ported_rel = kernel_rel if in_place else (folder / f"{kernel.stem}.{result.target}.ptx").as_posix()
@@ -239,7 +234,7 @@ def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: s
     elif state == "untracked":
         warnings.append(f"{kernel_rel} is not committed: the branch does not hold the kernel the port was made from")
     files: dict[str, bytes] = {ported_rel: best.path.read_bytes()}
-    spec_rel = _relative(spec_path, top)
+    spec_rel = repo_relative(spec_path, top)
     if spec_rel is None:
         spec_ref = str(spec_path.resolve())
         warnings.append(f"the spec {spec_ref} is outside the repository: it is not on the branch")
@@ -312,7 +307,7 @@ def _write_out_dir(result: PortResult, best: CandidateRecord, where: _Repo, out_
     command = reproduce_command(str(ported), spec_ref, result.target, native=result.require_native)
     files: dict[Path, bytes] = {ported: best.path.read_bytes()}
     spec_changed = True
-    if where.top is not None and where.head is not None and (rel := _relative(spec_path, where.top)) is not None:
+    if where.top is not None and where.head is not None and (rel := repo_relative(spec_path, where.top)) is not None:
         spec_changed = _committed_state(where.top, where.head, rel, spec_path) != "same"
     if spec_changed:
         files[out_dir / spec_path.name] = spec_path.read_bytes()

@@ -91,14 +91,12 @@ class PortResult:
     spend: dict[str, Any]
 
 
-def _relative(path: Path, root: Path | None) -> str | None:
-    """``path`` relative to the repository, so a run recorded here can be replayed in another clone."""
+def repo_relative(path: Path, root: Path | None) -> str | None:
+    """``path`` relative to the repository (POSIX form), or None when it lies outside or there is none."""
     if root is None:
         return None
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return None
+    resolved, top = path.resolve(), root.resolve()
+    return resolved.relative_to(top).as_posix() if resolved.is_relative_to(top) else None
 
 
 def uses_tensor_cores(module: PtxModule) -> bool:
@@ -222,8 +220,8 @@ class PortSession:
         require = native_required(module, src, dst) if req.require_native is None else req.require_native
         log = RunLog(req.runs_root, new_run_id(req.kernel))
         log.write_json("config.json", {
-            "kernel": str(req.kernel), "spec": str(req.spec.base_dir / req.spec.source),
-            "spec_in_repo": _relative(req.spec.base_dir / req.spec.source, req.repo_root), "source_arch": source_arch,
+            "kernel": str(req.kernel), "spec": str(req.spec.path),
+            "spec_in_repo": repo_relative(req.spec.path, req.repo_root), "source_arch": source_arch,
             "target": target, "target_reason": target_reason, "require_native": require,
             "model": self.model.name if self.model else None, "agent": req.agent, "budget": req.budget,
             "optimize": req.optimize, "started": time.time(),

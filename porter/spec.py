@@ -186,6 +186,11 @@ class Spec:
     base_dir: Path
     source: str  # the spec's file name, for messages
 
+    @property
+    def path(self) -> Path:
+        """The spec file (the worker and the profiling tools load it from here)."""
+        return self.base_dir / self.source
+
     # --- size sets -------------------------------------------------------------------------
 
     def default_sizes(self) -> dict[str, int]:
