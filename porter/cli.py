@@ -74,12 +74,13 @@ def doctor(
 
 
 def _find_spec(kernel: Path, spec: Path | None):
+    from porter.errors import InputError
     from porter.spec import load_spec
 
+    if not kernel.exists():  # say so before complaining about the spec beside it
+        raise InputError(f"{kernel}: no such file")
     path = spec if spec is not None else kernel.parent / "porter.toml"
     if spec is None and not path.is_file():
-        from porter.errors import InputError
-
         raise InputError(f"{kernel}: no spec (porter.toml beside the kernel); give one with --spec")
     return load_spec(path)
 

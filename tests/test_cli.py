@@ -89,3 +89,10 @@ def test_profile_imports_an_ncu_export_into_the_spec(tmp_path: Path) -> None:
     assert load_spec(tmp_path / "porter.toml").profile["time_us"] == 2.02
     again = porter("profile", str(tmp_path / "kernel.ptx"), "--from-csv", str(export))
     assert again.returncode == 0 and (tmp_path / "porter.toml").read_text().count("[profile]") == 1
+
+
+def test_a_missing_kernel_is_named_before_its_spec(tmp_path: Path) -> None:
+    for command in ("check", "record", "profile"):
+        args = [command, str(tmp_path / "nope.ptx")] + (["--out", str(tmp_path / "g")] if command == "record" else [])
+        r = porter(*args)
+        assert r.returncode == 2 and "nope.ptx: no such file" in r.stderr, (command, r.stderr)
