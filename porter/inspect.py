@@ -25,10 +25,6 @@ class SignatureEvidence:
     expected: tuple[str, ...]
     found: dict[str, int]
 
-    @property
-    def present(self) -> bool:
-        return any(self.found.values())
-
 
 @dataclass(frozen=True)
 class ArchInspection:
