@@ -343,17 +343,21 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
     """
     if assembled is not None and assembled.ok and cubin_runs_on(assembled.arch, device.arch):
         return assembled.cubin, ""
-    ok, why = can_compile(module.arch, device.arch)
+    ok, why = (True, "") if cubin_runs_on(module.arch, device.arch) else can_compile(module.arch, device.arch)
     if not fallback and assembled is not None:
         ok, why = False, f"a {assembled.arch} cubin does not load on {device.arch}"
     if not ok:
         target = assembled.arch if assembled is not None else module.arch
         return None, (f"needs a {target} GPU to run; this machine has {device.name} ({device.arch}), and {why}. "
                       "Record golden outputs on the source GPU with `porter record` and check on target hardware")
-    result = toolchain.assemble(module.text, device.arch, filename=filename)
+    # sm_90a PTX builds for sm_90a, which an sm_90 device runs; sm_80 PTX builds for the device.
+    build = module.arch if cubin_runs_on(module.arch, device.arch) else device.arch
+    result = toolchain.assemble(module.text, build, filename=filename)
     if not result.ok:
         first = next((d.message for d in result.diagnostics if d.severity in ("error", "fatal")), "ptxas failed")
-        return None, f"does not assemble for this GPU ({device.arch}): {first}"
+        return None, f"does not assemble for this GPU ({build}): {first}"
+    if build == module.arch:
+        return result.cubin, ""
     return result.cubin, f"ran as {device.arch} (the .target {module.arch} PTX assembled for this GPU)"
 
 

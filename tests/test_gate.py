@@ -126,3 +126,26 @@ def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolc
     assert verdict.entry == "gemm_bf16_sm90a"
     assert verdict.gate("interface").status == "passed" and verdict.gate("assemble").status == "passed"
     assert verdict.status == "not run" and verdict.signature_sass.get("HGMMA", 0) > 0
+
+
+@pytest.mark.parametrize(
+    ("kernel", "device_arch", "builds_for", "note"),
+    [
+        ("examples/gemm_bt_tile/kernel_sm90a.ptx", "sm_90", "sm_90a", ""),  # its own target runs here
+        ("examples/gemm_bt_tile/kernel_sm80.ptx", "sm_90", "sm_90", "ran as sm_90"),  # forward-compatible PTX
+        ("examples/gemm_bf16/kernel_sm100a.ptx", "sm_90", None, "needs a sm_100a GPU"),
+    ],
+)
+def test_a_source_kernel_is_built_for_a_target_this_gpu_runs(kernel, device_arch, builds_for, note, toolchain) -> None:
+    from porter.gate import runnable_cubin
+    from porter.inspect import read_ptx
+    from porter.runner.client import DeviceInfo
+
+    device = DeviceInfo("H200", device_arch, "9.0", 132, 50 << 20, 232448, "13.0", "13.0", "14.2.0")
+    cubin, why = runnable_cubin(read_ptx(ROOT / kernel), None, device, toolchain, Path(kernel).name)
+    if builds_for is None:
+        assert cubin is None and note in why
+    else:
+        assert cubin is not None and why.startswith(note)
+        expected = toolchain.assemble(read_ptx(ROOT / kernel).text, builds_for, filename="x.ptx")
+        assert cubin == expected.cubin
