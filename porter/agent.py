@@ -350,6 +350,10 @@ def _describe_param(p: ParamSpec) -> str:
         return f"`{p.name}`: {p.dtype}[{_exprs(p.shape)}] buffer, {p.role}, {fill}"
     if p.kind == "scalar":
         return f"`{p.name}`: {p.dtype} scalar = {p.value}"
+    if p.tensormap is not None:
+        tm = p.tensormap
+        return (f"`{p.name}`: CUtensorMap by value (.param .align 64 .b8 [128]) over `{tm.tensor}`, extents "
+                f"[{_exprs(tm.dims)}], box [{_exprs(tm.box)}] (outer to inner), swizzle {tm.swizzle}, zeros outside")
     return f"`{p.name}`: scratch pointer, {p.bytes} bytes (0 means null)"
 
 

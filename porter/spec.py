@@ -28,11 +28,14 @@ from porter.expr import Expr, Number, check_symbols, evaluate, free_symbols, res
 if TYPE_CHECKING:
     from porter.ptx.model import Entry
 
-KINDS = ("buffer", "scalar", "scratch")
+KINDS = ("buffer", "scalar", "scratch", "tensormap")
+SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}  # swizzle name -> span in bytes
 ROLES = ("in", "out", "inout")
 FILLS = ("uniform", "normal", "randint")
 
 POINTER_BYTES = 8  # buffers and scratch are passed as .u64 pointers
+TENSORMAP_BYTES = 128  # a CUtensorMap, passed by value as .param .align 64 .b8 name[128]
+MAX_BOX = 256  # TMA box extent per dimension
 REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
 NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
 
@@ -59,6 +62,7 @@ _PARAM_KEYS = {
     "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
     "scalar": ("name", "kind", "dtype", "value"),
     "scratch": ("name", "kind", "bytes"),
+    "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
 }
 _CONSTANT_FILLS = frozenset({"zeros", "zero", "ones", "one", "full", "constant", "const", "fill", "empty"})
 _FILL_USAGE = "uniform(lo, hi), normal(mean, std) or randint(lo, hi)"
@@ -88,22 +92,48 @@ def default_fill(dtype: DType) -> FillSpec:
 
 
 @dataclass(frozen=True)
+class TensorMapSpec:
+    """A TMA descriptor (CUtensorMap) over a buffer param, built by porter before each launch.
+
+    ``dims`` are the extents the map covers, outer to inner like the buffer's shape (they may be
+    smaller than the shape: padding columns stay outside); the row strides come from the buffer's
+    shape. ``box`` is the tile one copy moves, outer to inner. Reads outside ``dims`` fill zeros.
+    """
+
+    tensor: str
+    dims: tuple[Expr, ...]
+    box: tuple[int, ...]
+    swizzle: str = "none"
+
+
+class TensorMapGeometry(NamedTuple):
+    """A tensor map's values at one size set, outer to inner, as cuTensorMapEncodeTiled takes them
+    (reversed): extents and box in elements, strides in bytes (one per outer dimension)."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: str
+
+
+@dataclass(frozen=True)
 class ParamSpec:
     """One kernel parameter, in the entry's order.
 
     A buffer has ``dtype``, ``shape`` (row-major, elements), ``role`` and, unless it is an ``out``
     buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and ``value``.
-    Scratch has ``bytes`` (0: a null pointer).
+    Scratch has ``bytes`` (0: a null pointer). A tensormap has ``tensormap``.
     """
 
     name: str
-    kind: str  # "buffer" | "scalar" | "scratch"
+    kind: str  # "buffer" | "scalar" | "scratch" | "tensormap"
     dtype: DType | None = None
     shape: tuple[Expr, ...] = ()
     role: str = "in"  # "in" | "out" | "inout"; scalars and scratch are "in"
     fill: FillSpec | None = None
     value: Expr | None = None
     bytes: Expr | None = None
+    tensormap: TensorMapSpec | None = None
 
     @property
     def is_output(self) -> bool:
@@ -195,6 +225,17 @@ class Spec:
 
     def default_sizes(self) -> dict[str, int]:
         return resolve_sizes(self.sizes, {}, where=f"{self.source}: sizes")
+
+    def timing_sizes(self, overrides: Mapping[str, int]) -> dict[str, int]:
+        """``[sizes]`` with some symbols replaced (``--time-at M=8192,N=8192``), derived ones recomputed."""
+        where = "--time-at " + ",".join(f"{k}={v}" for k, v in overrides.items())
+        unknown = sorted(set(overrides) - set(self.sizes))
+        if unknown:
+            raise InputError(f"{where}: {unknown[0]!r} is not a size symbol of {self.source} "
+                             f"(symbols: {', '.join(self.sizes)})")
+        sizes = resolve_sizes(self.sizes, overrides, where=where)
+        self.check_sizes(sizes, context=where)
+        return sizes
 
     def size_sets(self) -> list[dict[str, int]]:
         """The equivalence sweep's size sets, resolved; just the defaults when there is no sweep."""
@@ -349,6 +390,33 @@ class Spec:
             if p.kind == "buffer"
         )
 
+    def tensormap_geometry(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+                           context: str = "") -> TensorMapGeometry:
+        """A tensormap's extents, byte strides, box and swizzle at ``sizes``, checked against the
+        limits TMA puts on them (strides multiples of 16 bytes, the box's inner row at most one
+        swizzle span), so that a bad spec fails here and not inside the driver."""
+        p = self._resolve(param)
+        tm = p.tensormap
+        assert tm is not None
+        where = self._prefix(context) + self._key(p)
+        buffer = self.param(tm.tensor)
+        assert buffer.dtype is not None
+        shape = self.shape(buffer, sizes, context=context)
+        dims = tuple(_integer(e, sizes, f"{where}.dims[{j}]", least=1, most=shape[j]) for j, e in enumerate(tm.dims))
+        item = buffer.dtype.itemsize
+        strides = tuple(math.prod(shape[j + 1:]) * item for j in range(len(shape) - 1))
+        for j, stride in enumerate(strides):
+            if stride % 16 or stride >= 2**40:
+                raise InputError(f"{where}: {tm.tensor}'s stride over axis {j} is {stride} bytes; "
+                                 "TMA needs a multiple of 16 below 2^40")
+        row = tm.box[-1] * item
+        if row % 16:
+            raise InputError(f"{where}.box: the inner extent is {row} bytes; TMA needs a multiple of 16")
+        span = SWIZZLES[tm.swizzle]
+        if span and row > span:
+            raise InputError(f"{where}.box: the inner extent is {row} bytes, more than the {tm.swizzle} swizzle span")
+        return TensorMapGeometry(dims, strides, tm.box, tm.swizzle)
+
     def validate(self) -> None:
         """Check every size-dependent value for the default sizes and for each sweep entry."""
         self.check_sizes(self.default_sizes())
@@ -365,6 +433,8 @@ class Spec:
                     self.fill_bounds(p, sizes, context=context)
             elif p.kind == "scalar":
                 self.scalar_value(p, sizes, context=context)
+            elif p.kind == "tensormap":
+                self.tensormap_geometry(p, sizes, context=context)
             else:
                 self.scratch_bytes(p, sizes, context=context)
         self.launch_dims(sizes, context=context)
@@ -403,36 +473,63 @@ def _amount(expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
 
 
 _LAUNCH_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-launch:(?P<body>.*)$", re.MULTILINE)
+_PARAM_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-param:(?P<body>.*)$", re.MULTILINE)
 
 
 def launch_directive(ptx_text: str, *, source: str) -> dict[str, Any] | None:
-    """A candidate's own launch, from a comment line in its PTX::
+    """A candidate's own launch and added params, from comment lines in its PTX::
 
         // porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 196608
+        // porter-param: name = "tmA", kind = "tensormap", tensor = "A", dims = ["M", "K"], box = [128, 64], swizzle = "128B"
 
-    The body is the inside of a TOML inline table with the keys of ``[launch]`` (grid, block,
-    shared, cluster) and optionally ``entry``. A port often changes its block shape and shared
-    memory; this lets a candidate say so while the spec keeps describing the source.
+    Each body is the inside of a TOML inline table. porter-launch has the keys of ``[launch]``
+    (grid, block, shared, cluster) and optionally ``entry``; each porter-param line is one more
+    ``[[params]]`` entry, appended in order after the spec's. A port often changes its block
+    shape and shared memory, and a Hopper port takes TMA descriptors of the same buffers; this
+    lets a candidate say so while the spec keeps describing the source.
     """
+    directive: dict[str, Any] = {}
     match = _LAUNCH_DIRECTIVE.search(ptx_text)
-    if match is None:
-        return None
+    if match is not None:
+        directive.update(_directive_table(ptx_text, match, "porter-launch", source))
+    params = [_directive_table(ptx_text, m, "porter-param", source) for m in _PARAM_DIRECTIVE.finditer(ptx_text)]
+    if params:
+        directive["params"] = params
+    return directive or None
+
+
+def _directive_table(ptx_text: str, match: re.Match[str], name: str, source: str) -> dict[str, Any]:
     line = ptx_text.count("\n", 0, match.start()) + 1
     try:
-        return dict(tomllib.loads("launch = {" + match.group("body").strip() + "}")["launch"])
+        return dict(tomllib.loads("d = {" + match.group("body").strip() + "}")["d"])
     except tomllib.TOMLDecodeError as err:
-        raise InputError(f"{source}:{line}: porter-launch: not the inside of a TOML inline table ({err})") from None
+        raise InputError(f"{source}:{line}: {name}: not the inside of a TOML inline table ({err})") from None
 
 
 def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spec:
     """The spec with a candidate's launch (and entry name), checked as strictly as ``[launch]``."""
     parser = _Parser(source=f"{source}: porter-launch", base_dir=spec.base_dir)
     table = dict(directive)
+    extra = table.pop("params", [])
     entry = table.pop("entry", spec.entry)
     if not isinstance(entry, str) or not entry or entry.strip() != entry or " " in entry:
         raise parser.error("entry", f"must be a PTX entry name without spaces (got {entry!r})")
-    launch = parser.launch(table, tuple(spec.sizes))
-    changed = replace(spec, entry=entry, launch=launch)
+    launch = parser.launch(table, tuple(spec.sizes)) if table else spec.launch
+    params = list(spec.params)
+    added = []
+    param_parser = _Parser(source=f"{source}: porter-param", base_dir=spec.base_dir)
+    for raw in extra:
+        key = f"params[{len(params)}]"
+        if raw.get("kind") != "tensormap":
+            raise param_parser.error(f"{key}.kind", "a candidate can add only tensormap params (they are built "
+                                     f"from the spec's buffers, so the contract stays the spec's); got {raw.get('kind')!r}")
+        param = param_parser.param(raw, key, tuple(spec.sizes))
+        if any(p.name == param.name for p in params):
+            raise param_parser.error(f"{key}.name", f"duplicate param name {param.name!r}")
+        params.append(param)
+        added.append(param)
+    param_parser.tensormap_targets(params, added)
+    changed = replace(spec, entry=entry, launch=launch, params=tuple(params))
     try:
         changed.validate()
     except InputError as err:  # evaluated against every size set: say whose launch it is
@@ -601,16 +698,34 @@ class _Parser:
                 )
             seen[param.name] = i
             params.append(param)
+        self.tensormap_targets(params, params)
         return tuple(params)
+
+    def tensormap_targets(self, params: list[ParamSpec], new: list[ParamSpec]) -> None:
+        """Each new tensormap names a buffer among ``params`` and has one extent per buffer axis."""
+        buffers = {p.name: p for p in params if p.kind == "buffer"}
+        for p in new:
+            if p.tensormap is None:
+                continue
+            key = f"params[{params.index(p)}]"
+            target = buffers.get(p.tensormap.tensor)
+            if target is None:
+                raise self.error(f"{key}.tensor", f"must name a buffer param (got {p.tensormap.tensor!r}; "
+                                 f"buffers: {', '.join(buffers) or 'none'})")
+            if len(p.tensormap.dims) != len(target.shape):
+                raise self.error(f"{key}.dims", f"has {len(p.tensormap.dims)} extents but buffer "
+                                 f"{target.name!r} has {len(target.shape)} axes")
 
     def param(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> ParamSpec:
         name = self.string(table, "name", key)
         if "kind" not in table:
-            raise self.error("", f"{key}.kind is missing (buffer, scalar or scratch)")
+            raise self.error("", f"{key}.kind is missing (buffer, scalar, scratch or tensormap)")
         kind = table["kind"]
         if kind not in KINDS:
-            raise self.error(f"{key}.kind", f"must be buffer, scalar or scratch (got {kind!r})")
+            raise self.error(f"{key}.kind", f"must be buffer, scalar, scratch or tensormap (got {kind!r})")
         self.keys(table, _PARAM_KEYS[kind], key, f" for a {kind} param")
+        if kind == "tensormap":
+            return ParamSpec(name, kind, tensormap=self.tensormap(table, key, known))
         if kind == "scratch":
             return ParamSpec(name, kind, bytes=self.expr(table.get("bytes", 0), f"{key}.bytes", known))
         if "dtype" not in table:
@@ -640,6 +755,22 @@ class _Parser:
         else:
             fill = self.fill(table.get("fill"), dtype, f"{key}.fill", known)
         return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill)
+
+    def tensormap(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> TensorMapSpec:
+        tensor = self.string(table, "tensor", key)
+        raw_dims, raw_box = table.get("dims"), table.get("box")
+        if not isinstance(raw_dims, list) or not 1 <= len(raw_dims) <= 5:
+            raise self.error(f"{key}.dims", 'must be an array of 1 to 5 extents, outer to inner, e.g. ["M", "K"]')
+        if not isinstance(raw_box, list) or len(raw_box) != len(raw_dims):
+            raise self.error(f"{key}.box", f"must be an array of {len(raw_dims)} integers, one per dims entry")
+        for j, b in enumerate(raw_box):
+            if not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BOX:
+                raise self.error(f"{key}.box[{j}]", f"must be an integer from 1 to {MAX_BOX} (got {b!r})")
+        swizzle = table.get("swizzle", "none")
+        if swizzle not in SWIZZLES:
+            raise self.error(f"{key}.swizzle", f"must be one of {', '.join(SWIZZLES)} (got {swizzle!r})")
+        dims = tuple(self.expr(e, f"{key}.dims[{j}]", known) for j, e in enumerate(raw_dims))
+        return TensorMapSpec(tensor, dims, tuple(raw_box), swizzle)
 
     def fill(self, raw: object, dtype: DType, key: str, known: tuple[str, ...]) -> FillSpec:
         if raw is None:
@@ -801,6 +932,8 @@ class _Parser:
 def _describe(kind: str, dtype: DType | None) -> str:
     if kind == "scalar":
         return f"{dtype} scalar"
+    if kind == "tensormap":
+        return "tensor map (CUtensorMap)"
     return f"{dtype} buffer pointer" if kind == "buffer" else "scratch pointer"
 
 
@@ -819,7 +952,8 @@ def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
             f"the spec lists {len(signature)} params but .entry {entry.name} has {len(entry.params)}"
         )
     for i, ((name, kind, dtype), ptx) in enumerate(zip(signature, entry.params, strict=False)):
-        width = dtype.itemsize if kind == "scalar" and dtype is not None else POINTER_BYTES
+        width = (dtype.itemsize if kind == "scalar" and dtype is not None
+                 else TENSORMAP_BYTES if kind == "tensormap" else POINTER_BYTES)
         ptx_text = f"{ptx.type}[{ptx.array_size}]" if ptx.array_size else ptx.type
         ptx_float = ptx.type.startswith(".f")
         ptx_int = ptx.type[1:2] in ("s", "u")
@@ -832,5 +966,10 @@ def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
         elif (ptx_float and not spec_float) or (ptx_int and spec_float):
             problems.append(
                 f"params[{i}] {name!r}: {_describe(kind, dtype)}, but PTX param {ptx.name} is {ptx_text}"
+            )
+        elif kind == "tensormap" and (ptx.align or 1) < 64:
+            problems.append(
+                f"params[{i}] {name!r}: a tensor map must be 64-byte aligned "
+                f"(.param .align 64 .b8 {ptx.name}[128]), but PTX param {ptx.name} has align {ptx.align or 1}"
             )
     return problems

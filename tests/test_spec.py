@@ -468,7 +468,7 @@ def _set(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
         (
             ("params", 1, "kind"),
             "array",
-            "porter.toml: params[1].kind: must be buffer, scalar or scratch (got 'array')",
+            "porter.toml: params[1].kind: must be buffer, scalar, scratch or tensormap (got 'array')",
         ),
         (("params", 1, "dtype"), "float", "porter.toml: params[1].dtype: unknown dtype 'float'"),
         (
@@ -613,7 +613,7 @@ def test_errors_name_file_and_key(folder: Path, path: tuple[Any, ...], value: An
         (("launch",), "porter.toml: the [launch] table is missing"),
         (("params",), "porter.toml: no [[params]]: list every kernel parameter, in order"),
         (("params", 0, "name"), "porter.toml: params[0].name is missing"),
-        (("params", 0, "kind"), "porter.toml: params[0].kind is missing (buffer, scalar or scratch)"),
+        (("params", 0, "kind"), "porter.toml: params[0].kind is missing (buffer, scalar, scratch or tensormap)"),
         (("params", 0, "dtype"), "porter.toml: params[0].dtype is missing"),
         (("params", 0, "shape"), "porter.toml: params[0].shape is missing"),
         (("params", 5, "value"), "porter.toml: params[5].value is missing"),
@@ -770,7 +770,7 @@ def test_check_against_entry_struct_param_and_name(folder: Path) -> None:
 def test_a_candidate_declares_its_own_launch_and_entry() -> None:
     from porter.spec import launch_directive, with_launch
 
-    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "gemm_bf16_sm80" / "porter.toml")
+    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "gemm_bf16" / "porter.toml")
     text = ('.version 8.0\n// porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], '
             "block = [384], shared = 196608\n")
     ported = with_launch(spec, launch_directive(text, source="k.ptx"), source="k.ptx")
@@ -791,3 +791,66 @@ def test_a_bad_launch_directive_names_the_line_and_key() -> None:
         with_launch(spec, {"grid": ["Q"], "block": [256]}, source="k.ptx")
     with pytest.raises(InputError, match=r"k\.ptx: porter-launch: launch\.block\[0\]: must be at most 1024 \(got 2048\)"):
         with_launch(spec, {"grid": [1], "block": [2048]}, source="k.ptx")
+
+
+# --- tensor maps (TMA descriptors) ----------------------------------------------------------------
+
+GEMM_SPEC = Path(__file__).resolve().parent.parent / "examples" / "gemm_bf16" / "porter.toml"
+TMA_A = 'name = "tmA", kind = "tensormap", tensor = "A", dims = ["M", "K"], box = [128, 64], swizzle = "128B"'
+
+
+def _with_params(*bodies: str):
+    from porter.spec import launch_directive, with_launch
+
+    text = "".join(f"// porter-param: {body}\n" for body in bodies) + ".version 8.0\n"
+    return with_launch(load_spec(GEMM_SPEC), launch_directive(text, source="k.ptx"), source="k.ptx")
+
+
+def test_a_candidate_adds_tensor_maps_over_the_specs_buffers() -> None:
+    spec = _with_params(TMA_A)
+    assert spec.params[-1].kind == "tensormap" and spec.launch == load_spec(GEMM_SPEC).launch
+    geometry = spec.tensormap_geometry("tmA", {**spec.default_sizes(), "M": 77, "K": 40, "lda": 48})
+    assert geometry.dims == (77, 40) and geometry.strides == (96,) and geometry.box == (128, 64)
+    entry = Entry(name="gemm_bf16_sm80", kind="entry", line=1, end_line=2,
+                  params=(*(Param(f"p{i}", ".u64" if i < 3 else ".u32", i) for i in range(9)),
+                          Param("t", ".b8", 10, align=64, array_size=128)))
+    assert check_against_entry(spec, entry) == []
+    misaligned = Entry(name="gemm_bf16_sm80", kind="entry", line=1, end_line=2,
+                       params=(*entry.params[:9], Param("t", ".b8", 10, align=8, array_size=128)))
+    assert check_against_entry(spec, misaligned) == [
+        "params[9] 'tmA': a tensor map must be 64-byte aligned (.param .align 64 .b8 t[128]), but PTX param t has align 8"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (TMA_A.replace('tensor = "A"', 'tensor = "M"'), r"params\[9\]\.tensor: must name a buffer param \(got 'M'"),
+        (TMA_A.replace('["M", "K"]', '["K"]').replace("[128, 64]", "[64]"), r"params\[9\]\.dims: has 1 extents but buffer 'A' has 2 axes"),
+        (TMA_A.replace("[128, 64]", "[128]"), r"params\[9\]\.box: must be an array of 2 integers"),
+        (TMA_A.replace("[128, 64]", "[512, 64]"), r"params\[9\]\.box\[0\]: must be an integer from 1 to 256"),
+        (TMA_A.replace('"128B"', '"96B"'), r"params\[9\]\.swizzle: must be one of none, 32B, 64B, 128B"),
+        (TMA_A.replace('"128B"', '"64B"'), r"inner extent is 128 bytes, more than the 64B swizzle span"),
+        (TMA_A.replace("[128, 64]", "[128, 4]"), r"inner extent is 8 bytes; TMA needs a multiple of 16"),
+        (TMA_A.replace('["M", "K"]', '["M", "lda + 8"]'), r"dims\[1\]: must be at most"),
+        ('name = "M", kind = "tensormap", tensor = "A", dims = ["M", "K"], box = [1, 8]', r"duplicate param name 'M'"),
+        ('name = "extra", kind = "scalar", dtype = "i32", value = 1', r"a candidate can add only tensormap params"),
+    ],
+)
+def test_bad_tensor_maps_are_refused_with_the_key(body: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        _with_params(body)
+
+
+def test_a_tensor_map_over_a_stride_that_is_not_16_byte_aligned_is_refused_at_that_size() -> None:
+    spec = _with_params(TMA_A)
+    with pytest.raises(InputError, match=r"A's stride over axis 0 is 84 bytes; TMA needs a multiple of 16"):
+        spec.tensormap_geometry("tmA", {**spec.default_sizes(), "K": 40, "lda": 42})
+
+
+def test_time_at_overrides_sizes_and_recomputes_derived_ones() -> None:
+    spec = load_spec(GEMM_SPEC)
+    sizes = spec.timing_sizes({"M": 8192, "N": 7168, "K": 5120})
+    assert sizes == {"M": 8192, "N": 7168, "K": 5120, "lda": 5120, "ldb": 7168, "ldc": 7168}
+    with pytest.raises(InputError, match=r"--time-at Q=1: 'Q' is not a size symbol"):
+        spec.timing_sizes({"Q": 1})

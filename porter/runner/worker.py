@@ -173,12 +173,19 @@ class Launch:
         self.spec, self.sizes, self.host_args = spec, sizes, host_args
         self.buffers: dict[str, DeviceBuffer] = {}
         self.args: list[Any] = []
-        for p in spec.params:
+        for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
             if p.kind == "buffer":
                 shape = spec.shape(p, sizes)
-                buf = DeviceBuffer(cp, int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize, guard)
-                self.buffers[p.name] = buf
-                self.args.append(np.uint64(buf.ptr))
+                self.buffers[p.name] = DeviceBuffer(cp, int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize, guard)
+        for p in spec.params:
+            if p.kind == "buffer":
+                self.args.append(np.uint64(self.buffers[p.name].ptr))
+            elif p.kind == "tensormap":
+                from porter.runner.tensormap import encode_tiled
+
+                target = spec.param(p.tensormap.tensor)
+                self.args.append(encode_tiled(self.buffers[target.name].ptr, target.dtype.name,
+                                              target.dtype.itemsize, spec.tensormap_geometry(p, sizes)))
             elif p.kind == "scratch":
                 nbytes = spec.scratch_bytes(p, sizes)
                 if nbytes <= 0:
