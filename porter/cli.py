@@ -11,11 +11,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from porter.errors import PorterError
+from porter.errors import InputError, PorterError
 
 app = typer.Typer(
     name="porter",
@@ -74,7 +74,6 @@ def doctor(
 
 
 def _find_spec(kernel: Path, spec: Path | None):
-    from porter.errors import InputError
     from porter.spec import load_spec
 
     if not kernel.exists():  # say so before complaining about the spec beside it
@@ -85,8 +84,19 @@ def _find_spec(kernel: Path, spec: Path | None):
     return load_spec(path)
 
 
+def _size_overrides(text: str, spec: Any) -> dict[str, int]:
+    """``M=8192,N=8192`` -> {"M": 8192, "N": 8192}, checked against the spec's size symbols."""
+    overrides: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip().isdigit():
+            raise InputError(f"--time-at: expected NAME=INTEGER pairs separated by commas, got {text!r}")
+        overrides[name.strip()] = int(value)
+    spec.timing_sizes(overrides)  # unknown symbols and bad sizes fail here, before any GPU work
+    return overrides
+
+
 def _seeds(text: str) -> tuple[int, ...]:
-    from porter.errors import InputError
 
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
@@ -119,11 +129,14 @@ def check(
     sanitize: Annotated[
         bool, typer.Option("--sanitize", help="Run memcheck, racecheck, initcheck and synccheck on the smallest case.")
     ] = False,
+    time_at: Annotated[
+        list[str] | None,
+        typer.Option("--time-at", help="Time at these sizes instead of [sizes], e.g. M=8192,N=8192,K=8192 (repeatable)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
     2 bad input, 3 not run / environment."""
-    from porter.errors import InputError
     from porter.gate import CheckOptions, run_check
     from porter.report import render_verdict
     from porter.runner import Runner
@@ -135,7 +148,8 @@ def check(
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds), timing=timing,
-                           case_timeout_s=timeout, native=native, sanitize=sanitize)
+                           case_timeout_s=timeout, native=native, sanitize=sanitize,
+                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
     runner = Runner() if gpu else None
     try:
         verdict = run_check(candidate, loaded, options, toolchain=toolchain, runner=runner)
@@ -390,7 +404,6 @@ def export(
     """Export repair pairs (a failing candidate and its feedback -> the next, better candidate) for fine-tuning."""
     import json as _json
 
-    from porter.errors import InputError
     from porter.runlog import find_run, repair_pairs
 
     if format != "sft":
@@ -427,7 +440,6 @@ def ci(
     """Gate the kernels a change touches: check each against its reference and time it against its base version.
     Exit 0 all passed, 1 a kernel failed or slowed down, 2 configuration error, 3 infrastructure (no GPU, no toolchain)."""
     from porter.ci import run_ci
-    from porter.errors import InputError
     from porter.runner import Runner
 
     if spec_from not in ("base", "head"):
@@ -485,7 +497,6 @@ def spec_scaffold(
     out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
 ) -> None:
     """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
-    from porter.errors import InputError
     from porter.inspect import read_ptx
     from porter.scaffold import choose_entry, scaffold_spec
 

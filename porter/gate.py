@@ -51,6 +51,7 @@ class CheckOptions:
     timing_budget_s: float = 1.0
     native: bool = False  # profile one case with ncu: were the target's own instructions executed?
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
+    time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -455,8 +456,8 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
 
 def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
             source: tuple[bytes | None, str], options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
-    """Candidate (with its own launch, if it declares one), source (the spec's launch) and library."""
-    sizes = spec.default_sizes()
+    """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
+    at each size set asked for; the speedups are those of the first."""
     contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
                                          "launch": launch}]
     source_cubin, source_entry = source
@@ -465,31 +466,35 @@ def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry:
     if spec.baseline is not None:
         contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
                            "function": spec.baseline.function})
-    try:
-        reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
-                            seed=options.seeds[0], contenders=contenders, budget_s=options.timing_budget_s)
-    except WorkerFault as fault:
-        return Gate("timing", "error", f"timing failed: {fault}"), (), {}
     peak_tflops, peak_tbps, part = _peaks(device)
-    flops = spec.flops(sizes)
-    nbytes = spec.bytes(sizes)
-    timings = tuple(
-        _timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps)
-        for name, samples in zip(reply["names"], reply["times_ms"], strict=True)
-    )
-    by_name = {t.name: t for t in timings}
-    cand = by_name["candidate"]
-    speed = {
-        "speedup_vs_source": by_name["source"].median_ms / cand.median_ms if "source" in by_name else None,
-        "speedup_vs_library": by_name["library"].median_ms / cand.median_ms if "library" in by_name else None,
-    }
-    parts = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {_case_label(sizes)}"]
-    if cand.roofline_fraction is not None:
-        parts.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
-    for other in ("source", "library"):
-        if other in by_name:
-            parts.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
-    return Gate("timing", "passed", "; ".join(parts)), timings, speed
+    timings: list[Timing] = []
+    parts: list[str] = []
+    speed: dict[str, float | None] = {}
+    for sizes in [spec.timing_sizes(o) for o in options.time_at] or [spec.default_sizes()]:
+        try:
+            reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
+                                seed=options.seeds[0], contenders=contenders, budget_s=options.timing_budget_s)
+        except WorkerFault as fault:
+            return Gate("timing", "error", f"timing failed at {_case_label(sizes)}: {fault}"), tuple(timings), speed
+        flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
+        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=_case_label(sizes))
+                for name, samples in zip(reply["names"], reply["times_ms"], strict=True)]
+        timings.extend(here)
+        by_name = {t.name: t for t in here}
+        cand = by_name["candidate"]
+        if not speed:
+            speed = {
+                "speedup_vs_source": by_name["source"].median_ms / cand.median_ms if "source" in by_name else None,
+                "speedup_vs_library": by_name["library"].median_ms / cand.median_ms if "library" in by_name else None,
+            }
+        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {_case_label(sizes)}"]
+        if cand.roofline_fraction is not None:
+            part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
+        for other in ("source", "library"):
+            if other in by_name:
+                part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
+        parts.append(", ".join(part_text))
+    return Gate("timing", "passed", "; ".join(parts)), tuple(timings), speed
 
 
 def _verdict(candidate: Path, entry: str, arch: str, gates: list[Gate], *, start: float,

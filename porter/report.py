@@ -167,10 +167,12 @@ def render_verdict(v: Verdict) -> str:
                     out.extend(f"  {line}" for line in o.summary.splitlines())
     if v.timings:
         out.append("")
-        rows = [[t.name, f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
-                 "-" if t.tflops is None else f"{t.tflops:.1f}", "-" if t.tbps is None else f"{t.tbps:.2f}",
+        several = len({t.sizes for t in v.timings}) > 1
+        rows = [[t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}",
+                 t.count, "-" if t.tflops is None else f"{t.tflops:.1f}", "-" if t.tbps is None else f"{t.tbps:.2f}",
                  "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"] for t in v.timings]
-        out.append(table(["timed", "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"], rows))
+        out.append(table(["timed", *(["at"] if several else []), "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s",
+                          "roofline"], rows))
         out.append(f"speedup vs source: {_fmt_ratio(v.speedup_vs_source)}; vs library: {_fmt_ratio(v.speedup_vs_library)}")
     if v.native is not None:
         out.append(f"native ({v.native.arch}): {v.native.state}: {v.native.summary}")
@@ -185,7 +187,8 @@ def render_verdict(v: Verdict) -> str:
     if v.signature_sass:
         found = ", ".join(f"{op} x{n}" for op, n in v.signature_sass.items() if n)
         if found:
-            out.append(f"signature SASS for {v.arch}: {found} (present in the cubin; execution not measured)")
+            executed = "execution: see native above" if v.native is not None else "execution not measured (--native)"
+            out.append(f"signature SASS for {v.arch}: {found} (present in the cubin; {executed})")
         else:
             out.append(f"signature SASS for {v.arch}: none of {', '.join(v.signature_sass)} in the cubin")
     for name, r in v.resources.items():

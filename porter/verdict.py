@@ -67,6 +67,7 @@ class Timing:
     tflops: float | None = None
     tbps: float | None = None
     roofline_fraction: float | None = None  # of the arch profile's peak: max(compute, memory) share
+    sizes: str = ""  # the size set, e.g. "M=4096, N=4096, K=4096"
 
 
 @dataclass(frozen=True)

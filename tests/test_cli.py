@@ -96,3 +96,13 @@ def test_a_missing_kernel_is_named_before_its_spec(tmp_path: Path) -> None:
         args = [command, str(tmp_path / "nope.ptx")] + (["--out", str(tmp_path / "g")] if command == "record" else [])
         r = porter(*args)
         assert r.returncode == 2 and "nope.ptx: no such file" in r.stderr, (command, r.stderr)
+
+
+def test_time_at_errors_are_one_line_and_exit_2() -> None:
+    kernel = str(ROOT / "examples" / "gemm_bf16" / "kernel_sm80.ptx")
+    for value, message in (("M=big", "--time-at: expected NAME=INTEGER pairs"),
+                           ("M=8192,Q=2", "'Q' is not a size symbol"),
+                           ("M=0", "must be at least 1")):
+        r = porter("check", kernel, "--no-gpu", "--time-at", value)
+        assert r.returncode == 2, (value, r.stderr)
+        assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

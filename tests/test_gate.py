@@ -47,8 +47,8 @@ def test_status_words_combine_failed_first() -> None:
 
 
 def test_without_a_gpu_the_runtime_gates_are_not_run(toolchain, no_gpu) -> None:
-    example = ROOT / "examples" / "gemm_bf16_sm80"
-    verdict = run_check(example / "kernel.ptx", load_spec(example / "porter.toml"), CheckOptions(),
+    example = ROOT / "examples" / "gemm_bf16"
+    verdict = run_check(example / "kernel_sm80.ptx", load_spec(example / "porter.toml"), CheckOptions(),
                         toolchain=toolchain, runner=no_gpu)
     assert verdict.status == "not run"
     assert verdict.gate("assemble").status == "passed"
@@ -116,7 +116,7 @@ cluster = [CLUSTER, 1, 1]
 def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolchain, tmp_path, no_gpu) -> None:
     """A Hopper port with another entry name, block shape and shared memory, against the sm_80 spec."""
     declared = ROOT / "examples" / "gemm_bf16" / "kernel_sm90a.ptx"  # carries its porter-launch line
-    spec = load_spec(ROOT / "examples" / "gemm_bf16_sm80" / "porter.toml")
+    spec = load_spec(ROOT / "examples" / "gemm_bf16" / "porter.toml")
     plain = tmp_path / "plain.ptx"
     plain.write_text("".join(line for line in declared.read_text().splitlines(keepends=True)
                              if "porter-launch:" not in line))
@@ -149,3 +149,18 @@ def test_a_source_kernel_is_built_for_a_target_this_gpu_runs(kernel, device_arch
         assert cubin is not None and why.startswith(note)
         expected = toolchain.assemble(read_ptx(ROOT / kernel).text, builds_for, filename="x.ptx")
         assert cubin == expected.cubin
+
+
+def test_timings_at_several_sizes_are_told_apart_in_the_report() -> None:
+    from porter.report import render_verdict
+    from porter.verdict import Timing, Verdict
+
+    timings = (Timing("candidate", 0.2, 0.19, 0.21, 200, sizes="M=4096"), Timing("library", 0.18, 0.17, 0.19, 200, sizes="M=4096"),
+               Timing("candidate", 1.6, 1.5, 1.7, 150, sizes="M=8192"), Timing("library", 1.5, 1.4, 1.6, 150, sizes="M=8192"))
+    v = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="passed", reason="", gates=(Gate("timing", "passed", ""),),
+                timings=timings, speedup_vs_library=0.9, signature_sass={"HGMMA": 4})
+    text = render_verdict(v)
+    assert "at" in text.split("median ms")[0].split("\n")[-1]
+    assert [line.split()[1] for line in text.splitlines() if line.startswith(("candidate ", "library "))] == \
+        ["M=4096", "M=4096", "M=8192", "M=8192"]
+    assert "execution not measured (--native)" in text
