@@ -65,40 +65,51 @@ class BenchSummary:
         return "-" if total == 0 else f"{n}/{total} ({100 * n / total:.0f}%)"
 
 
-def load_task(path: Path) -> Task:
+def load_tasks(path: Path) -> list[Task]:
+    """The tasks of one task.toml: a ``[task]`` table, or several as ``[[task]]`` (one source
+    ported to several targets)."""
     folder = path.parent
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as err:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise InputError(f"{path}: {err}") from err
-    table = data.get("task")
-    if not isinstance(table, dict):
-        raise InputError(f"{path}: needs a [task] table")
+    raw = data.get("task")
+    tables = [raw] if isinstance(raw, dict) else raw if isinstance(raw, list) and raw else None
+    if tables is None or not all(isinstance(t, dict) for t in tables):
+        raise InputError(f"{path}: needs a [task] table or [[task]] tables")
+    return [_task(path, folder, table, f"task[{i}]" if len(tables) > 1 else "task")
+            for i, table in enumerate(tables)]
+
+
+def _task(path: Path, folder: Path, table: dict[str, Any], key: str) -> Task:
     unknown = set(table) - {"name", "source", "spec", "to", "from", "solution"}
     if unknown:
-        raise InputError(f"{path}: task.{sorted(unknown)[0]}: unknown key")
-    for key in ("source", "to"):
-        if not isinstance(table.get(key), str):
-            raise InputError(f"{path}: task.{key} is missing")
+        raise InputError(f"{path}: {key}.{sorted(unknown)[0]}: unknown key")
+    for name in ("source", "to"):
+        if not isinstance(table.get(name), str):
+            raise InputError(f"{path}: {key}.{name} is missing")
+    for name in ("name", "spec", "from", "solution"):
+        if name in table and not isinstance(table[name], str):
+            raise InputError(f"{path}: {key}.{name}: must be a string")
     source = folder / table["source"]
     spec = folder / table.get("spec", "porter.toml")
     solution = folder / table["solution"] if table.get("solution") else None
     for what, file in (("source", source), ("spec", spec), ("solution", solution)):
         if file is not None and not file.is_file():
-            raise InputError(f"{path}: task.{what}: no file {file.name}")
+            raise InputError(f"{path}: {key}.{what}: no file {file.name}")
     return Task(name=str(table.get("name", folder.name)), folder=folder, source=source, spec=spec,
                 to_arch=table["to"], from_arch=table.get("from"), solution=solution)
 
 
 def find_tasks(suite: Path) -> list[Task]:
     if suite.is_file() and suite.name == "task.toml":
-        return [load_task(suite)]
+        return load_tasks(suite)
     if not suite.is_dir():
         raise InputError(f"{suite}: no such suite folder")
     files = sorted({*suite.glob("task.toml"), *suite.glob("*/task.toml"), *suite.glob("*/*/task.toml")})
     if not files:
         raise InputError(f"{suite}: no task.toml in it or in its subfolders")
-    return [load_task(f) for f in files]
+    return [task for f in files for task in load_tasks(f)]
 
 
 def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native: bool,

@@ -27,7 +27,21 @@ def test_the_shipped_suite_has_its_tasks() -> None:
     tasks = {t.name: t for t in find_tasks(ROOT / "examples")}
     bt = next(t for name, t in tasks.items() if name.startswith("gemm_bt_tile"))
     assert bt.to_arch == "sm_90a" and bt.solution is not None and bt.solution.name == "kernel_sm90a.ptx"
-    assert len(tasks) == 4
+    # one task.toml, two targets: the GEMM family's source ported to Hopper and to Blackwell
+    gemm = {t.to_arch: t for name, t in tasks.items() if name.startswith("gemm_bf16")}
+    assert set(gemm) == {"sm_90a", "sm_100a"}
+    assert {t.source.name for t in gemm.values()} == {"kernel_sm80.ptx"}
+    assert gemm["sm_100a"].solution is not None and gemm["sm_100a"].solution.name == "kernel_sm100a.ptx"
+    assert len(tasks) == 5
+
+
+def test_a_task_file_with_task_tables_that_are_not_tables_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "task.toml").write_text("task = [1, 2]\n")
+    with pytest.raises(InputError, match=r"task\.toml: needs a \[task\] table or \[\[task\]\] tables"):
+        find_tasks(tmp_path)
+    (tmp_path / "task.toml").write_text('[[task]]\nsource = "k.ptx"\nto = "sm_90"\nsolution = 3\n')
+    with pytest.raises(InputError, match=r"task\.solution: must be a string"):
+        find_tasks(tmp_path)
 
 
 def test_task_errors_name_the_file(tmp_path: Path) -> None:
@@ -58,6 +72,8 @@ def test_rows_and_rates_count_only_what_ran() -> None:
 
 def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) -> None:
     tasks = [t for t in find_tasks(ROOT / "examples") if t.solution is not None]
-    (row,) = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=no_gpu)
-    assert row.status == "not run" and row.assembled and row.native_in_sass
-    assert summarise([row]).ran == 0
+    rows = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=no_gpu)
+    assert len(rows) == 3  # gemm_bt_tile -> sm_90a, gemm_bf16 -> sm_90a and -> sm_100a
+    for row in rows:
+        assert row.status == "not run" and row.assembled and row.native_in_sass, row
+    assert summarise(rows).ran == 0

@@ -85,13 +85,13 @@ def test_agent_files_take_any_text(body: str) -> None:
 @FUZZ
 @given(st.text(max_size=300))
 def test_script_and_task_files_take_any_text(tmp_path_factory, body: str) -> None:
-    from porter.bench import load_task
+    from porter.bench import load_tasks
     from porter.model import ReplayModel
 
     folder = tmp_path_factory.mktemp("fuzz")
     for text in (body, f'label = "scripted"\n[[reply]]\n{body}\n', f"[task]\n{body}\n"):
         (folder / "f.toml").write_text(text)
-        for load in (ReplayModel, load_task):
+        for load in (ReplayModel, load_tasks):
             try:
                 load(folder / "f.toml")
             except InputError as err:

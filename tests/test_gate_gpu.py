@@ -21,6 +21,16 @@ VECTOR_ADD = EXAMPLES / "vector_add"
 EXAMPLE_KERNELS = sorted(p for p in EXAMPLES.glob("*/kernel*.ptx") if (p.parent / "porter.toml").is_file())
 
 
+def runs_here(kernel: Path, runner) -> None:
+    """Skip a kernel whose target this GPU cannot run (the Blackwell GEMM on the H200)."""
+    from porter.arch import cubin_runs_on
+    from porter.inspect import read_ptx
+
+    target, device = read_ptx(kernel).arch, runner.start()
+    if not cubin_runs_on(target, device.arch):
+        pytest.skip(f"{kernel.name} targets {target}; this GPU is {device.arch}")
+
+
 def check(kernel: Path, runner, toolchain, spec_dir: Path | None = None, **options):
     spec = load_spec((spec_dir or kernel.parent) / "porter.toml")
     return run_check(kernel, spec, CheckOptions(**options), toolchain=toolchain, runner=runner)
@@ -28,6 +38,7 @@ def check(kernel: Path, runner, toolchain, spec_dir: Path | None = None, **optio
 
 @pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_example_passes_against_its_reference(kernel, runner, toolchain):
+    runs_here(kernel, runner)
     verdict = check(kernel, runner, toolchain)
     assert verdict.status == "passed", verdict.reason
     assert verdict.gate("equivalence").status == "passed"
@@ -38,6 +49,7 @@ def test_example_passes_against_its_reference(kernel, runner, toolchain):
 
 @pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_example_passes_against_its_source(kernel, runner, toolchain):
+    runs_here(kernel, runner)
     verdict = check(kernel, runner, toolchain, against=kernel)
     assert verdict.status == "passed", verdict.reason
     # The same kernel timed against itself in one interleaved run: the ratio must be near 1.
@@ -96,8 +108,16 @@ def test_record_then_check_against_golden(tmp_path, runner, toolchain):
     assert bad.status == "failed"
 
 
+def test_the_blackwell_gemm_is_not_run_here_and_says_why(runner, toolchain):
+    verdict = check(EXAMPLES / "gemm_bf16" / "kernel_sm100a.ptx", runner, toolchain, native=True)
+    assert verdict.status == "not run"
+    assert verdict.gate("assemble").status == "passed" and verdict.signature_sass.get("UTCHMMA", 0) > 0
+    assert "needs a sm_100a gpu" in verdict.gate("equivalence").summary.lower()
+    assert verdict.native is not None and verdict.native.state == "not measured"
+
+
 def test_a_target_absent_here_is_not_run_never_passed(runner, toolchain):
-    kernel = EXAMPLES / "gemm_bf16_sm80" / "kernel.ptx"
+    kernel = EXAMPLES / "gemm_bf16" / "kernel_sm80.ptx"
     verdict = check(kernel, runner, toolchain, arch="sm_100a")
     assert verdict.status == "not run"
     assert verdict.gate("assemble").status == "passed"
@@ -123,7 +143,7 @@ def test_wgmma_behind_a_never_taken_branch_is_present_but_never_executed(runner,
 
 
 def test_hmma_only_kernel_is_absent_against_sm90a(runner, toolchain):
-    kernel = EXAMPLES / "gemm_bf16_sm80" / "kernel.ptx"
+    kernel = EXAMPLES / "gemm_bf16" / "kernel_sm80.ptx"
     verdict = check(kernel, runner, toolchain, arch="sm_90a", native=True, timing=False)
     assert verdict.gate("equivalence").status == "passed"  # correct, just not a Hopper port
     assert verdict.native is not None and verdict.native.state == "absent"
@@ -157,3 +177,33 @@ def test_a_candidate_with_its_own_entry_and_launch_runs_and_times_against_the_so
     assert verdict.status == "passed", verdict.reason
     assert verdict.entry == "gemm_bt_tile_hopper" and verdict.native.state == "executed"
     assert verdict.speedup_vs_source is not None  # the source ran under its own entry name
+
+
+GEMM_SPEC = EXAMPLES / "gemm_bf16" / "porter.toml"
+
+
+def test_the_tma_wgmma_gemm_passes_executes_hgmma_and_outruns_the_sm80_kernel(runner, toolchain):
+    """The family's Hopper kernel takes two TMA descriptors that porter builds from its
+    porter-param lines; it must match the sm_80 kernel over the ragged sweep and beat it."""
+    verdict = run_check(EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx", load_spec(GEMM_SPEC),
+                        CheckOptions(against=EXAMPLES / "gemm_bf16" / "kernel_sm80.ptx", native=True),
+                        toolchain=toolchain, runner=runner)
+    assert verdict.status == "passed", verdict.reason
+    assert verdict.native is not None and verdict.native.executed_counts.get("HGMMA", 0) > 0
+    assert verdict.speedup_vs_source is not None and verdict.speedup_vs_source > 1.2
+    assert verdict.speedup_vs_library is not None
+
+
+def test_a_tensor_map_over_the_wrong_extents_is_caught_by_the_sweep(runner, toolchain, tmp_path):
+    """A descriptor that covers K columns of B instead of N reads zeros past column K: the
+    ragged cases (N != K) fail, which a square-only test would miss."""
+    text = (EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx").read_text()
+    wrong = text.replace('tensor = "B", dims = ["K", "N"]', 'tensor = "B", dims = ["K", "K"]')
+    assert wrong != text
+    candidate = tmp_path / "wrong_extents.ptx"
+    candidate.write_text(wrong)
+    verdict = run_check(candidate, load_spec(GEMM_SPEC), CheckOptions(timing=False), toolchain=toolchain,
+                        runner=runner)
+    assert verdict.status == "failed"
+    failing = [c for c in verdict.cases if c.status == "failed"]
+    assert failing and all(c.sizes["N"] != c.sizes["K"] for c in failing)

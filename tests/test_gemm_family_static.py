@@ -1,10 +1,11 @@
 """examples/gemm_bf16 (the sm_90a wgmma and sm_100a tcgen05 GEMMs), checked statically with the real ptxas and nvdisasm.
 
-Neither kernel is run here. Each must assemble for its own target with no spills and carry its
-generation's tensor-core SASS, must be refused by the other generation's architecture-specific
-target (as is, and with the ``.target`` line rewritten, as a porter retarget would), and must take
-exactly the parameters of examples/gemm_bf16_sm80, so that the sm_80 spec's params launch it. Skipped,
-with the reason, where ptxas or a disassembler is missing.
+Neither kernel is run here (tests/test_gate_gpu.py runs the Hopper one). Each must assemble for its
+own target with no spills and carry its generation's tensor-core and TMA SASS, must be refused by
+the other generation's architecture-specific target (as is, and with the ``.target`` line
+rewritten, as a porter retarget would), and must take the sm_80 kernel's parameters plus the two
+TMA descriptors its porter-param lines declare, so that the family's one spec launches it.
+Skipped, with the reason, where ptxas or a disassembler is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from porter.spec import check_against_entry, launch_directive, load_spec, with_l
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FAMILY = EXAMPLES / "gemm_bf16"
-SM80_SPEC = EXAMPLES / "gemm_bf16_sm80" / "porter.toml"
+SPEC = FAMILY / "porter.toml"  # the sm_80 kernel's spec: one problem, one spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,7 @@ KERNELS = {
         entry="gemm_bf16_sm90a",
         arch="sm_90a",
         other="sm_100a",
-        sass={"HGMMA": 4, "WARPGROUP": 1, "USETMAXREG": 2, "LDGSTS": 1},
+        sass={"HGMMA": 4, "WARPGROUP": 1, "USETMAXREG": 2, "UTMALDG": 5},
         refusal="wgmma",
     ),
     "sm_100a": Kernel(
@@ -47,7 +48,7 @@ KERNELS = {
         entry="gemm_bf16_sm100a",
         arch="sm_100a",
         other="sm_90a",
-        sass={"UTCHMMA": 4, "UTCBAR": 2, "LDTM": 1, "LDGSTS": 1},
+        sass={"UTCHMMA": 4, "UTCBAR": 2, "LDTM": 1, "UTMALDG": 5},
         refusal="tcgen05",
     ),
 }
@@ -83,6 +84,7 @@ def test_its_sass_has_the_generation_signature(toolchain, name: str) -> None:
     counts = {op: sass.count(op) for op in kernel.sass}
     assert all(counts[op] >= least for op, least in kernel.sass.items()), counts
     assert sass.count("HMMA") == 0, "the tensor-core work must not fall back to mma.sync"
+    assert sass.count("LDGSTS") == 0, "operands arrive by TMA, not by per-thread cp.async"
     if name == "sm_90a":
         # the block tile's shape and B's transpose (row-major B is N-major for wgmma)
         hgmma = [op for op in sass.histogram() if op.startswith("HGMMA")]
@@ -102,15 +104,23 @@ def test_the_other_generation_refuses_it(toolchain, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", KERNEL_IDS)
-def test_its_params_are_the_sm80_kernels(name: str) -> None:
+def test_its_params_are_the_sm80_kernels_plus_two_tensor_maps(name: str) -> None:
     kernel = KERNELS[name]
     module = read_ptx(kernel.ptx)
     assert [e.name for e in module.kernels] == [kernel.entry]
     assert module.arch == kernel.arch
-    sm80 = load_spec(SM80_SPEC)
-    # Only the entry name differs from the sm_80 spec; every param must agree.
-    as_sm80 = dataclasses.replace(sm80, entry=kernel.entry)
-    assert check_against_entry(as_sm80, module.entry(kernel.entry)) == []
+    sm80 = load_spec(SPEC)
+    own = with_launch(sm80, launch_directive(kernel.ptx.read_text(encoding="utf-8"), source=kernel.ptx.name),
+                      source=kernel.ptx.name)
+    assert [p.name for p in own.params] == [p.name for p in sm80.params] + ["tmA", "tmB"]
+    assert check_against_entry(own, module.entry(kernel.entry)) == []
+    # The descriptors cover the logical matrices (padding columns stay outside) in 128B-swizzled boxes.
+    at = {**own.default_sizes(), "M": 200, "N": 264, "K": 136, "lda": 144, "ldb": 280}
+    a, b = own.tensormap_geometry("tmA", at), own.tensormap_geometry("tmB", at)
+    assert (a.dims, a.strides, a.box, a.swizzle) == ((200, 136), (288,), (128, 64), "128B")
+    assert (b.dims, b.strides, b.box, b.swizzle) == ((136, 264), (560,), (64, 64), "128B")
+    # Without the descriptors the sm_80 params alone do not launch it.
+    assert check_against_entry(dataclasses.replace(sm80, entry=kernel.entry), module.entry(kernel.entry))
 
 
 @pytest.mark.parametrize("name", KERNEL_IDS)
@@ -120,7 +130,7 @@ def test_it_declares_its_launch_and_runs_under_the_sm80_spec(name: str) -> None:
     text = kernel.ptx.read_text(encoding="utf-8")
     directive = launch_directive(text, source=kernel.ptx.name)
     assert directive is not None and directive["entry"] == kernel.entry
-    own = with_launch(load_spec(SM80_SPEC), directive, source=kernel.ptx.name)
+    own = with_launch(load_spec(SPEC), directive, source=kernel.ptx.name)
     assert check_against_entry(own, read_ptx(kernel.ptx).entry(kernel.entry)) == []
     dims = own.launch_dims({**own.default_sizes(), "M": 4096, "N": 4096})
-    assert dims.grid == (16, 32, 1) and dims.shared == 196608
+    assert dims.grid == (16, 32, 1) and dims.shared == 197632  # 4 x 48 KiB stages + 1 KiB to align them

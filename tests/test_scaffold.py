@@ -16,7 +16,7 @@ from porter.spec import check_against_entry, load_spec
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("kernel", ["examples/vector_add/kernel.ptx", "examples/gemm_bf16_sm80/kernel.ptx",
+@pytest.mark.parametrize("kernel", ["examples/vector_add/kernel.ptx", "examples/gemm_bf16/kernel_sm80.ptx",
                                     "examples/inspect/plain_sm90.ptx", "examples/gemm_bt_tile/kernel_sm90a.ptx"])
 def test_the_scaffold_loads_and_matches_its_entry(kernel: str, tmp_path: Path) -> None:
     module = read_ptx(ROOT / kernel)

@@ -1,7 +1,7 @@
 """Benchmark the gate itself (GPU machine): how long one full check takes, and whether its timing
 agrees with triton.testing.do_bench.
 
-    PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16_sm80] [--repeats 5]
+    PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16] [--repeats 5]
 
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
    with a warm worker as the repair loop sees it; the first (cold) run, which includes starting
@@ -27,6 +27,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def spec_kernel(example: Path) -> Path:
+    """The example's kernel that its spec describes (a family folder holds one per generation)."""
+    from porter.spec import load_spec
+
+    entry = load_spec(example / "porter.toml").entry
+    return next(p for p in sorted(example.glob("kernel*.ptx")) if f".entry {entry}(" in p.read_text())
+
+
 def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float, float]:
     from porter.gate import CheckOptions, run_check
     from porter.runner import Runner
@@ -34,7 +42,7 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
     from porter.toolchain import find_toolchain
 
     spec = load_spec(example / "porter.toml")
-    kernel = next(example.glob("kernel*.ptx"))
+    kernel = spec_kernel(example)
     walls = []
     median_ms = float("nan")
     with Runner() as runner:
@@ -69,7 +77,7 @@ from porter.toolchain import find_toolchain
 from porter.inspect import read_ptx
 example = Path(sys.argv[2])
 spec = load_spec(example / "porter.toml")
-kernel_path = next(example.glob("kernel*.ptx"))
+kernel_path = sorted(p for p in example.glob("kernel*.ptx") if f".entry {spec.entry}(" in p.read_text())[0]
 module = read_ptx(kernel_path)
 arch = "sm_%d%d" % torch.cuda.get_device_capability()
 res = find_toolchain().assemble(module.text, arch)
@@ -111,7 +119,7 @@ def do_bench_ms(example: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16_sm80"))
+    parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16"))
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     example = Path(args.example)

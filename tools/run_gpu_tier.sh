@@ -15,8 +15,7 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/test_gate_gpu.py tests/test_session.py 2>&1 | tee "$OUT/gpu-tests.txt"
 {
   for ex in examples/*/porter.toml; do
-    d=$(dirname "$ex"); k=$(ls "$d"/kernel*.ptx | head -1)
-    python3 -m porter check "$k" --against "$k"
+    for k in "$(dirname "$ex")"/kernel*.ptx; do python3 -m porter check "$k" --against "$k"; done
   done
   k=examples/gemm_bt_tile/kernel_sm80.ptx
   for flags in "" "--native" "--sanitize"; do

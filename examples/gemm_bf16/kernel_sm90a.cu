@@ -1,124 +1,75 @@
 // porter-regen: arch=sm_90a ptxas=sm_90a reject=sm_90,sm_100a,sm_120a
-// porter-launch: entry = "gemm_bf16_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 196608
+// porter-launch: entry = "gemm_bf16_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 197632
+// porter-param: name = "tmA", kind = "tensormap", tensor = "A", dims = ["M", "K"], box = [128, 64], swizzle = "128B"
+// porter-param: name = "tmB", kind = "tensormap", tensor = "B", dims = ["K", "N"], box = [64, 64], swizzle = "128B"
 //
 // gemm_bf16_sm90a: C[M, N] = A[M, K] . B[K, N]; bf16 in, fp32 accumulate, bf16 out (round to
-// nearest even). The same problem, contract and parameter list as examples/gemm_bf16_sm80
-// (A, B, C row-major with leading dimensions lda, ldb, ldc in elements; padding columns never
-// read or written; K, lda, ldb, ldc multiples of 8; A, B, C 16-byte aligned; M, N any >= 1).
-// Hopper only (sm_90a): wgmma + setmaxnreg, warp-specialised, with an mbarrier pipeline.
+// nearest even). The problem and contract of kernel_sm80.cu (A, B, C row-major with
+// leading dimensions lda, ldb, ldc in elements; padding columns never read or written; K, lda,
+// ldb, ldc multiples of 8; 16-byte aligned buffers; M, N any >= 1). Hopper only (sm_90a): TMA,
+// wgmma and setmaxnreg, warp-specialised, with an mbarrier pipeline. See README.md for status.
 //
-// STATUS: assembled and inspected offline only; NOT YET RUN on a GPU (see README.md).
+// Parameters: the sm_80 kernel's nine, then two TMA descriptors (CUtensorMap, 128 bytes by value)
+// that the caller builds over the same A and B (porter builds them from the porter-param lines):
+//   tmA: A as a 2-D tensor of extents [M, K] (row stride lda), box 128 rows x 64 k, 128B swizzle;
+//   tmB: B as [K, N] (row stride ldb), box 64 k rows x 64 columns, 128B swizzle.
+// Reads outside the extents return zeros, which is how ragged M, N and K tiles are handled: there
+// is no bounds check in the main loop, and padding columns are never read.
 //
-// Launch: grid (ceil_div(N, 256), ceil_div(M, 128)), block 384 threads = 3 warpgroups,
-// 196608 bytes of dynamic shared memory (4 stages x 48 KiB; needs the >48 KiB opt-in).
+// Launch: grid (ceil_div(N, 256), ceil_div(M, 128)), 384 threads = 3 warpgroups, 197632 bytes of
+// dynamic shared memory: 4 stages x 48 KiB (A 128x64 = 16 KiB, B 64x256 = 32 KiB) + 1 KiB so the
+// stages can start on a 1024-byte boundary (the 128B swizzle pattern repeats every 1024 bytes).
 //
-// Why cp.async and not TMA: a TMA load needs a CUtensorMap kernel parameter (a
-// __grid_constant__ 128-byte struct), which would change the parameter list shared with the
-// sm_80 kernel. A 1-D cp.async.bulk cannot write the core-matrix layout either (a bulk copy
-// lands contiguously, and a 128-byte row of A is spread over 8 core matrices), and it cannot
-// zero-fill ragged edges. Plain 16-byte cp.async (LDGSTS, sm_80's instruction) can place every
-// 16-byte chunk anywhere and zero-fills out-of-range chunks through its src-size operand, so
-// the producer uses it. Consequence: no expect_tx (there are no transaction bytes to count);
-// the "full" barrier is a plain 128-arrival barrier, completed by the producer threads.
+// Roles:
+//   warpgroup 0, producer: setmaxnreg.dec 40; thread 0 alone, for each k-tile kt: wait empty[s]
+//     (s = kt % 4), arrive.expect_tx(full[s], 48 KiB), one TMA copy of the A tile and four of the
+//     B tile (one per 64-column block). The copies complete full[s] themselves (complete_tx).
+//   warpgroups 1 and 2, consumers: setmaxnreg.inc 232; consumer c owns rows 64c..64c+63. Per
+//     k-tile: wait full[s], wgmma.fence, 4 x wgmma.mma_async m64n256k16 (one per 16-wide k slab),
+//     commit_group, wait_group 1 (k-tile kt-1's wgmmas are done), then one thread per consumer
+//     arrives on empty[(kt-1) % 4] (2 arrivals release a stage). 128 fp32 accumulators per thread;
+//     the epilogue converts to bf16 and stores straight to global memory, bounds-checked.
+//   Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536 (168 per thread at launch).
 //
-// Roles (tid / 128 = warpgroup):
-//   warpgroup 0, producer: setmaxnreg.dec 40. For k-tile kt it waits on empty[s] (s = kt % 4),
-//     issues its 24 cp.async of the 128x64 A tile and the 64x256 B tile into stage s and
-//     commits a group. Then it publishes k-tile kt - 2: cp.async.wait_group 2 (its own copies
-//     of that tile have landed), fence.proxy.async.shared::cta (generic-proxy writes made
-//     visible to the async proxy that wgmma reads through), mbarrier.arrive on full[kt-2].
-//     Every producer thread does this for its own copies, so full[] completes (128 arrivals)
-//     exactly when the whole tile is in shared memory and fenced. This is the writer-side
-//     pattern of the H200-verified examples/inspect/wgmma_sm90a.cu (store, fence, arrive),
-//     with cp.async + wait_group in place of the plain stores.
-//   warpgroups 1 and 2, consumers: setmaxnreg.inc 232. Consumer c computes rows 64c..64c+63
-//     of the 128x256 block tile. Per k-tile: wait full[s], wgmma.fence, 4 x
-//     wgmma.mma_async.m64n256k16 (one per 16-wide k slab), commit_group, wait_group 1 (the
-//     previous k-tile's wgmmas are done), then every consumer thread arrives on that previous
-//     stage's empty[] barrier (256 arrivals complete it). The 128 fp32 accumulators per thread
-//     are zeroed before the loop and stored to global memory at the end (bf16, RN, bounds
-//     checked in M and N).
-//   Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536, with 168 per thread at launch
-//   (__launch_bounds__(384, 1)), so setmaxnreg.inc can always be satisfied.
+// Shared-memory layouts (what TMA's 128B swizzle writes and the descriptors describe):
+//   A, K-major: tile row r at r * 128 bytes (64 k = 128 bytes), 16-byte chunk c stored at chunk
+//     c ^ (r % 8). Descriptor: layout 1 (128B swizzle), SBO 1024 (8-row groups), LBO unused;
+//     the k slab j starts 32 * j bytes into the row (the hardware applies the XOR on the address).
+//   B, MN-major: four 8 KiB blocks of 64 columns; in block b, k row k at k * 128 bytes, swizzled
+//     the same way. Descriptor: LBO 8192 (between 64-column blocks), SBO 1024 (8-row k groups),
+//     imm-trans-b = 1; the k slab j starts 2048 * j bytes in.
+//   These values were found on the H200 (the swapped LBO/SBO reading gives wrong results).
 //
-// Shared-memory layout: no swizzle ("interleave"), 8x8 core matrices of 8 rows x 16 bytes
-// (128 contiguous bytes), the layout whose descriptor values (LBO 128, SBO 256) were checked on
-// an H200 by examples/inspect/wgmma_sm90a.cu. Each stage holds the k-tile as four 16-wide k
-// slabs, and each slab is laid out exactly like that verified kernel's operand tiles:
-//   A stage (16 KiB): slab j (k 16j..16j+15) at j * 4096; within it, the core matrix of rows
-//     8*mb..8*mb+7 and k block kb (0 or 1) at mb * 256 + kb * 128, row r%8 at +16*(r%8).
-//     K-major: a 16-byte core-matrix row is 8 consecutive k of one m row of A.
-//   B stage (32 KiB): slab j at 16384 + j * 8192; within it, the core matrix of columns
-//     8*nb..8*nb+7 and k block kb at nb * 256 + kb * 128, k row k%8 at +16*(k%8).
-//     MN-major (transposed): a 16-byte core-matrix row is 8 consecutive n of one k row of B,
-//     which is how B is stored in global memory, so each 16-byte cp.async chunk is a core-
-//     matrix row and no transpose is needed anywhere.
-// Descriptors (64-bit): start address >> 4 in bits [0,14), LBO >> 4 in [16,30), SBO >> 4 in
-// [32,46), base offset 0, layout type 0 (no swizzle) in [62,64). For the no-swizzle layout the
-// leading byte offset is the distance between core matrices adjacent in K and the stride byte
-// offset the distance between core matrices adjacent in M (A) or N (B), for the K-major and
-// the MN-major canonical layouts alike (CUTLASS make_gmma_desc: for INTERLEAVE, MN-major,
-// SBO = the MN stride of the ((1,n),(8,k)) u128 layout and LBO = its K stride). So both
-// operands use LBO = 128 and SBO = 256, the verified values; B differs only by imm-trans-b = 1
-// (MN-major) in the wgmma instruction. The A descriptor of consumer c starts at +c*2048 (8 core-
-// matrix rows of 256 bytes), one wgmma covers A 64x16 (8 x 2 core matrices) and B 16x256
-// (2 x 32 core matrices); k slab j adds j*4096 (A) and j*8192 (B) to the start address.
-//
-// Accumulator layout of m64nNk16 (verified in wgmma_sm90a.cu): warp w of the warpgroup owns
-// rows 16w..16w+15; acc[4j + e] holds row 16w + g + 8*(e >= 2), column 8j + 2t + (e & 1),
-// where g = lane / 4 and t = lane % 4.
-
+// Accumulator layout of m64nNk16: warp w of the warpgroup owns rows 16w..16w+15; acc[4j + e] is
+// row 16w + g + 8 * (e >= 2), column 8j + 2t + (e & 1), with g = lane / 4 and t = lane % 4.
+#define GEMM_STAGES 4
 #define GEMM_BM 128
 #define GEMM_BN 256
 #define GEMM_BK 64
-#define GEMM_STAGES 4
-#define GEMM_LAG 2  // the producer publishes k-tile kt - GEMM_LAG after issuing k-tile kt
 #define GEMM_THREADS 384
-#define GEMM_PRODUCER_THREADS 128
-#define GEMM_CONSUMER_THREADS 256
-#define GEMM_A_SLAB_BYTES (GEMM_BM * 16 * 2)                                // 4096
-#define GEMM_B_SLAB_BYTES (GEMM_BN * 16 * 2)                                // 8192
-#define GEMM_A_STAGE_BYTES (GEMM_A_SLAB_BYTES * (GEMM_BK / 16))             // 16384
-#define GEMM_B_STAGE_BYTES (GEMM_B_SLAB_BYTES * (GEMM_BK / 16))             // 32768
-#define GEMM_STAGE_BYTES (GEMM_A_STAGE_BYTES + GEMM_B_STAGE_BYTES)          // 49152
-// dynamic shared memory: GEMM_STAGES * GEMM_STAGE_BYTES = 196608 bytes
-#define GEMM_LBO 128  // bytes between core matrices adjacent in K
-#define GEMM_SBO 256  // bytes between core matrices adjacent in M (A) or N (B)
+#define GEMM_A_STAGE_BYTES (GEMM_BM * GEMM_BK * 2)  // 16384
+#define GEMM_B_STAGE_BYTES (GEMM_BK * GEMM_BN * 2)  // 32768
+#define GEMM_STAGE_BYTES (GEMM_A_STAGE_BYTES + GEMM_B_STAGE_BYTES)
+#define GEMM_SMEM_BYTES (GEMM_STAGES * GEMM_STAGE_BYTES + 1024)  // + room to align the stages to 1024 bytes
+#define A_SBO 1024  // A, K-major, 128B swizzle: bytes between 8-row groups
+#define B_LBO 8192  // B, MN-major, 128B swizzle: bytes between 64-column blocks (one TMA box each)
+#define B_SBO 1024  // B: bytes between 8-row (k) groups
 
-typedef unsigned short bf16_bits;  // raw bf16 storage; no cuda_bf16.h needed
+typedef unsigned short bf16_bits;
+struct __align__(64) TmaMap { unsigned long long v[16]; };
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-
-// ---------------------------------------------------------------- cp.async (as in the sm_80 kernel)
-
-// 16-byte global -> shared copy; bytes past src_bytes (0..16) are zero-filled.
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-    const unsigned long long gsrc = static_cast<unsigned long long>(__cvta_generic_to_global(src));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gsrc), "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// ---------------------------------------------------------------- mbarrier (as in wgmma_sm90a.cu)
-
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
-
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
     unsigned done;
     asm volatile(
@@ -130,25 +81,10 @@ __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
         : "memory");
     return done != 0;
 }
-
-// Wait until the barrier's phase with this parity has completed. On a fresh barrier, parity 1
-// counts as completed (the "previous" phase), which is how the producer's first pass over the
-// empty[] barriers goes through without anyone having arrived.
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     while (!mbar_try_wait(bar, parity)) {
     }
 }
-
-// ---------------------------------------------------------------- wgmma
-
-// No-swizzle shared-memory matrix descriptor (see the header): LBO 128, SBO 256, layout 0.
-__device__ __forceinline__ unsigned long long make_desc(unsigned saddr) {
-    const unsigned long long start = (saddr & 0x3FFFFu) >> 4;
-    const unsigned long long lbo = GEMM_LBO >> 4;
-    const unsigned long long sbo = GEMM_SBO >> 4;
-    return start | (lbo << 16) | (sbo << 32);
-}
-
 // d[64 x 256] += A[64 x 16] (K-major) . B[16 x 256] (MN-major: imm-trans-b = 1).
 // Operands after the descriptors: scale-d = 1 (accumulate), imm-scale-a = 1, imm-scale-b = 1,
 // imm-trans-a = 0 (A K-major), imm-trans-b = 1 (B N-major).
@@ -191,76 +127,23 @@ __device__ __forceinline__ bf16_bits f32_to_bf16(float v) {
     return h;
 }
 
-// ---------------------------------------------------------------- producer: one k-tile
-
-// Issue this producer thread's 24 cp.async copies of k-tile `kt` into the stage at `stage_base`
-// (no commit). p = producer thread 0..127. Eight consecutive threads fill one core matrix (8 rows
-// x 16 bytes, 128 contiguous bytes), so every 8-lane phase of a warp's shared-memory writes is
-// free of bank conflicts; in global memory a warp reads 4 consecutive 16-byte chunks (64 bytes)
-// of each of 8 rows. Addresses advance by constant strides so that the producer fits in the 40
-// registers that setmaxnreg.dec leaves it.
-//   A: 128 rows x 8 chunks (k 0..63) = 1024 chunks, 8 per thread: row (p>>6)*8 + (p&7) + 16i,
-//      k block kb = (p>>3)&7, for i = 0..7.
-//   B: 64 k rows x 32 chunks (n 0..255) = 2048 chunks, 16 per thread: k row 8*kb + (p&7) for
-//      kb = 0..7, n block (p>>3)&15 and that + 16.
-__device__ __forceinline__ void load_tile(unsigned stage_base, const bf16_bits* __restrict__ A,
-                                          const bf16_bits* __restrict__ B, int M, int N, int K, int lda,
-                                          int ldb, int bm, int bn, int kt, int p) {
-    const int k0 = kt * GEMM_BK;
-    const int r8 = p & 7;
-    {
-        const int kb = (p >> 3) & 7;
-        const int row = (p >> 6) * 8 + r8;  // + 16 i
-        const int gk = k0 + kb * 8;
-        const int kbytes = gk < K ? min(16, (K - gk) * 2) : 0;
-        const bf16_bits* src = A + static_cast<long long>(bm + row) * lda + gk;
-        unsigned dst =
-            stage_base + (kb >> 1) * GEMM_A_SLAB_BYTES + (kb & 1) * GEMM_LBO + (row >> 3) * GEMM_SBO + r8 * 16;
-        const int rows_left = M - bm - row;  // chunk i is in range when 16 i < rows_left
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const bool ok = 16 * i < rows_left && kbytes > 0;
-            // Nothing is read when the size is 0; A itself stands in as a valid address.
-            cp_async_16(dst, ok ? static_cast<const void*>(src) : static_cast<const void*>(A),
-                        ok ? kbytes : 0);
-            src += 16 * static_cast<long long>(lda);
-            dst += 2 * GEMM_SBO;
-        }
-    }
-    {
-        const int nb = (p >> 3) & 15;  // and nb + 16
-        const int gn0 = bn + nb * 8;
-        const int gn1 = gn0 + 128;
-        const int nbytes0 = gn0 < N ? min(16, (N - gn0) * 2) : 0;
-        const int nbytes1 = gn1 < N ? min(16, (N - gn1) * 2) : 0;
-        const bf16_bits* src = B + static_cast<long long>(k0 + r8) * ldb + gn0;
-        unsigned dst = stage_base + GEMM_A_STAGE_BYTES + nb * GEMM_SBO + r8 * 16;
-        int k = k0 + r8;
-#pragma unroll
-        for (int kb = 0; kb < 8; ++kb) {
-            const bool kin = k < K;
-            const unsigned d = dst + (kb >> 1) * GEMM_B_SLAB_BYTES + (kb & 1) * GEMM_LBO;
-            cp_async_16(d, kin && nbytes0 ? static_cast<const void*>(src) : static_cast<const void*>(B),
-                        kin ? nbytes0 : 0);
-            cp_async_16(d + 16 * GEMM_SBO,
-                        kin && nbytes1 ? static_cast<const void*>(src + 128) : static_cast<const void*>(B),
-                        kin ? nbytes1 : 0);
-            src += 8 * static_cast<long long>(ldb);
-            k += 8;
-        }
-    }
+// 128-byte-swizzle descriptor: start >> 4 [0,14), LBO >> 4 [16,30), SBO >> 4 [32,46), layout 1 (B128) [62,64).
+__device__ __forceinline__ unsigned long long desc_sw128(unsigned saddr, unsigned lbo, unsigned sbo) {
+    return static_cast<unsigned long long>((saddr & 0x3FFFFu) >> 4) | (static_cast<unsigned long long>(lbo >> 4) << 16) |
+           (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// Publish a k-tile: this thread's copies have landed (cp.async.wait_group by the caller); make
-// them visible to the async proxy, then arrive (release) on the stage's full barrier.
-__device__ __forceinline__ void publish(unsigned full_bar) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    mbar_arrive(full_bar);
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, unsigned bar, int x, int y) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(x), "r"(y)
+        : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS, 1)
 gemm_bf16_sm90a(const bf16_bits* __restrict__ A, const bf16_bits* __restrict__ B, bf16_bits* __restrict__ C,
-                int M, int N, int K, int lda, int ldb, int ldc) {
+                int M, int N, int K, int lda, int ldb, int ldc, const __grid_constant__ TmaMap tmA,
+                const __grid_constant__ TmaMap tmB) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long full_bar[GEMM_STAGES];
     __shared__ __align__(8) unsigned long long empty_bar[GEMM_STAGES];
@@ -269,65 +152,55 @@ gemm_bf16_sm90a(const bf16_bits* __restrict__ A, const bf16_bits* __restrict__ B
     const int bm = static_cast<int>(blockIdx.y) * GEMM_BM;
     const int bn = static_cast<int>(blockIdx.x) * GEMM_BN;
     const int num_kt = (K + GEMM_BK - 1) / GEMM_BK;
-    const unsigned smem_base = smem_addr(smem);
+    const unsigned smem_base = (smem_addr(smem) + 1023u) & ~1023u;
 
     if (tid == 0) {
         for (int s = 0; s < GEMM_STAGES; ++s) {
-            mbar_init(smem_addr(&full_bar[s]), GEMM_PRODUCER_THREADS);
-            mbar_init(smem_addr(&empty_bar[s]), GEMM_CONSUMER_THREADS);
+            mbar_init(smem_addr(&full_bar[s]), 1);
+            mbar_init(smem_addr(&empty_bar[s]), 2);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    if (tid < GEMM_PRODUCER_THREADS) {
-        // ---------------- producer warpgroup ----------------
+    if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        for (int kt = 0; kt < num_kt; ++kt) {
-            const int s = kt % GEMM_STAGES;
-            // Wait until the consumers have released this stage's previous k-tile (kt - STAGES).
-            mbar_wait(smem_addr(&empty_bar[s]), ((kt / GEMM_STAGES) & 1) ^ 1);
-            load_tile(smem_base + s * GEMM_STAGE_BYTES, A, B, M, N, K, lda, ldb, bm, bn, kt, tid);
-            cp_async_commit();
-            if (kt >= GEMM_LAG) {
-                // Groups committed: kt + 1; at most LAG pending, so k-tile kt - LAG has landed.
-                cp_async_wait<GEMM_LAG>();
-                publish(smem_addr(&full_bar[(kt - GEMM_LAG) % GEMM_STAGES]));
+        if (tid == 0) {
+            for (int kt = 0; kt < num_kt; ++kt) {
+                const int s = kt % GEMM_STAGES;
+                mbar_wait(smem_addr(&empty_bar[s]), ((kt / GEMM_STAGES) & 1) ^ 1);
+                const unsigned full = smem_addr(&full_bar[s]);
+                const unsigned st = smem_base + s * GEMM_STAGE_BYTES;
+                mbar_expect_tx(full, GEMM_STAGE_BYTES);
+                tma_load_2d(st, &tmA, full, kt * GEMM_BK, bm);
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    tma_load_2d(st + GEMM_A_STAGE_BYTES + c * 8192, &tmB, full, bn + 64 * c, kt * GEMM_BK);
+                }
             }
         }
-        // Drain: the last min(LAG, num_kt) k-tiles.
-        cp_async_wait<0>();
-#pragma unroll 1
-        for (int kt = max(num_kt - GEMM_LAG, 0); kt < num_kt; ++kt) {
-            publish(smem_addr(&full_bar[kt % GEMM_STAGES]));
-        }
     } else {
-        // ---------------- consumer warpgroups ----------------
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-        const int ctid = tid - GEMM_PRODUCER_THREADS;  // 0..255
-        const int wg = ctid >> 7;                      // consumer 0 or 1: rows 64*wg .. +63
+        const int ctid = tid - 128;
+        const int wg = ctid >> 7;
         float acc[128];
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-
         for (int kt = 0; kt < num_kt; ++kt) {
             const int s = kt % GEMM_STAGES;
             mbar_wait(smem_addr(&full_bar[s]), (kt / GEMM_STAGES) & 1);
-            const unsigned sa = smem_base + s * GEMM_STAGE_BYTES + wg * (8 * GEMM_SBO);
+            const unsigned sa = smem_base + s * GEMM_STAGE_BYTES + wg * (64 * 128);
             const unsigned sb = smem_base + s * GEMM_STAGE_BYTES + GEMM_A_STAGE_BYTES;
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
             for (int j = 0; j < GEMM_BK / 16; ++j) {
-                wgmma_m64n256k16(acc, make_desc(sa + j * GEMM_A_SLAB_BYTES), make_desc(sb + j * GEMM_B_SLAB_BYTES));
+                wgmma_m64n256k16(acc, desc_sw128(sa + j * 32, 16, A_SBO), desc_sw128(sb + j * 2048, B_LBO, B_SBO));
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            // At most one group in flight: k-tile kt - 1's wgmmas have finished reading their stage.
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            if (kt > 0) mbar_arrive(smem_addr(&empty_bar[(kt - 1) % GEMM_STAGES]));
+            if (kt > 0 && (ctid & 127) == 0) mbar_arrive(smem_addr(&empty_bar[(kt - 1) % GEMM_STAGES]));
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-
-        // Epilogue: fp32 -> bf16 (RN), straight from the accumulators to global memory.
         const int w = (ctid >> 5) & 3;
         const int lane = ctid & 31;
         const int g = lane >> 2;
@@ -343,9 +216,7 @@ gemm_bf16_sm90a(const bf16_bits* __restrict__ A, const bf16_bits* __restrict__ B
                 const bf16_bits lo = f32_to_bf16(acc[4 * j + 2 * h]);
                 const bf16_bits hi = f32_to_bf16(acc[4 * j + 2 * h + 1]);
                 if (gn + 1 < N) {
-                    // gn is even and ldc % 8 == 0, so this 4-byte store is aligned.
-                    *reinterpret_cast<unsigned*>(crow + gn) =
-                        static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+                    *reinterpret_cast<unsigned*>(crow + gn) = static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
                 } else if (gn < N) {
                     crow[gn] = lo;
                 }

@@ -1,4 +1,4 @@
-"""Reference and cuBLAS baseline for examples/gemm_bf16_sm80: C = A·B (bf16 in, bf16 out)."""
+"""Reference and cuBLAS baseline for examples/gemm_bf16: C = A·B (bf16 in, bf16 out)."""
 
 from __future__ import annotations
 
