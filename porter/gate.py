@@ -119,12 +119,13 @@ def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
 
 
 def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
-                   golden: dict[str, Any] | None, case_index: int) -> dict[str, Any]:
+                   golden: dict[str, Any] | None, case_index: int,
+                   source_launch: dict[str, Any] | None = None) -> dict[str, Any]:
     if golden is not None:
         return {"kind": "golden", "path": str(options.golden / golden["cases"][case_index]["file"]),
                 "key": "golden:" + str(options.golden)}
     if source_cubin is not None:
-        return {"kind": "source", "cubin": source_cubin, "entry": source_entry,
+        return {"kind": "source", "cubin": source_cubin, "entry": source_entry, "launch": source_launch,
                 "key": "source:" + hashlib.sha256(source_cubin).hexdigest()}
     ref = spec.reference
     if ref is None or ref.callable is None:
@@ -214,7 +215,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
               runner: Runner | None) -> Verdict:
     start = time.perf_counter()
     module = read_ptx(candidate)
-    source_entry = spec.entry  # the spec describes the source; a candidate may declare its own launch
+    source_spec = spec  # the spec describes the source; a candidate may declare its own launch
+    source_entry = spec.entry
     launch = launch_directive(module.text, source=str(candidate))
     if launch is not None:
         spec = with_launch(spec, launch, source=str(candidate))
@@ -261,10 +263,14 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if run_note:
         warnings.append(run_note)
 
-    source_cubin = None
+    source_cubin, source_launch = None, None
     source_path = options.against or options.speed_baseline
     if source_path is not None:
         source_module = read_ptx(source_path)
+        # A source that is itself a port (sm_90a -> sm_100a) runs with its own declared launch.
+        source_launch = launch_directive(source_module.text, source=str(source_path))
+        if source_launch is not None:
+            source_entry = with_launch(source_spec, source_launch, source=str(source_path)).entry
         source_cubin, note = runnable_cubin(source_module, None, device, toolchain, source_path.name)
         if source_cubin is None:
             warnings.append(f"source kernel {source_path}: {note}")
@@ -278,7 +284,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     cases: list[CaseResult] = []
     assert runner is not None
     for index, (sizes, seed) in enumerate(plan):
-        reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index)
+        reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
                                 spec_path=str(spec.path), sizes=sizes, seed=seed, reference=reference,
@@ -307,7 +313,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     speed: dict[str, float | None] = {}
     if options.timing and gates_passed(gates, "equivalence"):
         timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
-                                              (source_cubin, source_entry), options)
+                                              (source_cubin, source_entry, source_launch), options)
         gates.append(timing_gate)
         if any(t.roofline_fraction and t.roofline_fraction > 1.05 for t in timings if t.name == "candidate"):
             warnings.append("the candidate measured faster than the roofline: suspect (not a win); check the spec's cost and sizes")
@@ -455,14 +461,15 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
 
 
 def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
-            source: tuple[bytes | None, str], options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
     at each size set asked for; the speedups are those of the first."""
     contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
                                          "launch": launch}]
-    source_cubin, source_entry = source
+    source_cubin, source_entry, source_launch = source
     if source_cubin is not None:
-        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": source_entry})
+        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": source_entry,
+                           "launch": source_launch})
     if spec.baseline is not None:
         contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
                            "function": spec.baseline.function})

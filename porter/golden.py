@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.spec import Spec
+from porter.spec import Spec, launch_directive, with_launch
 
 MANIFEST = "manifest.json"
 
@@ -48,12 +48,14 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runne
         raise InputError(f"{out}: already holds golden outputs (use --force to replace them)")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
+    launch = launch_directive(source.read_text(encoding="utf-8", errors="replace"), source=str(source))
+    entry = with_launch(spec, launch, source=str(source)).entry if launch else spec.entry
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     for index, sizes in enumerate(spec.size_sets()):
         for seed in seeds:
             try:
-                reply = runner.call("outputs", 120.0, cubin=cubin, entry=spec.entry,
+                reply = runner.call("outputs", 120.0, cubin=cubin, entry=entry, launch=launch,
                                     spec_path=str(spec.path), sizes=sizes, seed=seed)
             except WorkerFault as fault:
                 raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
@@ -64,7 +66,7 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runne
     manifest = {
         "source": str(source),
         "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
-        "entry": spec.entry,
+        "entry": entry,
         "spec_sha256": spec_digest(spec),
         "gpu": device,
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -257,6 +257,8 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
         result = fn(inputs, dict(sizes))
         outs = {name: np.asarray(result[name]) for name in (p.name for p in spec.outputs)}
     elif kind == "source":
+        if reference.get("launch"):  # a source that is itself a port declares its own launch
+            spec = state.spec(str(spec.path), reference["launch"])
         kernel = state.kernel(reference["cubin"], reference["entry"], spec.launch_dims(sizes)[2])
         launch = Launch(state, spec, sizes, host_args)
         try:
@@ -386,12 +388,13 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
 
 
 def job_outputs(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int],
-                seed: int) -> dict[str, Any]:
-    """Run a kernel once and return its outputs (for ``porter record``)."""
+                seed: int, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run a kernel once and return its outputs (for ``porter record``), with its own launch if declared."""
     from porter.inputs import make_args
 
     spec = state.spec(spec_path)
-    source = {"kind": "source", "cubin": cubin, "entry": entry, "key": hashlib.sha256(cubin).hexdigest()}
+    source = {"kind": "source", "cubin": cubin, "entry": entry, "launch": launch,
+              "key": hashlib.sha256(cubin).hexdigest()}
     return {"outputs": _reference(state, spec, sizes, seed, make_args(spec, sizes, seed), source)}
 
 
