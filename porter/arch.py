@@ -311,6 +311,15 @@ def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
     return dnum == cnum if csuf == "a" else dnum >= cnum
 
 
+def ptx_runs_on(ptx_arch: str, device_arch: str) -> tuple[bool, str]:
+    """Whether PTX of ``.target ptx_arch`` can run on a device, and why not: built for its own
+    target when that cubin loads there (sm_90a PTX on sm_90), else for the device when ptxas allows
+    it (sm_80 PTX on sm_90)."""
+    if cubin_runs_on(ptx_arch, device_arch):
+        return True, ""
+    return can_compile(ptx_arch, device_arch)
+
+
 def _availability(feature: str) -> str:
     """Where ``feature`` exists, in words: "exists only on sm_90a", "needs sm_90 or newer", or a list."""
     profiles = _profiles()

@@ -97,7 +97,6 @@ def _size_overrides(text: str, spec: Any) -> dict[str, int]:
 
 
 def _seeds(text: str) -> tuple[int, ...]:
-
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.arch import can_compile, cubin_runs_on, get_profile
+from porter.arch import cubin_runs_on, get_profile, ptx_runs_on
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import load_golden
@@ -32,7 +32,7 @@ from porter.native import NativeEvidence, judge_native
 from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
-from porter.spec import Spec, check_against_entry, launch_directive, with_launch
+from porter.spec import Spec, check_against_entry, declared_spec
 from porter.toolchain import AssembleResult, Toolchain
 from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict, overall_status
 
@@ -217,9 +217,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
     source_entry = spec.entry
-    launch = launch_directive(module.text, source=str(candidate))
-    if launch is not None:
-        spec = with_launch(spec, launch, source=str(candidate))
+    spec, launch = declared_spec(spec, module.text, source=str(candidate))
     entry_name = spec.entry
     try:
         entry = module.entry(entry_name)
@@ -268,9 +266,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if source_path is not None:
         source_module = read_ptx(source_path)
         # A source that is itself a port (sm_90a -> sm_100a) runs with its own declared launch.
-        source_launch = launch_directive(source_module.text, source=str(source_path))
-        if source_launch is not None:
-            source_entry = with_launch(source_spec, source_launch, source=str(source_path)).entry
+        declared, source_launch = declared_spec(source_spec, source_module.text, source=str(source_path))
+        source_entry = declared.entry
         source_cubin, note = runnable_cubin(source_module, None, device, toolchain, source_path.name)
         if source_cubin is None:
             warnings.append(f"source kernel {source_path}: {note}")
@@ -350,14 +347,13 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
     """
     if assembled is not None and assembled.ok and cubin_runs_on(assembled.arch, device.arch):
         return assembled.cubin, ""
-    ok, why = (True, "") if cubin_runs_on(module.arch, device.arch) else can_compile(module.arch, device.arch)
+    ok, why = ptx_runs_on(module.arch, device.arch)
     if not fallback and assembled is not None:
         ok, why = False, f"a {assembled.arch} cubin does not load on {device.arch}"
     if not ok:
         target = assembled.arch if assembled is not None else module.arch
         return None, (f"needs a {target} GPU to run; this machine has {device.name} ({device.arch}), and {why}. "
                       "Record golden outputs on the source GPU with `porter record` and check on target hardware")
-    # sm_90a PTX builds for sm_90a, which an sm_90 device runs; sm_80 PTX builds for the device.
     build = module.arch if cubin_runs_on(module.arch, device.arch) else device.arch
     result = toolchain.assemble(module.text, build, filename=filename)
     if not result.ok:

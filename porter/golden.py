@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.spec import Spec, launch_directive, with_launch
+from porter.spec import Spec, declared_spec
 
 MANIFEST = "manifest.json"
 
@@ -48,8 +48,8 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runne
         raise InputError(f"{out}: already holds golden outputs (use --force to replace them)")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
-    launch = launch_directive(source.read_text(encoding="utf-8", errors="replace"), source=str(source))
-    entry = with_launch(spec, launch, source=str(source)).entry if launch else spec.entry
+    declared, launch = declared_spec(spec, source.read_text(encoding="utf-8", errors="replace"), source=str(source))
+    entry = declared.entry
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     for index, sizes in enumerate(spec.size_sets()):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 
 from porter.session import CandidateRecord, PortResult, port_status
-from porter.verdict import Verdict
+from porter.verdict import Verdict, timing_table
 
 HEADLINE = {
     "passed": "passed",
@@ -142,10 +142,7 @@ def _speed_section(v: Verdict) -> list[str]:
         timing = v.gate("timing")
         out.append(f"Not timed{': ' + timing.summary if timing else ''}.")
         return out
-    rows = [[t.name, f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count, _num(t.tflops, ".1f"),
-             _num(t.tbps, ".2f"), "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"]
-            for t in v.timings]
-    out.append(md_table(["timed", "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"], rows))
+    out.append(md_table(*timing_table(v.timings)))
     out.append("")
 
     def ratio(x: float | None) -> str:

@@ -9,7 +9,7 @@ from porter.doctor import DoctorReport
 from porter.inspect import ArchInspection, InspectReport
 from porter.review import ReviewOutcome
 from porter.session import PortResult, port_status
-from porter.verdict import Verdict
+from porter.verdict import Verdict, timing_table
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -167,12 +167,7 @@ def render_verdict(v: Verdict) -> str:
                     out.extend(f"  {line}" for line in o.summary.splitlines())
     if v.timings:
         out.append("")
-        several = len({t.sizes for t in v.timings}) > 1
-        rows = [[t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}",
-                 t.count, "-" if t.tflops is None else f"{t.tflops:.1f}", "-" if t.tbps is None else f"{t.tbps:.2f}",
-                 "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"] for t in v.timings]
-        out.append(table(["timed", *(["at"] if several else []), "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s",
-                          "roofline"], rows))
+        out.append(table(*timing_table(v.timings)))
         out.append(f"speedup vs source: {_fmt_ratio(v.speedup_vs_source)}; vs library: {_fmt_ratio(v.speedup_vs_library)}")
     if v.native is not None:
         out.append(f"native ({v.native.arch}): {v.native.state}: {v.native.summary}")

@@ -537,6 +537,13 @@ def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spe
     return changed
 
 
+def declared_spec(spec: Spec, ptx_text: str, *, source: str) -> tuple[Spec, dict[str, Any] | None]:
+    """The spec as a kernel says it runs (its porter-launch and porter-param lines applied), and
+    those lines as read (None when it has none: the spec describes it as is)."""
+    directive = launch_directive(ptx_text, source=source)
+    return (with_launch(spec, directive, source=source) if directive else spec), directive
+
+
 def load_spec(path: Path) -> Spec:
     """Read and check a spec file (a folder means its ``porter.toml``)."""
     path = Path(path)
