@@ -337,6 +337,9 @@ def _computes(spec: Spec) -> str:
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in sets[:_MAX_SWEEP_SHOWN])
         more = f"; and {len(sets) - _MAX_SWEEP_SHOWN} more" if len(sets) > _MAX_SWEEP_SHOWN else ""
         out.append(f"Equivalence is checked on fresh random inputs at {len(sets)} size sets: {shown}{more}.")
+    out.append("Every checked and timed launch starts from restored state (outputs NaN-poisoned or random, module "
+               "globals reset, shared memory overwritten); every timed launch must reproduce the verified outputs, "
+               "and the timed sizes and wider-range inputs are checked too. Compute every output from the inputs.")
     out.append("Tolerance, |out - ref| <= atol + rtol * |ref| per element:")
     for name, tol in spec.tolerances.items():
         grow = f", both scaled by max(1, sqrt({tol.reduction}/128))" if tol.reduction else ""
@@ -349,6 +352,8 @@ def _describe_param(p: ParamSpec) -> str:
         fill = {"out": "poisoned before each launch: write every element"}.get(p.role, f"filled {p.fill}")
         return f"`{p.name}`: {p.dtype}[{_exprs(p.shape)}] buffer, {p.role}, {fill}"
     if p.kind == "scalar":
+        if p.range is not None:
+            return f"`{p.name}`: {p.dtype} scalar, drawn per case from [{p.range[0]}, {p.range[1]}]: read the param"
         return f"`{p.name}`: {p.dtype} scalar = {p.value}"
     if p.tensormap is not None:
         tm = p.tensormap

@@ -97,13 +97,20 @@ def _size_overrides(text: str, spec: Any) -> dict[str, int]:
 
 
 def _seeds(text: str) -> tuple[int, ...]:
+    """--seeds: comma-separated non-negative integers; "" gives () (fresh seeds for this run)."""
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
         raise InputError(f"--seeds: expected comma-separated integers, got {text!r}") from None
-    if not seeds:
+    if text.strip() and not seeds:
         raise InputError("--seeds: give at least one seed")
+    if any(s < 0 for s in seeds):
+        raise InputError(f"--seeds: seeds are non-negative integers (got {text!r})")
     return seeds
+
+
+SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default: a fresh pair every run, "
+              "printed with the verdict; give them back here to reproduce its inputs).")
 
 
 EXIT_FOR_STATUS = {"passed": 0, "failed": 1, "not run": 3, "error": 3}
@@ -118,7 +125,7 @@ def check(
         Path | None, typer.Option(help="Source kernel: the reference (instead of the spec's) and a speed baseline.")
     ] = None,
     golden: Annotated[Path | None, typer.Option(help="Golden outputs recorded by `porter record`.")] = None,
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds; each size set runs once per seed.")] = "0,1",
+    seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the kernel after it passes.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds one case may take before the kernel counts as hung.")] = 60.0,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
@@ -126,7 +133,8 @@ def check(
         bool, typer.Option("--native", help="Profile one case with ncu: were the target's own instructions executed?")
     ] = False,
     sanitize: Annotated[
-        bool, typer.Option("--sanitize", help="Run memcheck, racecheck, initcheck and synccheck on the smallest case.")
+        bool, typer.Option("--sanitize", help="memcheck on the smallest and the middle size set; racecheck, initcheck "
+                           "and synccheck on the smallest.")
     ] = False,
     time_at: Annotated[
         list[str] | None,
@@ -188,7 +196,7 @@ def record(
     source: Annotated[Path, typer.Argument(help="Source PTX whose outputs become the golden reference.")],
     out: Annotated[Path, typer.Option(help="Folder to write the golden outputs to.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1",
+    seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
     force: Annotated[bool, typer.Option(help="Replace golden outputs already in --out.")] = False,
 ) -> None:
     """Save the source kernel's outputs for the whole sweep, to check a port later on other hardware."""

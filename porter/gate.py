@@ -3,12 +3,18 @@
 Order of work, each step feeding the Verdict:
 1. interface: the PTX entry exists and its params match the spec;
 2. assemble: ptxas for the candidate's target (diagnostics, resources, signature SASS);
-3. equivalence: every size set x seed on this GPU, in the worker (guards, poison, two runs);
-4. native (``--native``): one launch under ncu: did the target's signature instructions execute?
-5. sanitize (``--sanitize``): memcheck, racecheck, initcheck, synccheck on the smallest case;
-6. timing: candidate, source kernel and library baseline interleaved in one run.
-Without a GPU that can run the candidate, steps 3-6 are ``not run`` with the reason, never passed
-(except that native instructions absent from the SASS are judged absent without a GPU).
+3. equivalence: every case in the plan (:func:`check_plan`) on this GPU, in the worker: each size
+   set of the sweep x seed, plus every size set that is timed or profiled, plus the value cases
+   (wider inputs); each case runs once per initial output state (NaN poison, random values);
+4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
+   and what share of the spec's FLOPs did they do?
+5. sanitize (``--sanitize``): memcheck on the smallest and the middle case; racecheck, initcheck,
+   synccheck on the smallest;
+6. timing: candidate, source kernel and library interleaved in one run, every timed launch from a
+   restored state and digested: a timed launch whose outputs differ from the verified ones fails.
+Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
+can run the candidate, steps 3-6 are ``not run`` with the reason, never passed (except that
+native instructions absent from the SASS are judged absent without a GPU).
 """
 
 from __future__ import annotations
@@ -26,17 +32,21 @@ import numpy as np
 from porter.arch import cubin_runs_on, get_profile, ptx_runs_on
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
-from porter.golden import load_golden
+from porter.golden import check_golden, load_golden
 from porter.inspect import read_ptx, signature_evidence
 from porter.native import NativeEvidence, judge_native
+from porter.plan import Case, check_plan, check_seeds
 from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
-from porter.spec import Spec, check_against_entry, declared_spec
+from porter.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
 from porter.toolchain import AssembleResult, Toolchain
 from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict, overall_status
 
-DEFAULT_SEEDS = (0, 1)
+
+def timed_sizes(spec: Spec, options: CheckOptions) -> list[dict[str, int]]:
+    """The size sets the timing gate runs at: each --time-at set, or [sizes]."""
+    return [spec.timing_sizes(o) for o in options.time_at] or [spec.default_sizes()]
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ class CheckOptions:
     against: Path | None = None  # source kernel: the reference (unless golden) and a speed baseline
     speed_baseline: Path | None = None  # source kernel timed beside the candidate, not used as reference
     golden: Path | None = None  # outputs recorded by `porter record`
-    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see check_seeds)
     timing: bool = True
     case_timeout_s: float = 60.0
     timing_budget_s: float = 1.0
@@ -134,42 +144,81 @@ def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None
             "key": f"python:{ref.callable.path}:{ref.callable.function}:{ref.callable.path.stat().st_mtime_ns}"}
 
 
-def _judge_case(spec: Spec, sizes: dict[str, int], seed: int, reply: dict[str, Any]) -> CaseResult:
+_INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
+
+
+def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
+    """Why a widened value case cannot be judged (the reference itself leaves the outputs'
+    dtypes, or is not finite), or ''."""
+    for p in spec.outputs:
+        ref = np.asarray(reference.get(p.name, np.zeros(0)), dtype=np.float64)
+        if p.dtype is not None and p.dtype.is_float and ref.size and (
+                not np.isfinite(ref).all() or np.abs(ref).max() > p.dtype.max_finite):
+            return f"{p.name}: the reference leaves {p.dtype}'s finite range on these inputs"
+    return ""
+
+
+def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
+    sizes = case.sizes
     runs: list[dict[str, np.ndarray]] = reply["outputs"]
+    initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
     reference: dict[str, np.ndarray] = reply["reference"]
+    scale = spec.value_case(case.values).atol_scale if case.values else 1.0
+    if case.values:
+        overflow = _reference_overflows(spec, reference)
+        if overflow:
+            return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values,
+                              reason=f"value case {case.values!r} not judged: {overflow}")
     checks = []
+    problems: list[str] = []
     nondet = []
     grid = spec.launch_dims(sizes).grid
     for p in spec.outputs:
         atol, rtol = spec.tolerance(p.name, sizes)
-        out = runs[0][p.name]
+        atol *= scale
         if p.name not in reference:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
-        c = compare(p.name, out, ref, atol=atol, rtol=rtol, tile=block_tile(out.shape, grid))
-        checks.append(OutputCheck(
+        tile = block_tile(runs[0][p.name].shape, grid)
+        c = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
+        check = OutputCheck(
             name=p.name, passed=c.passed, max_abs_err=c.max_abs_err, max_rel_err=c.max_rel_err,
             rel_l2=c.rel_l2, mismatches=c.mismatches, total=c.total, nan_count=c.nan_count,
             inf_count=c.inf_count, atol=atol, rtol=rtol, summary=format_comparison(c), warnings=c.warnings,
-        ))
-        for later in runs[1:]:
-            diff = compare_runs(out, later[p.name])
-            if diff:
+        )
+        if not c.passed:
+            problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
+        # A later run (another initial state) bit-identical to the first shares its judgement; one
+        # that differs is compared with the reference, to tell initial-state dependence from a race.
+        for initial, later in zip(initials[1:], runs[1:], strict=True):
+            diff = compare_runs(runs[0][p.name], later[p.name])
+            if not diff:
+                continue
+            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile)
+            if again.passed == c.passed:
                 nondet.append(f"{p.name}: {diff}")
+                continue
+            bad, good = (initial, initials[0]) if c.passed else (initials[0], initial)
+            wrong = again if c.passed else c
+            problems.append(
+                f"{p.name}: {wrong.mismatches} of {wrong.total} elements wrong when the output starts as "
+                f"{_INITIAL_WORDS.get(bad, bad)} but right when it starts as {_INITIAL_WORDS.get(good, good)}: "
+                "the kernel depends on the output's initial contents (it must write every element from the inputs alone)")
+            check = replace(check, passed=False, summary=f"(starting from {_INITIAL_WORDS.get(bad, bad)}) "
+                            + format_comparison(wrong))
+        checks.append(check)
     reasons = []
     if reply["guards"]:
         reasons.append("out-of-bounds write: " + "; ".join(reply["guards"]))
     if reply["modified"]:
         reasons.append("wrote its input: " + "; ".join(reply["modified"]))
-    bad = [c for c in checks if not c.passed]
-    if bad:
-        reasons.append("; ".join(f"{c.name}: {c.mismatches} of {c.total} elements wrong" for c in bad))
+    reasons += problems
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))
     return CaseResult(
-        sizes=dict(sizes), seed=seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
+        sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
         outputs=tuple(checks), guard_violations=tuple(reply["guards"]), inputs_modified=tuple(reply["modified"]),
-        nondeterminism="; ".join(nondet), wall_s=reply.get("kernel_s", 0.0),
+        nondeterminism="; ".join(nondet), wall_s=reply.get("kernel_s", 0.0), values=case.values,
     )
 
 
@@ -178,15 +227,23 @@ def _case_label(sizes: dict[str, int]) -> str:
 
 
 def _equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
-    failed = [c for c in cases if c.status != "passed"]
+    if not cases:
+        return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
+    failed = [c for c in cases if c.status not in ("passed", "not run")]
+    unjudged = [c.reason for c in cases if c.status == "not run"]
     if not failed and len(cases) == planned:
-        return Gate("equivalence", "passed", f"{len(cases)} cases (size sets x seeds) equal to the reference")
+        judged = len(cases) - len(unjudged)
+        return Gate("equivalence", "passed", f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
+                    "from two initial output states) equal to the reference", tuple(unjudged))
     details = []
     for c in failed[:6]:
-        details.append(f"[{_case_label(c.sizes)}; seed {c.seed}] {c.reason or c.fault}")
+        values = f"; values {c.values}" if c.values else ""
+        details.append(f"[{_case_label(c.sizes)}; seed {c.seed}{values}] {c.reason or c.fault}")
     skipped = planned - len(cases)
     if skipped:
         details.append(f"{skipped} cases not run after the fault")
+    if not failed:
+        return Gate("equivalence", "failed", f"{planned - len(cases)} of {planned} cases not run", tuple(details))
     first = failed[0]
     return Gate("equivalence", "failed", f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
                 tuple(details))
@@ -273,36 +330,52 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
             warnings.append(f"source kernel {source_path}: {note}")
     reference_cubin = source_cubin if options.against is not None and options.golden is None else None
     golden = load_golden(options.golden) if options.golden else None
+    timed = timed_sizes(spec, options) if options.timing else []
+    profiled = spec.default_sizes() if options.native else None
     if golden is not None:
-        plan = [(c["sizes"], c["seed"]) for c in golden["cases"]]
+        check_golden(golden, source_spec, options.golden)
+        plan = [Case(c["sizes"], c["seed"], c.get("values", "")) for c in golden["cases"]]
+        seeds = tuple(dict.fromkeys(c.seed for c in plan))
+        recorded = {c.key() for c in plan}
+        missing = [sizes for sizes in [*timed, *([profiled] if profiled else [])]
+                   if Case(sizes, seeds[0]).key() not in recorded]
+        if missing:
+            raise InputError(f"{options.golden}: no recorded case at {_case_label(missing[0])} (seed {seeds[0]}), "
+                             "which this check times or profiles: what is timed must be verified; record with the "
+                             "same --time-at, or check with --no-timing")
     else:
-        plan = [(s, seed) for s in spec.size_sets() for seed in options.seeds]
+        seeds = check_seeds(options.seeds)
+        plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
 
     cases: list[CaseResult] = []
+    digests: dict[tuple, list[int]] = {}
     assert runner is not None
-    for index, (sizes, seed) in enumerate(plan):
+    for index, case in enumerate(plan):
         reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
-                                spec_path=str(spec.path), sizes=sizes, seed=seed, reference=reference,
-                                launch=launch)
+                                spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
+                                reference=reference, launch=launch)
         except WorkerFault as fault:
-            cases.append(CaseResult(sizes=dict(sizes), seed=seed, status="failed", reason=f"{fault.kind}: {fault}",
-                                    fault=str(fault)))
+            cases.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed", values=case.values,
+                                    reason=f"{fault.kind}: {fault}", fault=str(fault)))
             break
-        case = _judge_case(spec, sizes, seed, reply)
-        cases.append(case)
-        for c in case.outputs:
+        result = _judge_case(spec, case, reply)
+        cases.append(result)
+        digests[case.key()] = reply.get("digests", [])
+        if reply.get("fence") and reply["fence"] not in warnings:
+            warnings.append(reply["fence"])
+        for c in result.outputs:
             warnings.extend(w for w in c.warnings if w not in warnings)
     gates.append(_equivalence_gate(cases, len(plan)))
 
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {"seeds": seeds}
     if options.native:
-        evidence = _native(spec, run_cubin, entry_name, target, signature, device, launch)
+        evidence = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
         gates.append(_native_gate(evidence))
         extras["native"] = evidence
     if options.sanitize:
-        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch)
+        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
         gates.append(_sanitize_gate(reports))
         extras["sanitizer"] = reports
 
@@ -310,10 +383,9 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     speed: dict[str, float | None] = {}
     if options.timing and gates_passed(gates, "equivalence"):
         timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
-                                              (source_cubin, source_entry, source_launch), options)
+                                              (source_cubin, source_entry, source_launch), options, seeds[0],
+                                              digests, timed)
         gates.append(timing_gate)
-        if any(t.roofline_fraction and t.roofline_fraction > 1.05 for t in timings if t.name == "candidate"):
-            warnings.append("the candidate measured faster than the roofline: suspect (not a win); check the spec's cost and sizes")
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
                     cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
                     **_extra(base))
@@ -388,23 +460,26 @@ def gates_passed(gates: list[Gate], name: str) -> bool:
 
 
 def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
-            device: DeviceInfo, launch: dict[str, Any] | None) -> NativeEvidence:
-    """Profile the default size set once under ncu and judge the signature instructions' execution."""
+            device: DeviceInfo, launch: dict[str, Any] | None, seed: int) -> NativeEvidence:
+    """Profile the default size set once under ncu: did the signature instructions execute, and
+    what share of the spec's FLOPs did they do?"""
     from porter.profiler import LaunchJob, opcode_bases, run_ncu
 
     profile = get_profile(target)
     sizes = spec.default_sizes()
+    required = spec.cost.native_share if spec.cost is not None else DEFAULT_NATIVE_SHARE
     if not any(signature.values()):  # absent from the SASS: nothing to profile
         return judge_native(target, profile.signature_sass, signature, {})
     if not cubin_runs_on(target, device.arch):
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
-    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, launch=launch), metrics=metrics)
+    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason)
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
-    return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes)
+    return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes,
+                        executed_opcodes=run.executed, spec_flops=spec.flops(sizes), required_share=required)
 
 
 def _native_gate(evidence: NativeEvidence) -> Gate:
@@ -414,14 +489,20 @@ def _native_gate(evidence: NativeEvidence) -> Gate:
 
 
 def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
-              launch: dict[str, Any] | None) -> tuple[SanitizerReport, ...]:
+              launch: dict[str, Any] | None, seed: int) -> tuple[SanitizerReport, ...]:
+    """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
+    a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
     from porter.profiler import SANITIZER_TOOLS, LaunchJob, run_sanitizer
 
-    job = LaunchJob(cubin, entry, spec.path, smallest_case(spec), launch=launch)
+    small, middle = smallest_case(spec), spec.middle_sizes()
     sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
+    runs = [(tool, small) for tool in SANITIZER_TOOLS]
+    if middle != small:
+        runs.insert(1, ("memcheck", middle))
     reports = []
-    for tool in SANITIZER_TOOLS:
-        report = run_sanitizer(job, tool)
+    for tool, sizes in runs:
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
+        report = replace(report, sizes=_case_label(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
         reports.append(report)
@@ -452,14 +533,21 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
             details.append(f"{r.tool}: {f.message}{where}{sass}; {f.detail}"[:300])
     details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
     if dirty:
-        return Gate("sanitize", "failed", ", ".join(f"{r.tool}: {r.errors} errors" for r in dirty), tuple(details))
-    return Gate("sanitize", "passed", "clean: " + ", ".join(r.tool for r in ran), tuple(details))
+        return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {r.sizes}: {r.errors} errors" for r in dirty),
+                    tuple(details))
+    return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({r.sizes})" for r in ran), tuple(details))
 
 
 def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
-            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seed: int,
+            verified: dict[tuple, list[int]], timed: list[dict[str, int]]) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
-    at each size set asked for; the speedups are those of the first."""
+    at each size set asked for; the speedups are those of the first.
+
+    What is timed must be what was verified: every timed launch of the candidate must leave the
+    outputs (by digest) that its checked launch at the same sizes and seed left, its guard bands
+    intact, and no timing may beat the roofline unless the spec calls its cost approximate.
+    """
     contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
                                          "launch": launch}]
     source_cubin, source_entry, source_launch = source
@@ -470,41 +558,79 @@ def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry:
         contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
                            "function": spec.baseline.function})
     peak_tflops, peak_tbps, part = _peaks(device)
+    approximate = spec.cost is not None and spec.cost.approximate
     timings: list[Timing] = []
     parts: list[str] = []
+    problems: list[str] = []
+    notes: list[str] = []
     speed: dict[str, float | None] = {}
-    for sizes in [spec.timing_sizes(o) for o in options.time_at] or [spec.default_sizes()]:
+    for sizes in timed:
+        label = _case_label(sizes)
         try:
             reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
-                                seed=options.seeds[0], contenders=contenders, budget_s=options.timing_budget_s)
+                                seed=seed, contenders=contenders, budget_s=options.timing_budget_s)
         except WorkerFault as fault:
-            return Gate("timing", "error", f"timing failed at {_case_label(sizes)}: {fault}"), tuple(timings), speed
+            return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
+                         ("a kernel that passes its checked launches but fails when launched repeatedly is not "
+                          "correct",)), tuple(timings), speed)
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
-        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=_case_label(sizes))
+        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
                 for name, samples in zip(reply["names"], reply["times_ms"], strict=True)]
         timings.extend(here)
         by_name = {t.name: t for t in here}
         cand = by_name["candidate"]
+        problems += _timed_outputs_problems(reply, Case(sizes, seed).key(), verified, label)
+        if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
+            said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
+                    "faster than the hardware allows for the spec's cost")
+            if approximate:
+                notes.append(said + " (the spec's cost is declared approximate)")
+            else:
+                problems.append(said + "; either the kernel skips work or [cost] overstates it "
+                                "(set cost.approximate = true if the cost model is an estimate)")
         if not speed:
             speed = {
                 "speedup_vs_source": by_name["source"].median_ms / cand.median_ms if "source" in by_name else None,
                 "speedup_vs_library": by_name["library"].median_ms / cand.median_ms if "library" in by_name else None,
             }
-        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {_case_label(sizes)}"]
+        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {label}"]
         if cand.roofline_fraction is not None:
             part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
         for other in ("source", "library"):
             if other in by_name:
                 part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
         parts.append(", ".join(part_text))
-    return Gate("timing", "passed", "; ".join(parts)), tuple(timings), speed
+    if problems:
+        return Gate("timing", "failed", problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
+    return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
+
+
+def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tuple, list[int]], label: str) -> list[str]:
+    """How the candidate's timed launches differ from its verified launch at the same case."""
+    problems = []
+    names = reply["names"]
+    guards = reply.get("guards", [[] for _ in names])[names.index("candidate")]
+    if guards:
+        problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
+    expected = verified.get(key)
+    digests = reply.get("digests", [None])[names.index("candidate")]
+    if not expected or digests is None:
+        problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+        return problems
+    per = reply.get("outputs_per_launch", len(expected))
+    launches = [tuple(digests[i:i + per]) for i in range(0, len(digests), per)]
+    differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
+    if differ:
+        problems.append(f"{len(differ)} of {len(launches)} timed launches at {label} left outputs that differ from "
+                        f"the verified launch (first: launch {differ[0] + 1}): the timed kernel did not do the "
+                        "verified work (skipped, cached or changed it on repeated launches)")
+    return problems
 
 
 def _verdict(candidate: Path, entry: str, arch: str, gates: list[Gate], *, start: float,
              signature: dict[str, int] | None = None, **fields: Any) -> Verdict:
-    judged = tuple(g for g in gates if g.name != "timing")
-    status = overall_status(judged)
-    deciding = next((g for g in judged if g.status == status), judged[-1])
+    status = overall_status(tuple(gates))
+    deciding = next((g for g in gates if g.status == status), gates[-1])
     reason = "every gate passed on this GPU" if status == "passed" else f"{deciding.name}: {deciding.summary}"
     verdict = Verdict(kernel=str(candidate), entry=entry, arch=arch, status=status, reason=reason,
                       gates=tuple(gates), signature_sass=signature or {}, **fields)

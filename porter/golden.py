@@ -2,7 +2,9 @@
 candidate can later be checked on a machine of another generation, where the source may not run.
 
 Inputs are not stored: they regenerate from the seeds (``porter.inputs``). A folder holds
-``manifest.json`` (spec digest, entry, GPU, the cases) and one ``.npz`` of outputs per case.
+``manifest.json`` (the spec's digest, entry, GPU, the cases with their sizes, seeds and value
+cases) and one ``.npz`` of outputs per case. A golden folder answers only for the spec it was
+recorded with: a check refuses a manifest whose spec digest differs, and one with no cases.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.plan import check_plan, check_seeds
 from porter.spec import Spec, declared_spec
 
 MANIFEST = "manifest.json"
@@ -33,15 +36,31 @@ def load_golden(folder: Path) -> dict[str, Any]:
         data = json.loads(manifest.read_text())
     except json.JSONDecodeError as err:
         raise InputError(f"{manifest}: not valid JSON ({err.msg} at line {err.lineno})") from err
-    missing = [c["file"] for c in data.get("cases", []) if not (folder / c["file"]).is_file()]
+    cases = data.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise InputError(f"{manifest}: holds no cases: nothing to compare with (record again with `porter record`)")
+    for c in cases:
+        if not (isinstance(c, dict) and isinstance(c.get("sizes"), dict) and isinstance(c.get("seed"), int)
+                and isinstance(c.get("file"), str)):
+            raise InputError(f"{manifest}: a case needs sizes, seed and file (got {c!r:.120})")
+    missing = [c["file"] for c in cases if not (folder / c["file"]).is_file()]
     if missing:
         raise InputError(f"{folder}: golden outputs missing: {', '.join(missing[:3])}")
     return data
 
 
-def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runner: Any, cubin: bytes,
+def check_golden(data: dict[str, Any], spec: Spec, folder: Path) -> None:
+    """Refuse golden outputs recorded under another spec: their inputs and sizes are not this one's."""
+    recorded = data.get("spec_sha256")
+    if recorded != spec_digest(spec):
+        raise InputError(f"{folder}: recorded with another spec ({spec.source} digest {spec_digest(spec)}, manifest "
+                         f"{recorded or 'none'}): any change to the spec changes inputs or sizes, so record again")
+
+
+def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), runner: Any, cubin: bytes,
            device: str, force: bool = False) -> dict[str, Any]:
-    """Run the source kernel on every size set and seed, and write the outputs to ``out``."""
+    """Run the source kernel on the plan a check would run (the sweep x seeds, the default sizes,
+    the value cases; fresh seeds unless given), and write the outputs to ``out``."""
     from porter.runner.client import WorkerFault
 
     if (out / MANIFEST).exists() and not force:
@@ -52,17 +71,16 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...], runne
     entry = declared.entry
     out.mkdir(parents=True, exist_ok=True)
     cases = []
-    for index, sizes in enumerate(spec.size_sets()):
-        for seed in seeds:
-            try:
-                reply = runner.call("outputs", 120.0, cubin=cubin, entry=entry, launch=launch,
-                                    spec_path=str(spec.path), sizes=sizes, seed=seed)
-            except WorkerFault as fault:
-                raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
-            name = f"case{index:03d}-seed{seed}.npz"
-            with open(out / name, "wb") as fh:
-                np.savez_compressed(fh, **reply["outputs"])
-            cases.append({"sizes": sizes, "seed": seed, "file": name})
+    for index, case in enumerate(check_plan(spec, check_seeds(seeds), timed=[spec.default_sizes()])):
+        try:
+            reply = runner.call("outputs", 120.0, cubin=cubin, entry=entry, launch=launch,
+                                spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values)
+        except WorkerFault as fault:
+            raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
+        name = f"case{index:03d}-seed{case.seed}{'-' + case.values if case.values else ''}.npz"
+        with open(out / name, "wb") as fh:
+            np.savez_compressed(fh, **reply["outputs"])
+        cases.append({"sizes": case.sizes, "seed": case.seed, "values": case.values, "file": name})
     manifest = {
         "source": str(source),
         "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),

@@ -109,7 +109,7 @@ def _sweep_section(v: Verdict) -> list[str]:
         errs = [o.max_abs_err for o in c.outputs if not math.isnan(o.max_abs_err)]
         l2s = [o.rel_l2 for o in c.outputs if not math.isnan(o.rel_l2)]
         why = c.reason or c.fault or "; ".join(c.guard_violations + c.inputs_modified) or c.nondeterminism
-        rows.append([_sizes(c.sizes), c.seed, c.status, _num(max(errs, default=None)), _num(max(l2s, default=None)),
+        rows.append([_sizes(c.sizes) + (f" [{c.values}]" if c.values else ""), c.seed, c.status, _num(max(errs, default=None)), _num(max(l2s, default=None)),
                      why or "-"])
     out.append(md_table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
     return out
@@ -131,8 +131,15 @@ def _evidence_section(v: Verdict) -> list[str]:
         if n.executed_counts:
             where = f" at {_sizes(n.profiled_sizes)}" if n.profiled_sizes else ""
             out.append(f"- executed counts (warp-level){where}: {_counts(n.executed_counts) or 'none'}")
+        if n.share is not None:
+            need = f" (at least {100 * n.required_share:.0f}% required)" if n.required_share is not None else ""
+            out.append(f"- share of the spec's FLOPs done by {', '.join(n.expected)}: **{100 * n.share:.1f}%**{need}")
     for rep in v.sanitizer:
-        out.append(f"- {rep.tool}: {rep.errors} errors" if rep.ran else f"- {rep.tool}: not run ({rep.reason})")
+        at = f" at {rep.sizes}" if rep.sizes else ""
+        out.append(f"- {rep.tool}{at}: {rep.errors} errors" if rep.ran else f"- {rep.tool}: not run ({rep.reason})")
+    if v.seeds:
+        out.append(f"- seeds: {','.join(map(str, v.seeds))} (`porter check --seeds {','.join(map(str, v.seeds))}` "
+                   "reproduces the inputs)")
     return out
 
 

@@ -219,6 +219,7 @@ class SanitizerReport:
     findings: tuple[SanitizerFinding, ...]
     reason: str = ""  # why it did not run
     wall_s: float = 0.0
+    sizes: str = ""  # the size set it ran at, e.g. "n=1000"
 
 
 def parse_sanitizer(tool: str, text: str) -> tuple[int, tuple[SanitizerFinding, ...]]:

@@ -142,6 +142,8 @@ def render_verdict(v: Verdict) -> str:
     out = [f"{v.kernel} [{v.entry}] for {v.arch}: {v.status.upper()} - {v.reason}"]
     if v.gpu:
         out.append(f"GPU: {v.gpu}; {v.toolchain}")
+    if v.seeds:
+        out.append(f"seeds: {','.join(map(str, v.seeds))} (--seeds {','.join(map(str, v.seeds))} reproduces the inputs)")
     out.append("")
     out.append(table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates]))
     for g in v.gates:
@@ -155,7 +157,8 @@ def render_verdict(v: Verdict) -> str:
         for c in v.cases:
             worst = max((o.max_abs_err for o in c.outputs if o.max_abs_err == o.max_abs_err), default=float("nan"))
             l2 = max((o.rel_l2 for o in c.outputs if o.rel_l2 == o.rel_l2), default=float("nan"))
-            rows.append([", ".join(f"{k}={x}" for k, x in c.sizes.items()), c.seed, c.status,
+            rows.append([", ".join(f"{k}={x}" for k, x in c.sizes.items()) + (f" [{c.values}]" if c.values else ""),
+                         c.seed, c.status,
                          f"{worst:.3g}", f"{l2:.3g}", c.reason[:90]])
         out.append(table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
         failing = next((c for c in v.cases if c.status != "passed" and c.outputs), None)
@@ -173,7 +176,8 @@ def render_verdict(v: Verdict) -> str:
         out.append(f"native ({v.native.arch}): {v.native.state}: {v.native.summary}")
     for rep in v.sanitizer:
         if rep.ran:
-            out.append(f"{rep.tool}: {rep.errors} errors ({rep.wall_s:.1f} s)")
+            at = f" at {rep.sizes}" if rep.sizes else ""
+            out.append(f"{rep.tool}{at}: {rep.errors} errors ({rep.wall_s:.1f} s)")
             for f in rep.findings[:3]:
                 where = f" at {f.function}+0x{f.offset:x}" if f.offset is not None else ""
                 out.append(f"  {f.message}{where}{f' ({f.sass})' if f.sass else ''}")

@@ -38,6 +38,8 @@ TENSORMAP_BYTES = 128  # a CUtensorMap, passed by value as .param .align 64 .b8 
 MAX_BOX = 256  # TMA box extent per dimension
 REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
 NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
+DEFAULT_WIDE = 4.0  # porter's own wider-range value case scales every float fill by this much
+DEFAULT_NATIVE_SHARE = 0.9  # share of cost.flops the target's own instructions must execute
 
 # CUDA launch limits common to every generation porter targets (sm_80 and later)
 MAX_BLOCK = (1024, 1024, 64)
@@ -57,10 +59,11 @@ _TOP_KEYS = (
     "cost",
     "baseline",
     "profile",
+    "inputs",
 )
 _PARAM_KEYS = {
     "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
-    "scalar": ("name", "kind", "dtype", "value"),
+    "scalar": ("name", "kind", "dtype", "value", "range"),
     "scratch": ("name", "kind", "bytes"),
     "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
 }
@@ -121,7 +124,9 @@ class ParamSpec:
     """One kernel parameter, in the entry's order.
 
     A buffer has ``dtype``, ``shape`` (row-major, elements), ``role`` and, unless it is an ``out``
-    buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and ``value``.
+    buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and either a
+    ``value`` or a ``range`` ``(lo, hi)`` from which each case draws its own value (so that a kernel
+    cannot hard-code it).
     Scratch has ``bytes`` (0: a null pointer). A tensormap has ``tensormap``.
     """
 
@@ -134,6 +139,7 @@ class ParamSpec:
     value: Expr | None = None
     bytes: Expr | None = None
     tensormap: TensorMapSpec | None = None
+    range: tuple[Expr, Expr] | None = None
 
     @property
     def is_output(self) -> bool:
@@ -193,8 +199,41 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class CostSpec:
+    """FLOPs and DRAM bytes per launch, for rooflines and for the native-work share.
+
+    A result above the roofline fails the timing gate, because a cost model is normally an exact
+    count: ``approximate = true`` says it is not, and turns that into a warning. ``native_share``
+    is the least share of ``flops`` that the target's own tensor-core instructions must execute
+    when native instructions are required.
+    """
+
     flops: Expr | None = None
     bytes: Expr | None = None
+    approximate: bool = False
+    native_share: float = DEFAULT_NATIVE_SHARE
+
+
+@dataclass(frozen=True)
+class ValueCase:
+    """A case of input values beyond the default fills: some inputs filled otherwise, at one size set.
+
+    ``at`` overrides ``[sizes]`` like a sweep entry (empty: the sweep's middle size set); the
+    outputs' atol is multiplied by ``atol_scale`` (larger inputs give larger absolute errors).
+    """
+
+    name: str
+    fills: dict[str, FillSpec]
+    at: dict[str, int | str]
+    atol_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class InputsSpec:
+    """``[inputs]``: porter's wider-range case (``wide``: float fills scaled by it; 1 turns it off)
+    and the spec's own value cases."""
+
+    wide: float = DEFAULT_WIDE
+    cases: tuple[ValueCase, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,6 +254,7 @@ class Spec:
     profile: dict[str, Any]
     base_dir: Path
     source: str  # the spec's file name, for messages
+    inputs_spec: InputsSpec = InputsSpec()
 
     @property
     def path(self) -> Path:
@@ -294,11 +334,26 @@ class Spec:
         return math.prod(self.shape(p, sizes, context=context)) * p.dtype.itemsize
 
     def scalar_value(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> Number:
-        """A scalar's value: an int inside the integer dtype's range, or a finite float."""
+        """A fixed scalar's value: an int inside the integer dtype's range, or a finite float."""
         p = self._resolve(param)
-        assert p.dtype is not None and p.value is not None
-        where = f"{self._prefix(context)}{self._key(p)}.value"
-        value = evaluate(p.value, sizes, where=where)
+        assert p.dtype is not None and p.value is not None, f"{p.name} is drawn from a range"
+        return self._scalar_number(p, p.value, sizes, f"{self._prefix(context)}{self._key(p)}.value")
+
+    def scalar_range(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> tuple[Number, Number]:
+        """A drawn scalar's ``(lo, hi)`` at these sizes: floats are drawn from [lo, hi), integers
+        from lo to hi inclusive."""
+        p = self._resolve(param)
+        assert p.range is not None
+        where = f"{self._prefix(context)}{self._key(p)}.range"
+        lo, hi = (self._scalar_number(p, e, sizes, f"{where}[{j}]") for j, e in enumerate(p.range))
+        if not lo < hi:
+            raise InputError(f"{where}: needs lo < hi (got {lo}, {hi})")
+        return lo, hi
+
+    def _scalar_number(self, p: ParamSpec, expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
+        assert p.dtype is not None
+        value = evaluate(expr, sizes, where=where)
         lo, hi = p.dtype.value_range
         if not p.dtype.is_float and not isinstance(value, int):
             raise InputError(f"{where}: an {p.dtype} scalar needs an integer (got {value!r})")
@@ -312,13 +367,18 @@ class Spec:
         return _integer(p.bytes, sizes, f"{self._prefix(context)}{self._key(p)}.bytes", least=0)
 
     def fill_bounds(
-        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = ""
+        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "", values: str = ""
     ) -> tuple[Number, Number]:
-        """The evaluated ``(a, b)`` of an input's fill, checked against the dtype's range."""
+        """The evaluated ``(a, b)`` of an input's fill (in value case ``values``), checked against
+        the dtype's range."""
         p = self._resolve(param)
-        assert p.fill is not None and p.dtype is not None
+        return self._fill_bounds(p, self.fill_of(p, values), sizes, context=context)
+
+    def _fill_bounds(self, p: ParamSpec, fill: FillSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> tuple[Number, Number]:
+        assert p.dtype is not None
         where = f"{self._prefix(context)}{self._key(p)}.fill"
-        fill, dtype = p.fill, p.dtype
+        dtype = p.dtype
         a, b = (evaluate(e, sizes, where=where) for e in (fill.a, fill.b))
         lo, hi = dtype.value_range
         if fill.kind == "randint":
@@ -417,12 +477,55 @@ class Spec:
             raise InputError(f"{where}.box: the inner extent is {row} bytes, more than the {tm.swizzle} swizzle span")
         return TensorMapGeometry(dims, strides, tm.box, tm.swizzle)
 
+    def middle_sizes(self) -> dict[str, int]:
+        """The sweep's size set of median bytes moved: where value cases and a second memcheck run
+        (big enough to leave the first tiles, small enough to stay quick)."""
+        sets = sorted(self.size_sets(), key=lambda sizes: sum(
+            self.buffer_bytes(p, sizes) for p in self.params if p.kind == "buffer"))
+        return sets[(len(sets) - 1) // 2]
+
+    def value_cases(self) -> tuple[ValueCase, ...]:
+        """The spec's own value cases, then porter's wider-range one (unless ``wide = 1`` or there is
+        no float input to widen)."""
+        cases = list(self.inputs_spec.cases)
+        factor = self.inputs_spec.wide
+        widened = {p.name: _widen(p.fill, factor, p.dtype.max_finite / 2) for p in self.inputs
+                   if p.fill is not None and p.dtype is not None and p.dtype.is_float}
+        if factor > 1 and widened and all(c.name != "wide" for c in cases):
+            cases.append(ValueCase("wide", widened, {}, atol_scale=factor))
+        return tuple(cases)
+
+    def value_case(self, name: str) -> ValueCase:
+        for case in self.value_cases():
+            if case.name == name:
+                return case
+        raise InputError(f"{self.source}: no value case {name!r}")
+
+    def value_case_sizes(self, case: ValueCase) -> dict[str, int]:
+        if not case.at:
+            return self.middle_sizes()
+        return resolve_sizes(self.sizes, case.at, where=f"{self.source}: inputs.cases {case.name!r}.at")
+
+    def fill_of(self, param: str | ParamSpec, values: str = "") -> FillSpec:
+        """An input's fill in value case ``values`` ("" for the default fills)."""
+        p = self._resolve(param)
+        assert p.fill is not None
+        if values:
+            return self.value_case(values).fills.get(p.name, p.fill)
+        return p.fill
+
     def validate(self) -> None:
-        """Check every size-dependent value for the default sizes and for each sweep entry."""
+        """Check every size-dependent value for the default sizes, each sweep entry and each value case."""
         self.check_sizes(self.default_sizes())
         if self.sweep:
             for label, sizes in self._labelled_size_sets():
                 self.check_sizes(sizes, context=label)
+        for case in self.value_cases():
+            context = f"inputs.cases {case.name!r}"
+            sizes = self.value_case_sizes(case)
+            self.check_sizes(sizes, context=context)
+            for name, fill in case.fills.items():
+                self._fill_bounds(self.param(name), fill, sizes, context=context)
 
     def check_sizes(self, sizes: Mapping[str, int], *, context: str = "") -> None:
         """Evaluate every size-dependent value at ``sizes``; InputError for the first bad one."""
@@ -432,7 +535,10 @@ class Spec:
                 if p.fill is not None:
                     self.fill_bounds(p, sizes, context=context)
             elif p.kind == "scalar":
-                self.scalar_value(p, sizes, context=context)
+                if p.range is not None:
+                    self.scalar_range(p, sizes, context=context)
+                else:
+                    self.scalar_value(p, sizes, context=context)
             elif p.kind == "tensormap":
                 self.tensormap_geometry(p, sizes, context=context)
             else:
@@ -442,6 +548,21 @@ class Spec:
             self.tolerance(name, sizes, context=context)
         self.flops(sizes, context=context)
         self.bytes(sizes, context=context)
+
+
+def _widen(fill: FillSpec, factor: float, cap: float) -> FillSpec:
+    """A float fill with ``factor`` times its spread about its centre, kept inside +-``cap``
+    (numbers where the bounds are numbers, expressions where they read size symbols)."""
+    if isinstance(fill.a, int | float) and isinstance(fill.b, int | float):
+        if fill.kind == "normal":
+            return FillSpec("normal", fill.a, min(factor * fill.b, (cap - abs(fill.a)) / (NORMAL_SPREAD + 1)))
+        centre, half = (fill.a + fill.b) / 2, (fill.b - fill.a) / 2
+        return FillSpec("uniform", max(-cap, centre - factor * half), min(cap, centre + factor * half))
+    a, b = f"({fill.a})", f"({fill.b})"
+    if fill.kind == "normal":
+        return FillSpec("normal", fill.a, f"min({factor} * {b}, ({cap} - abs({a})) / {NORMAL_SPREAD + 1})")
+    centre, half = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
+    return FillSpec("uniform", f"max(-{cap}, {centre} - {factor} * {half})", f"min({cap}, {centre} + {factor} * {half})")
 
 
 def _integer(expr: Expr, sizes: Mapping[str, int], where: str, *, least: int, most: int | None = None) -> int:
@@ -651,6 +772,7 @@ class _Parser:
             profile=self.profile(data.get("profile", {})),
             base_dir=self.base_dir,
             source=self.source,
+            inputs_spec=self.inputs(data.get("inputs", {}), params, known),
         )
         spec.validate()
         return spec
@@ -739,9 +861,17 @@ class _Parser:
             raise self.error("", f"{key}.dtype is missing")
         dtype = parse_dtype(table["dtype"], f"{self.source}: {key}.dtype")
         if kind == "scalar":
-            if "value" not in table:
+            if "value" not in table and "range" not in table:
                 raise self.error("", f"{key}.value is missing")
-            return ParamSpec(name, kind, dtype, value=self.expr(table["value"], f"{key}.value", known))
+            if "value" in table and "range" in table:
+                raise self.error(f"{key}.range", "give value (fixed) or range = [lo, hi] (drawn per case), not both")
+            if "value" in table:
+                return ParamSpec(name, kind, dtype, value=self.expr(table["value"], f"{key}.value", known))
+            raw = table["range"]
+            if not isinstance(raw, list) or len(raw) != 2:
+                raise self.error(f"{key}.range", f"must be [lo, hi] (got {raw!r})")
+            lo, hi = (self.expr(v, f"{key}.range[{j}]", known) for j, v in enumerate(raw))
+            return ParamSpec(name, kind, dtype, range=(lo, hi))
 
         if "shape" not in table:
             raise self.error("", f"{key}.shape is missing")
@@ -905,11 +1035,55 @@ class _Parser:
 
     def cost(self, raw: object, known: tuple[str, ...]) -> CostSpec:
         table = self.table(raw, "cost")
-        self.keys(table, ("flops", "bytes"), "cost")
+        self.keys(table, ("flops", "bytes", "approximate", "native_share"), "cost")
         flops, nbytes = (
             self.expr(table[k], f"cost.{k}", known) if k in table else None for k in ("flops", "bytes")
         )
-        return CostSpec(flops, nbytes)
+        approximate = table.get("approximate", False)
+        if not isinstance(approximate, bool):
+            raise self.error("cost.approximate", f"must be true or false (got {approximate!r})")
+        share = self.non_negative(table.get("native_share", DEFAULT_NATIVE_SHARE), "cost.native_share")
+        if share > 1:
+            raise self.error("cost.native_share", f"must be a share from 0 to 1 (got {share!r})")
+        return CostSpec(flops, nbytes, approximate, share)
+
+    def inputs(self, raw: object, params: tuple[ParamSpec, ...], known: tuple[str, ...]) -> InputsSpec:
+        table = self.table(raw, "inputs")
+        self.keys(table, ("wide", "cases"), "inputs")
+        wide = table.get("wide", DEFAULT_WIDE)
+        if isinstance(wide, bool) or not isinstance(wide, int | float) or not 1 <= wide <= 1e6:
+            raise self.error("inputs.wide", f"must be a number >= 1 (1 turns porter's wide case off; got {wide!r})")
+        raw_cases = table.get("cases", [])
+        if not isinstance(raw_cases, list):
+            raise self.error("inputs.cases", "must be an array of tables, written [[inputs.cases]]")
+        inputs = {p.name: p for p in params if p.is_input}
+        cases: list[ValueCase] = []
+        for i, entry in enumerate(raw_cases):
+            key = f"inputs.cases[{i}]"
+            case = self.table(entry, key)
+            self.keys(case, ("name", "fill", "at", "atol_scale"), key)
+            name = self.string(case, "name", key)
+            if any(c.name == name for c in cases):
+                raise self.error(f"{key}.name", f"duplicate value case {name!r}")
+            fills_raw = self.table(case.get("fill", {}), f"{key}.fill")
+            fills = {}
+            for pname, text in fills_raw.items():
+                if pname not in inputs:
+                    raise self.error(f"{key}.fill.{pname}", f"not an input buffer (inputs: {', '.join(inputs)})")
+                dtype = inputs[pname].dtype
+                assert dtype is not None
+                fills[pname] = self.fill(text, dtype, f"{key}.fill.{pname}", known)
+            if not fills:
+                raise self.error(f"{key}.fill", "give at least one input's fill, e.g. { x = \"uniform(-100, 100)\" }")
+            at = self.table(case.get("at", {}), f"{key}.at")
+            for sym, value in at.items():
+                if sym not in known:
+                    raise self.error(f"{key}.at.{sym}", f"not a size symbol of [sizes] ({', '.join(known)})")
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    raise self.error(f"{key}.at.{sym}", f"must be an integer or an expression string (got {value!r})")
+            scale = self.non_negative(case.get("atol_scale", 1.0), f"{key}.atol_scale")
+            cases.append(ValueCase(name, fills, dict(at), max(scale, 1.0)))
+        return InputsSpec(float(wide), tuple(cases))
 
     def baseline(self, raw: object) -> CallableRef:
         table = self.table(raw, "baseline")

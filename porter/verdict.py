@@ -55,6 +55,7 @@ class CaseResult:
     nondeterminism: str = ""  # run-to-run difference, when found
     fault: str = ""  # CUDA error / timeout that killed the run
     wall_s: float = 0.0
+    values: str = ""  # the value case ("" = the spec's default fills; "wide" = porter's wider inputs)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class Verdict:
     sanitizer: tuple[SanitizerReport, ...] = ()
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
+    seeds: tuple[int, ...] = ()  # the check's seeds: `porter check --seeds` with them reproduces its inputs
 
     def gate(self, name: str) -> Gate | None:
         return next((g for g in self.gates if g.name == name), None)
@@ -132,8 +134,8 @@ class Verdict:
 def overall_status(gates: tuple[Gate, ...]) -> Status:
     """Combine gates: any failure -> failed; else any error -> error; else any not run -> not run.
 
-    A gate that is informational (timing) cannot fail a kernel, so callers leave it out of the
-    combination; equivalence ``not run`` makes the whole verdict ``not run``.
+    Every gate counts, timing too: a kernel whose timed launches crash, or leave other outputs
+    than its verified ones, or beat the roofline, has not passed.
     """
     statuses = {g.status for g in gates}
     for word in ("failed", "error", "not run"):

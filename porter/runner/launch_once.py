@@ -22,13 +22,14 @@ def main(job_path: str) -> int:
 
     job = json.loads(Path(job_path).read_text())
     cp.cuda.set_allocator(None)  # plain cudaMalloc per buffer: exact bounds for memcheck
-    state = WorkerState(cp)
+    state = WorkerState(cp, fenced=False)
     spec = state.spec(job["spec_path"], job.get("launch"))
     sizes = {k: int(v) for k, v in job["sizes"].items()}
+    seed = int(job["seed"])
     kernel = state.kernel(Path(job["cubin_path"]).read_bytes(), job["entry"], spec.launch_dims(sizes)[2])
-    launch = Launch(state, spec, sizes, make_args(spec, sizes, int(job["seed"])), guard=0)
+    launch = Launch(state, spec, sizes, make_args(spec, sizes, seed), seed, guard=0)
     try:
-        launch.reset()
+        launch.reset(kernel)
         launch.run(kernel)
         cp.cuda.Device().synchronize()
     except Exception as err:  # a CUDA error: the tool wrapping us reports the details

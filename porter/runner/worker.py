@@ -1,10 +1,16 @@
 """The GPU worker: a child process that owns the CUDA context and runs untrusted kernels.
 
 It receives jobs over a pipe (see ``client.Runner``) and answers each with a dict. Everything that
-touches the GPU lives here, so the parent never imports CuPy. Buffers carry guard bands on both
-sides (checked for out-of-bounds writes), outputs are poisoned before each launch, and every
-buffer is scrubbed before it is freed, so that no kernel can find another kernel's results (the
-reference's above all) in recycled memory.
+touches the GPU lives here, so the parent never imports CuPy.
+
+A candidate is treated as an adversary that would pass by remembering, recognising or skipping.
+So every launch, checked or timed, starts from the same complete state: inputs uploaded afresh,
+outputs set to an initial state (NaN poison, or random finite values: each case runs under both),
+scratch random, module ``.global`` variables restored to their load-time image, every SM's shared
+memory overwritten. Buffers sit between random guard patterns inside fenced address space (an
+access far outside faults), and every buffer is scrubbed before it is freed, so that no kernel
+can find another kernel's results (the reference's above all) in recycled memory. Timed launches
+are digested, so that what was timed can be held to what was verified.
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ from typing import Any
 import numpy as np
 
 GUARD_BYTES = 64 * 1024
-CANARY = 0xA5
 SCRUB = 0x3C
 
-# CUDA errors after which the context is unusable: the worker must be restarted.
+# CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
+# error (illegal address, misaligned access, a trap) poisons the context: the worker must restart.
 _NON_STICKY = {
     "CUDA_ERROR_INVALID_VALUE",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
@@ -36,6 +42,11 @@ _NON_STICKY = {
     "CUDA_ERROR_OUT_OF_MEMORY",
     "cudaErrorMemoryAllocation",
 }
+
+# Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
+# and random finite values no kernel can tell from a result. A kernel that skips work when it
+# sees "already computed" outputs, or leans on NaN arithmetic (fmaxf(NaN, v) = v), fails one.
+INITIAL_STATES = ("poison", "random")
 
 
 def _error_name(err: BaseException) -> str:
@@ -52,23 +63,52 @@ def is_sticky(err: BaseException) -> bool:
 
 
 class DeviceBuffer:
-    """A device allocation with guard bands: [guard | data | guard], data 64 KiB-aligned from the base."""
+    """A device allocation with guard bands: [guard | data | guard], data 64 KiB-aligned from the base.
 
-    def __init__(self, cp: Any, nbytes: int, guard: int = GUARD_BYTES) -> None:
+    The guard bands hold a random pattern (new for every buffer), so a kernel cannot write "the
+    canary" back. With ``fenced``, the allocation sits in its own reservation of unmapped address
+    space (``porter.runner.isolated``): an access beyond the mapped pages faults at any distance;
+    the mapped pages past the data all count as guard band.
+    """
+
+    def __init__(self, cp: Any, nbytes: int, guard: int, rng: np.random.Generator, *, fenced: bool = False) -> None:
         self.cp = cp
         self.nbytes = nbytes
         self.guard = guard
-        self.raw = cp.empty(nbytes + 2 * guard, dtype=cp.uint8)
-        self.raw.fill(CANARY)
+        self._fence = None
+        total = nbytes + 2 * guard
+        if fenced:
+            from porter.runner.isolated import IsolatedAllocation
+
+            self._fence = IsolatedAllocation(total, cp.cuda.Device().id)
+            memory = cp.cuda.UnownedMemory(self._fence.ptr, self._fence.size, self._fence)
+            self.raw = cp.ndarray((self._fence.size,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        else:
+            self.raw = cp.empty(total, dtype=cp.uint8)
         self.data = self.raw[guard : guard + nbytes]
+        after = self.raw.size - guard - nbytes
+        self.patterns = (cp.asarray(rng.integers(0, 256, guard, dtype=np.uint8)),
+                         cp.asarray(rng.integers(0, 256, after, dtype=np.uint8)))
+        self.fill_guards()
 
     @property
     def ptr(self) -> int:
         return self.raw.data.ptr + self.guard
 
+    def fill_guards(self) -> None:
+        before, after = self.patterns
+        if before.size:
+            self.raw[: self.guard] = before
+        if after.size:
+            self.raw[self.guard + self.nbytes :] = after
+
     def upload(self, host: np.ndarray) -> None:
         if self.nbytes:
             self.data.set(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
+
+    def copy_from(self, device_bytes: Any) -> None:
+        if self.nbytes:
+            self.data[...] = device_bytes
 
     def poison(self, bits: int, itemsize: int) -> None:
         if self.nbytes:
@@ -76,25 +116,30 @@ class DeviceBuffer:
             self.data.view(word).fill(bits)
 
     def download(self) -> np.ndarray:
-        """The whole allocation, guards included, as host bytes."""
-        return self.raw.get()
+        """The data, as host bytes."""
+        return self.data.get()
+
+    def guard_violation(self, name: str) -> str:
+        """Writes into the guard bands, described, or '' when they are intact (compared on the GPU)."""
+        problems = []
+        before, after = self.patterns
+        if before.size:
+            bad = self.cp.flatnonzero(self.raw[: self.guard] != before)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.guard - int(bad[-1])} bytes before)")
+        if after.size:
+            bad = self.cp.flatnonzero(self.raw[self.guard + self.nbytes :] != after)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
+        return f"{name}: " + "; ".join(problems) if problems else ""
 
     def scrub(self) -> None:
         self.raw.fill(SCRUB)
-
-
-def guard_violation(name: str, host_raw: np.ndarray, nbytes: int) -> str:
-    """Describe writes into the guard bands of one buffer, or return '' when they are intact."""
-    before = host_raw[:GUARD_BYTES]
-    after = host_raw[GUARD_BYTES + nbytes :]
-    problems = []
-    bad_before = np.flatnonzero(before != CANARY)
-    if bad_before.size:
-        problems.append(f"{bad_before.size} bytes written before its start (nearest {GUARD_BYTES - bad_before[-1]} bytes before)")
-    bad_after = np.flatnonzero(after != CANARY)
-    if bad_after.size:
-        problems.append(f"{bad_after.size} bytes written past its end (first at byte +{bad_after[0]} after the last element)")
-    return f"{name}: " + "; ".join(problems) if problems else ""
+        if self._fence is not None:
+            self.cp.cuda.Device().synchronize()
+            self.data = self.raw = None
+            self._fence.free()
+            self._fence = None
 
 
 def _load_callable(path: str, function: str) -> Any:
@@ -113,16 +158,76 @@ def _load_callable(path: str, function: str) -> Any:
     return fn
 
 
+_SUPPORT_SOURCE = r"""
+extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned int pattern) {
+    extern __shared__ unsigned int porter_shared[];
+    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) porter_shared[i] = pattern ^ i;
+}
+
+// A position-weighted 64-bit sum of n bytes (wrapping): equal contents give equal digests, in
+// any launch order; slot picks where in ``out`` it lands (one slot per timed launch).
+extern "C" __global__ void porter_digest(const unsigned char* data, unsigned long long n,
+                                         unsigned long long* out, unsigned int slot) {
+    unsigned long long words = n / 4, acc = 0;
+    const unsigned int* w = reinterpret_cast<const unsigned int*>(data);
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < words;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        acc += ((unsigned long long)w[i] + 1ull) * ((i * 0x9E3779B97F4A7C15ull) | 1ull);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (unsigned long long i = words * 4; i < n; ++i) {
+            acc += ((unsigned long long)data[i] + 1ull) * (((i + (1ull << 40)) * 0x9E3779B97F4A7C15ull) | 1ull);
+        }
+    }
+    atomicAdd(out + slot, acc);
+}
+"""
+
+
+class LoadedKernel:
+    """A candidate's function with its module's ``.global`` variables and their load-time images.
+
+    :meth:`restore` puts every module global back as it was when the module loaded, so no state
+    (a launch counter, a result cache, a latched scalar) survives from one launch to the next.
+    """
+
+    def __init__(self, cp: Any, module: Any, entry: str, cubin: bytes) -> None:
+        from porter.runner.cubin import module_globals
+
+        self.fn = module.get_function(entry)
+        self.globals: list[tuple[Any, Any]] = []
+        for var in module_globals(cubin):
+            if var.size <= 0:
+                continue
+            view = cp.ndarray((var.size,), dtype=cp.uint8, memptr=module.get_global(var.name))
+            self.globals.append((view, view.copy()))
+
+    def restore(self) -> None:
+        for view, image in self.globals:
+            view[...] = image
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared: int) -> None:
+        self.fn(grid, block, args, shared_mem=shared)
+
+
 class WorkerState:
     """What the worker keeps between jobs: loaded kernels, parsed specs, cached reference outputs."""
 
-    def __init__(self, cp: Any) -> None:
+    def __init__(self, cp: Any, *, fenced: bool = True) -> None:
         self.cp = cp
-        self.kernels: dict[tuple[str, str], Any] = {}
+        self.kernels: dict[tuple[str, str], LoadedKernel] = {}
         self.specs: dict[str, Any] = {}
         self.references: dict[tuple, dict[str, np.ndarray]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-"))
         self._flush: Any = None
+        self._support: Any = None
+        if fenced:
+            from porter.runner.isolated import available
+
+            self.fence_note = available(cp.cuda.Device().id)
+        else:
+            self.fence_note = "exact-size allocations (for compute-sanitizer)"
+        self.fenced = fenced and not self.fence_note
 
     def spec(self, path: str, launch: dict[str, Any] | None = None) -> Any:
         """The spec at ``path`` (parsed once per file version), with a candidate's own launch if given."""
@@ -134,18 +239,18 @@ class WorkerState:
         spec = self.specs[key]
         return with_launch(spec, launch, source="candidate") if launch else spec
 
-    def kernel(self, cubin: bytes, entry: str, shared: int) -> Any:
+    def kernel(self, cubin: bytes, entry: str, shared: int) -> LoadedKernel:
         digest = hashlib.sha256(cubin).hexdigest()
         key = (digest, entry)
         if key not in self.kernels:
             path = self.tmp / f"{digest}.cubin"
             path.write_bytes(cubin)
             module = self.cp.RawModule(path=str(path))
-            self.kernels[key] = module.get_function(entry)
-        fn = self.kernels[key]
-        if shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < shared:
-            fn.max_dynamic_shared_size_bytes = shared
-        return fn
+            self.kernels[key] = LoadedKernel(self.cp, module, entry, cubin)
+        loaded = self.kernels[key]
+        if shared > 48 * 1024 and loaded.fn.max_dynamic_shared_size_bytes < shared:
+            loaded.fn.max_dynamic_shared_size_bytes = shared
+        return loaded
 
     def flush_buffer(self) -> Any:
         """A buffer twice the L2's size: writing it evicts whatever the last launch left cached."""
@@ -153,6 +258,27 @@ class WorkerState:
             l2 = self.cp.cuda.Device().attributes.get("L2CacheSize", 50 * 1024 * 1024)
             self._flush = self.cp.empty(max(2 * l2, 256 * 1024 * 1024), dtype=self.cp.uint8)
         return self._flush
+
+    def _support_module(self) -> Any:
+        if self._support is None:
+            self._support = self.cp.RawModule(code=_SUPPORT_SOURCE)
+        return self._support
+
+    def scrub_shared(self) -> None:
+        """Overwrite the shared memory of every SM, so that nothing a launch left there is read by
+        the next (shared memory is not cleared between kernels)."""
+        fn = self._support_module().get_function("porter_scrub_shared")
+        device = self.cp.cuda.Device()
+        most = int(device.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+        if fn.max_dynamic_shared_size_bytes < most:
+            fn.max_dynamic_shared_size_bytes = most
+        sms = int(device.attributes["MultiProcessorCount"])
+        fn((2 * sms,), (256,), (np.uint32(most // 4), np.uint32(0x5C3A9E17)), shared_mem=most)
+
+    def digest(self, data: Any, out: Any, slot: int) -> None:
+        """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed)."""
+        fn = self._support_module().get_function("porter_digest")
+        fn((264,), (256,), (data, np.uint64(data.size), out, np.uint32(slot)))
 
 
 def _scalar_arg(dtype: Any, value: float | int) -> Any:
@@ -164,70 +290,105 @@ def _scalar_arg(dtype: Any, value: float | int) -> Any:
 
 
 class Launch:
-    """The buffers and arguments of one launch of ``kernel`` on one size set."""
+    """The buffers and arguments of one launch on one size set, and the state before each launch.
+
+    ``seed`` drives everything random around the inputs: guard patterns, the outputs' random
+    initial contents and the scratch contents (the inputs themselves come with ``host_args``).
+    """
 
     def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
-                 guard: int = GUARD_BYTES) -> None:
-        """``guard=0`` gives exact-size allocations, for compute-sanitizer's bounds checks."""
+                 seed: int, guard: int = GUARD_BYTES) -> None:
+        """``guard=0`` gives exact-size plain allocations, for compute-sanitizer's bounds checks."""
+        from porter.inputs import GUARDS, stream
+
         cp = state.cp
-        self.spec, self.sizes, self.host_args = spec, sizes, host_args
+        self.state, self.spec, self.sizes, self.host_args, self.seed = state, spec, sizes, host_args, seed
         self.buffers: dict[str, DeviceBuffer] = {}
         self.args: list[Any] = []
-        for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
-            if p.kind == "buffer":
-                shape = spec.shape(p, sizes)
-                self.buffers[p.name] = DeviceBuffer(cp, int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize, guard)
+        self._pristine: dict[str, Any] = {}
+        fenced = state.fenced and guard > 0
+        for index, p in enumerate(spec.params):  # buffers first: a tensormap may describe a buffer listed after it
+            nbytes = (int(np.prod(spec.shape(p, sizes), dtype=np.int64)) * p.dtype.itemsize if p.kind == "buffer"
+                      else spec.scratch_bytes(p, sizes) if p.kind == "scratch" else 0)
+            if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, guard, stream(seed, GUARDS, sizes, index), fenced=fenced)
         for p in spec.params:
-            if p.kind == "buffer":
-                self.args.append(np.uint64(self.buffers[p.name].ptr))
+            if p.kind in ("buffer", "scratch"):
+                buf = self.buffers.get(p.name)
+                self.args.append(np.uint64(buf.ptr if buf is not None else 0))
             elif p.kind == "tensormap":
                 from porter.runner.tensormap import encode_tiled
 
                 target = spec.param(p.tensormap.tensor)
                 self.args.append(encode_tiled(self.buffers[target.name].ptr, target.dtype.name,
                                               target.dtype.itemsize, spec.tensormap_geometry(p, sizes)))
-            elif p.kind == "scratch":
-                nbytes = spec.scratch_bytes(p, sizes)
-                if nbytes <= 0:
-                    self.args.append(np.uint64(0))
-                else:
-                    buf = DeviceBuffer(cp, nbytes, guard)
-                    self.buffers[p.name] = buf
-                    self.args.append(np.uint64(buf.ptr))
             else:
-                self.args.append(_scalar_arg(p.dtype, spec.scalar_value(p, sizes)))
+                self.args.append(_scalar_arg(p.dtype, host_args[p.name]))
         self.grid, self.block, self.shared, _cluster = spec.launch_dims(sizes)
 
-    def reset(self) -> None:
-        """Inputs uploaded afresh, outputs poisoned: the state before every checked launch."""
-        for p in self.spec.params:
-            if p.kind != "buffer":
-                continue
-            buf = self.buffers[p.name]
-            if p.role == "out":
-                buf.poison(p.dtype.poison_bits, p.dtype.itemsize)
-            else:
-                buf.upload(self.host_args[p.name])
+    def reset(self, kernel: LoadedKernel | None, initial: str = "poison") -> None:
+        """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
+        INITIAL_STATES), scratch random, guard bands rewritten, the module's globals restored
+        and every SM's shared memory overwritten."""
+        from porter.inputs import INITIAL, random_finite, stream
 
-    def run(self, kernel: Any) -> None:
-        kernel(tuple(self.grid), tuple(self.block), tuple(self.args), shared_mem=int(self.shared))
+        cp = self.state.cp
+        for index, p in enumerate(self.spec.params):
+            buf = self.buffers.get(p.name)
+            if buf is None:
+                continue
+            if p.kind == "scratch":
+                buf.copy_from(self._device_pattern(p.name, index, buf.nbytes))
+            elif p.role == "out":
+                if initial == "poison":
+                    buf.poison(p.dtype.poison_bits, p.dtype.itemsize)
+                else:
+                    count = buf.nbytes // p.dtype.itemsize
+                    key = f"initial:{p.name}:{initial}"
+                    if key not in self._pristine:
+                        self._pristine[key] = cp.asarray(
+                            random_finite(p.dtype, count, stream(self.seed, INITIAL, self.sizes, index, initial)))
+                    buf.copy_from(self._pristine[key])
+            else:
+                if p.name not in self._pristine:
+                    host = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+                    self._pristine[p.name] = cp.asarray(host)
+                buf.copy_from(self._pristine[p.name])
+            buf.fill_guards()
+        if kernel is not None:
+            kernel.restore()
+        self.state.scrub_shared()
+
+    def _device_pattern(self, name: str, index: int, nbytes: int) -> Any:
+        from porter.inputs import INITIAL, stream
+
+        key = f"scratch:{name}"
+        if key not in self._pristine:
+            rng = stream(self.seed, INITIAL, self.sizes, index, "scratch")
+            self._pristine[key] = self.state.cp.asarray(rng.integers(0, 256, nbytes, dtype=np.uint8))
+        return self._pristine[key]
+
+    def run(self, kernel: LoadedKernel) -> None:
+        kernel(tuple(self.grid), tuple(self.block), tuple(self.args), int(self.shared))
+
+    def guard_problems(self) -> list[str]:
+        return [problem for name, buf in self.buffers.items() if (problem := buf.guard_violation(name))]
+
+    def digest_outputs(self, out: Any, first_slot: int) -> None:
+        """Digest each output into consecutive slots of ``out``, from ``first_slot``."""
+        for k, p in enumerate(self.spec.outputs):
+            self.state.digest(self.buffers[p.name].data, out, first_slot + k)
 
     def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
         """Outputs (host), guard violations, and inputs that the kernel modified."""
         outputs: dict[str, np.ndarray] = {}
-        guards: list[str] = []
         modified: list[str] = []
+        guards = self.guard_problems()
         for p in self.spec.params:
             buf = self.buffers.get(p.name)
-            if buf is None:
+            if buf is None or p.kind != "buffer":
                 continue
-            raw = buf.download()
-            problem = guard_violation(p.name, raw, buf.nbytes)
-            if problem:
-                guards.append(problem)
-            if p.kind != "buffer":
-                continue
-            data = raw[GUARD_BYTES : GUARD_BYTES + buf.nbytes]
+            data = buf.download()
             if p.role == "in":
                 expected = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
                 changed = np.flatnonzero(data != expected)
@@ -242,12 +403,20 @@ class Launch:
         for buf in self.buffers.values():
             buf.scrub()
         self.buffers.clear()
+        self._pristine.clear()
 
 
-def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, host_args: dict[str, Any],
-               reference: dict[str, Any]) -> dict[str, np.ndarray]:
+def output_digests(state: WorkerState, launch: Launch) -> list[int]:
+    """The digest of each output of the last launch (as the timing loop computes them)."""
+    out = state.cp.zeros(len(launch.spec.outputs), dtype=state.cp.uint64)
+    launch.digest_outputs(out, 0)
+    return [int(x) for x in out.get()]
+
+
+def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, values: str,
+               host_args: dict[str, Any], reference: dict[str, Any]) -> dict[str, np.ndarray]:
     # The spec is part of the key: two specs may share a ref.py but fill their inputs differently.
-    key = (reference.get("key", ""), id(spec), tuple(sorted(sizes.items())), seed)
+    key = (reference.get("key", ""), id(spec), tuple(sorted(sizes.items())), seed, values)
     if key in state.references:
         return state.references[key]
     kind = reference["kind"]
@@ -260,9 +429,9 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
         if reference.get("launch"):  # a source that is itself a port declares its own launch
             spec = state.spec(str(spec.path), reference["launch"])
         kernel = state.kernel(reference["cubin"], reference["entry"], spec.launch_dims(sizes)[2])
-        launch = Launch(state, spec, sizes, host_args)
+        launch = Launch(state, spec, sizes, host_args, seed)
         try:
-            launch.reset()
+            launch.reset(kernel)
             launch.run(kernel)
             state.cp.cuda.Device().synchronize()
             outs, guards, modified = launch.collect()
@@ -282,28 +451,42 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
 
 
 def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int], seed: int,
-             reference: dict[str, Any], runs: int = 2, launch: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One case of the sweep: launch the candidate ``runs`` times on the same fresh inputs.
+             reference: dict[str, Any], values: str = "", initials: tuple[str, ...] = INITIAL_STATES,
+             launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One case of the sweep: launch the candidate once per initial output state on the same
+    fresh inputs, each launch from a fully restored state (see ``Launch.reset``).
 
     ``launch`` is the candidate's own launch directive; the reference (a source kernel included)
-    always runs with the spec's own launch.
+    always runs with the spec's own launch. The reply carries each run's outputs, the digests of
+    the first run's outputs (which timed launches must reproduce) and the memory-safety findings.
     """
     from porter.inputs import make_args
 
     source_spec = state.spec(spec_path)
     spec = state.spec(spec_path, launch)
-    host_args = make_args(spec, sizes, seed)
+    host_args = make_args(spec, sizes, seed, values)
     kernel = state.kernel(cubin, entry, spec.launch_dims(sizes)[2])
-    candidate = Launch(state, spec, sizes, host_args)
+    candidate = Launch(state, spec, sizes, host_args, seed)
     per_run: list[dict[str, np.ndarray]] = []
     guards: list[str] = []
     modified: list[str] = []
+    digests: list[int] = []
     start = time.perf_counter()
     try:
-        for _ in range(runs):
-            candidate.reset()
-            candidate.run(kernel)
-            state.cp.cuda.Device().synchronize()
+        for k, initial in enumerate(initials):
+            candidate.reset(kernel, initial)
+            try:
+                candidate.run(kernel)
+                state.cp.cuda.Device().synchronize()
+            except Exception as err:
+                if k == 0:
+                    raise
+                # Keep the CUDA error's name in the text: it decides whether the worker restarts.
+                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}; "
+                                   f"the launch from {initials[0]} completed: the kernel depends on the output's "
+                                   "initial contents)") from err
+            if k == 0:
+                digests = output_digests(state, candidate)
             outs, g, m = candidate.collect()
             per_run.append(outs)
             guards += [x for x in g if x not in guards]
@@ -311,8 +494,9 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     finally:
         candidate.release()
     kernel_s = time.perf_counter() - start
-    ref = _reference(state, source_spec, sizes, seed, host_args, reference)
-    return {"outputs": per_run, "reference": ref, "guards": guards, "modified": modified, "kernel_s": kernel_s}
+    ref = _reference(state, source_spec, sizes, seed, values, host_args, reference)
+    return {"outputs": per_run, "initials": list(initials), "reference": ref, "guards": guards,
+            "modified": modified, "digests": digests, "kernel_s": kernel_s, "fence": state.fence_note}
 
 
 def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:
@@ -328,7 +512,7 @@ def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) ->
                 dtype = {1: cp.uint8, 2: cp.uint16}[p.dtype.itemsize]
             views[p.name] = launch.buffers[p.name].data.view(dtype).reshape(shape)
         elif p.kind == "scalar":
-            views[p.name] = spec.scalar_value(p, sizes)
+            views[p.name] = launch.host_args[p.name]
     return views
 
 
@@ -337,7 +521,11 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
              min_reps: int = 10) -> dict[str, Any]:
     """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
 
-    Interleaving makes ratios between contenders survive clock and thermal drift.
+    Interleaving makes ratios between contenders survive clock and thermal drift. Every timed
+    launch starts from the same restored state as a checked one (fresh poison in the outputs,
+    inputs and module globals restored, shared memory overwritten: all outside the timed events),
+    and a kernel contender's outputs are digested after every launch, so the caller can hold each
+    timed launch to the outputs that were verified. The guard bands are checked after the loop.
     """
     from porter.inputs import make_args
 
@@ -345,57 +533,70 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
     spec = state.spec(spec_path)
     host_args = make_args(spec, sizes, seed)
     flush = state.flush_buffer()
-    runs = []
-    launches = []
+    steps: list[tuple[Launch, LoadedKernel | None, Any]] = []
+    launches: list[Launch] = []
     try:
         for c in contenders:
-            launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args)
+            launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args, seed)
             launches.append(launch)
-            launch.reset()
             if c["kind"] == "kernel":
                 kernel = state.kernel(c["cubin"], c["entry"], launch.shared)
-                runs.append(lambda launch=launch, kernel=kernel: launch.run(kernel))
+                steps.append((launch, kernel, lambda launch=launch, kernel=kernel: launch.run(kernel)))
             else:
                 fn = _load_callable(c["path"], c["function"])
                 views = _baseline_args(cp, spec, sizes, launch)
-                runs.append(lambda fn=fn, views=views: fn(views, dict(sizes)))
+                steps.append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
+
+        def prepare(launch: Launch, kernel: LoadedKernel | None) -> None:
+            launch.reset(kernel)
+            flush.fill(0)
+
         # Warm-up (module load, cuBLAS handle, clocks), then estimate one round's time.
-        for run in runs:
+        for launch, kernel, run in steps:
+            prepare(launch, kernel)
             run()
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
-        for run in runs:
-            flush.fill(0)
+        for launch, kernel, run in steps:
+            prepare(launch, kernel)
             run()
         cp.cuda.Device().synchronize()
         round_s = max(time.perf_counter() - t0, 1e-6)
         reps = int(min(max_reps, max(min_reps, budget_s / round_s)))
-        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in runs]
+        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
+        outputs = len(spec.outputs)
+        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c["kind"] == "kernel" else None for c in contenders]
         for r in range(reps):
-            order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+            order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
             for i in order:
-                flush.fill(0)
+                launch, kernel, run = steps[i]
+                prepare(launch, kernel)
                 start, end = events[i][r]
                 start.record()
-                runs[i]()
+                run()
                 end.record()
+                if digests[i] is not None:
+                    launch.digest_outputs(digests[i], r * outputs)
         cp.cuda.Device().synchronize()
         times = [[cp.cuda.get_elapsed_time(s, e) for s, e in evs] for evs in events]
+        guards = [launch.guard_problems() for launch in launches]
+        digest_lists = [None if d is None else [int(x) for x in d.get()] for d in digests]
     finally:
         for launch in launches:
             launch.release()
-    return {"times_ms": times, "names": [c["name"] for c in contenders]}
+    return {"times_ms": times, "names": [c["name"] for c in contenders], "digests": digest_lists,
+            "outputs_per_launch": len(spec.outputs), "guards": guards}
 
 
 def job_outputs(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int],
-                seed: int, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+                seed: int, values: str = "", launch: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run a kernel once and return its outputs (for ``porter record``), with its own launch if declared."""
     from porter.inputs import make_args
 
     spec = state.spec(spec_path)
     source = {"kind": "source", "cubin": cubin, "entry": entry, "launch": launch,
               "key": hashlib.sha256(cubin).hexdigest()}
-    return {"outputs": _reference(state, spec, sizes, seed, make_args(spec, sizes, seed), source)}
+    return {"outputs": _reference(state, spec, sizes, seed, values, make_args(spec, sizes, seed, values), source)}
 
 
 JOBS = {"case": job_case, "time": job_time, "outputs": job_outputs}

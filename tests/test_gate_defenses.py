@@ -1,0 +1,310 @@
+"""The gate's defences against candidates that cheat, in the parts a CPU can hold: the plan of
+cases, unpredictable inputs, the judgement of runs from different initial states, the hold of
+timed launches to verified ones, the native-work share, module globals and golden manifests.
+
+The GPU half (each attack kernel failing on the H200 for its own reason) is tests/test_attacks_gpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from porter.errors import InputError
+from porter.gate import CheckOptions, _judge_case, _timed_outputs_problems, run_check
+from porter.golden import check_golden, load_golden
+from porter.inputs import fresh_seed, make_args
+from porter.native import instruction_flops, judge_native
+from porter.plan import Case, check_plan, check_seeds
+from porter.profiler import opcode_bases, parse_source_csv
+from porter.runner import WorkerFault
+from porter.runner.client import DeviceInfo
+from porter.runner.cubin import module_globals
+from porter.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTOR_ADD = ROOT / "examples" / "vector_add"
+GEMM = ROOT / "examples" / "gemm_bf16"
+
+
+def spec_with(tmp_path: Path, example: Path, old: str, new: str):
+    """A copy of an example's folder whose porter.toml has ``old`` replaced by ``new``."""
+    folder = tmp_path / example.name
+    shutil.copytree(example, folder)
+    text = (folder / "porter.toml").read_text()
+    assert old in text
+    (folder / "porter.toml").write_text(text.replace(old, new, 1))
+    return folder
+
+
+# --- unpredictable inputs --------------------------------------------------------------------
+
+def test_fresh_seeds_differ_and_given_seeds_are_kept() -> None:
+    assert check_seeds((5, 6)) == (5, 6)
+    a, b = check_seeds(), check_seeds()
+    assert a != b and len(a) == 2 and a[1] == a[0] + 1
+    assert fresh_seed() != fresh_seed()
+
+
+def test_inputs_at_one_size_are_no_prefix_of_the_inputs_at_another() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    small, large = make_args(spec, {"n": 33}, 7), make_args(spec, {"n": 1000}, 7)
+    assert not np.array_equal(small["x"], large["x"][:33])
+    again = make_args(spec, {"n": 33}, 7)
+    assert np.array_equal(small["x"], again["x"]) and small["alpha"] == again["alpha"]
+
+
+def test_a_ranged_scalar_is_drawn_per_case_and_rounded_as_the_kernel_gets_it() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    alphas = {make_args(spec, {"n": 33}, seed)["alpha"] for seed in range(20)}
+    assert len(alphas) == 20 and all(-2.0 <= a <= 2.0 for a in alphas)
+    assert all(float(np.float32(a)) == a for a in alphas)  # the f32 the kernel receives, not a float64
+
+
+def test_the_wide_value_case_widens_float_fills(tmp_path: Path) -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    wide = spec.value_case("wide")
+    sizes = spec.value_case_sizes(wide)
+    args = make_args(spec, sizes, 3, "wide")
+    assert np.abs(args["x"]).max() > 2.0  # the default fill stays inside [-1, 1]
+    assert spec.fill_bounds("x", sizes, values="wide") == (-4.0, 4.0)
+    off = load_spec(spec_with(tmp_path, VECTOR_ADD, "[[params]]", "[inputs]\nwide = 1\n\n[[params]]") / "porter.toml")
+    assert [c.name for c in off.value_cases()] == []
+
+
+def test_spec_value_cases_and_ranges_are_checked(tmp_path: Path) -> None:
+    folder = spec_with(tmp_path, VECTOR_ADD, "[[params]]", '[[inputs.cases]]\nname = "big"\nfill = { x = "uniform(-1000, 1000)" }\n'
+                       'at = { n = 4097 }\natol_scale = 1000\n\n[[params]]')
+    spec = load_spec(folder / "porter.toml")
+    assert [c.name for c in spec.value_cases()] == ["big", "wide"]
+    assert spec.value_case_sizes(spec.value_case("big")) == {"n": 4097}
+    bad = spec_with(tmp_path / "b", VECTOR_ADD, "[[params]]", '[[inputs.cases]]\nname = "big"\nfill = { out = "uniform(0, 1)" }\n\n[[params]]')
+    with pytest.raises(InputError, match=r"inputs.cases\[0\].fill.out: not an input buffer"):
+        load_spec(bad / "porter.toml")
+    both = spec_with(tmp_path / "c", VECTOR_ADD, "range = [-2.0, 2.0]", "range = [-2.0, 2.0]\nvalue = 1")
+    with pytest.raises(InputError, match="not both"):
+        load_spec(both / "porter.toml")
+    empty = spec_with(tmp_path / "d", VECTOR_ADD, "range = [-2.0, 2.0]", "range = [2.0, 2.0]")
+    with pytest.raises(InputError, match=r"params\[3\].range: needs lo < hi"):
+        load_spec(empty / "porter.toml")
+
+
+# --- the plan: what is timed or profiled is verified -------------------------------------------
+
+def test_the_plan_checks_the_timed_and_profiled_sizes_and_the_value_cases() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    timed = [spec.default_sizes(), spec.timing_sizes({"n": 4096})]
+    plan = check_plan(spec, (11, 12), timed=timed, profiled=spec.default_sizes())
+    sweep = [c for c in plan if c.why == "sweep"]
+    assert len(sweep) == 2 * len(spec.size_sets())
+    assert [(c.sizes, c.seed) for c in plan if c.why == "timed"] == [({"n": 16777216}, 11), ({"n": 4096}, 11)]
+    assert not [c for c in plan if c.why == "profiled"]  # the default sizes are already planned
+    assert [c.values for c in plan if c.values] == ["wide"]
+    assert len({c.key() for c in plan}) == len(plan)
+
+
+# --- judging runs from two initial states ------------------------------------------------------
+
+def _reply(spec, case: Case, outs: list[np.ndarray], *, guards=(), modified=()) -> dict[str, Any]:
+    args = make_args(spec, case.sizes, case.seed, case.values)
+    expected = {"out": float(args["alpha"]) * args["x"].astype(np.float64) + args["y"].astype(np.float64)}
+    return {"outputs": [{"out": o} for o in outs], "initials": ["poison", "random"][: len(outs)],
+            "reference": expected, "guards": list(guards), "modified": list(modified), "kernel_s": 0.0}
+
+
+def _right(spec, case: Case) -> np.ndarray:
+    args = make_args(spec, case.sizes, case.seed)
+    return (np.float32(args["alpha"]) * args["x"] + args["y"]).astype(np.float32)
+
+
+def test_outputs_right_from_poison_but_wrong_from_random_values_fail_as_initial_state_dependence() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3)
+    right = _right(spec, case)
+    skipped = np.random.default_rng(0).uniform(-1, 1, 1000).astype(np.float32)  # kept its random start
+    result = _judge_case(spec, case, _reply(spec, case, [right, skipped]))
+    assert result.status == "failed"
+    assert "depends on the output's initial contents" in result.reason
+    assert "random finite values" in result.reason
+
+
+def test_identical_runs_pass_and_differing_correct_runs_are_a_race() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3)
+    right = _right(spec, case)
+    assert _judge_case(spec, case, _reply(spec, case, [right, right.copy()])).status == "passed"
+    jitter = right.copy()
+    jitter[5] = np.nextafter(jitter[5], np.float32(9))
+    raced = _judge_case(spec, case, _reply(spec, case, [right, jitter]))
+    assert raced.status == "failed" and "nondeterministic" in raced.reason
+
+
+def test_a_wide_case_whose_reference_overflows_is_not_judged_rather_than_failed() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3, "wide", why="wide")
+    reply = _reply(spec, case, [np.zeros(1000, np.float32)])
+    reply["reference"] = {"out": np.full(1000, 1e39)}
+    result = _judge_case(spec, case, reply)
+    assert result.status == "not run" and "finite range" in result.reason
+
+
+# --- timed launches are held to the verified ones ------------------------------------------------
+
+def test_timed_launches_must_reproduce_the_verified_digests() -> None:
+    key = Case({"n": 8}, 1).key()
+    reply = {"names": ["candidate", "library"], "digests": [[7, 7, 7, 9], None], "outputs_per_launch": 1,
+             "guards": [[], []]}
+    problems = _timed_outputs_problems(reply, key, {key: [7]}, "n=8")
+    assert len(problems) == 1 and "1 of 4 timed launches" in problems[0] and "launch 4" in problems[0]
+    assert _timed_outputs_problems({**reply, "digests": [[7] * 4, None]}, key, {key: [7]}, "n=8") == []
+    guarded = {**reply, "digests": [[7] * 4, None], "guards": [["out: 4 bytes written past its end"], []]}
+    assert "during the timed launches" in _timed_outputs_problems(guarded, key, {key: [7]}, "n=8")[0]
+    assert "could not be held" in _timed_outputs_problems(reply, key, {}, "n=8")[0]
+
+
+class ScriptedRunner:
+    """An in-process stand-in for the GPU worker: 'runs' vector_add by computing the right answer
+    (or a scripted wrong one) so that the gate's own logic can be driven on a CPU."""
+
+    def __init__(self, *, time_reply=None, time_fault: str = "", wrong_digest: bool = False) -> None:
+        self.time_reply, self.time_fault, self.wrong_digest = time_reply, time_fault, wrong_digest
+        self.cases: list[dict[str, Any]] = []
+
+    def start(self) -> DeviceInfo:
+        return DeviceInfo("NVIDIA H200", "sm_90", "9.0", 132, 60 << 20, 227 << 10, "13.0", "13.0", "14.2")
+
+    def close(self) -> None:
+        pass
+
+    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
+        spec = load_spec(Path(job["spec_path"]))
+        if op == "case":
+            self.cases.append(job)
+            case = Case(job["sizes"], job["seed"], job["values"])
+            reply = _reply(spec, case, [_right(spec, case)] * 2)
+            reply["reference"] = {"out": reply["outputs"][0]["out"].astype(np.float64)}
+            return {**reply, "digests": [42]}
+        if self.time_fault:
+            raise WorkerFault(self.time_fault, kind="fault")
+        names = [c["name"] for c in job["contenders"]]
+        reply = self.time_reply or {"times_ms": [[1.0] * 10 for _ in names]}
+        digests = [[41 if self.wrong_digest and i == 9 else 42 for i in range(10)] if c["kind"] == "kernel" else None
+                   for c in job["contenders"]]
+        return {"names": names, "digests": digests, "outputs_per_launch": 1, "guards": [[] for _ in names], **reply}
+
+
+def _check(toolchain, runner, **options):
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    return run_check(VECTOR_ADD / "kernel.ptx", spec, CheckOptions(**options), toolchain=toolchain, runner=runner)
+
+
+def test_the_check_verifies_its_timed_size_and_records_its_seeds(toolchain) -> None:
+    runner = ScriptedRunner()
+    verdict = _check(toolchain, runner, time_at=({"n": 5000},))
+    assert verdict.status == "passed", verdict.reason
+    checked = {(tuple(j["sizes"].items()), j["values"]) for j in runner.cases}
+    assert ((("n", 5000),), "") in checked and any(values == "wide" for _, values in checked)
+    assert len(verdict.seeds) == 2 and {j["seed"] for j in runner.cases} == set(verdict.seeds)
+    again = _check(toolchain, ScriptedRunner(), seeds=verdict.seeds, timing=False)
+    assert again.seeds == verdict.seeds
+
+
+def test_a_timing_run_that_faults_makes_the_verdict_not_passed(toolchain) -> None:
+    verdict = _check(toolchain, ScriptedRunner(time_fault="CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"))
+    assert verdict.status == "error"
+    assert verdict.gate("timing").status == "error" and "LAUNCH_FAILED" in verdict.reason
+
+
+def test_a_timed_launch_that_leaves_other_outputs_fails(toolchain) -> None:
+    verdict = _check(toolchain, ScriptedRunner(wrong_digest=True))
+    assert verdict.status == "failed"
+    assert "did not do the verified work" in verdict.gate("timing").summary
+
+
+def test_faster_than_the_roofline_fails_unless_the_cost_is_approximate(toolchain, tmp_path) -> None:
+    quick = {"times_ms": [[1e-4] * 10]}  # 16M elements in 0.1 us: far beyond any memory system
+    verdict = _check(toolchain, ScriptedRunner(time_reply=quick))
+    assert verdict.status == "failed" and "roofline" in verdict.gate("timing").summary
+    folder = spec_with(tmp_path, VECTOR_ADD, 'bytes = "12*n"', 'bytes = "12*n"\napproximate = true')
+    spec = load_spec(folder / "porter.toml")
+    lenient = run_check(folder / "kernel.ptx", spec, CheckOptions(), toolchain=toolchain,
+                        runner=ScriptedRunner(time_reply=quick))
+    assert lenient.status == "passed" and "approximate" in lenient.gate("timing").details[0]
+
+
+# --- native means the work runs there --------------------------------------------------------------
+
+def test_instruction_flops_read_the_shape_off_the_opcode() -> None:
+    assert instruction_flops("HGMMA.64x128x16.F32.BF16") == 2 * 64 * 128 * 16 / 4  # per warp of a warpgroup
+    assert instruction_flops("HMMA.16816.F32.BF16") == 2 * 16 * 8 * 16
+    assert instruction_flops("HMMA.1688.F32.TF32") == 2 * 16 * 8 * 8
+    assert instruction_flops("IMMA.16832.S32.S8.S8") == 2 * 16 * 8 * 32
+    assert instruction_flops("LDSM.16.M88.4") is None
+
+
+def test_the_recorded_h200_wgmma_run_did_all_of_its_flops_on_hgmma() -> None:
+    executed = parse_source_csv((ROOT / "tests" / "data" / "ncu" / "h200_wgmma_source.csv").read_text())
+    evidence = judge_native("sm_90a", ("HGMMA",), {"HGMMA": 4}, opcode_bases(executed), executed_opcodes=executed,
+                            spec_flops=2 * 64 * 64 * 16, required_share=0.9)  # that run's M=64, N=64, K=16
+    assert evidence.state == "executed" and evidence.share == pytest.approx(1.0)
+
+
+def test_a_token_wgmma_beside_mma_sync_math_is_a_minor_share() -> None:
+    executed = {"HGMMA.64x64x16.F32.BF16": 4, "HMMA.16816.F32.BF16": 2 * 4096 * 4096 * 4096 // 4096}
+    evidence = judge_native("sm_90a", ("HGMMA",), {"HGMMA": 4}, opcode_bases(executed), executed_opcodes=executed,
+                            spec_flops=2 * 4096**3, required_share=0.9)
+    assert evidence.state == "executed for a minor share"
+    assert evidence.share < 1e-6 and "HMMA 100.0%" in evidence.summary
+    unmeasurable = judge_native("sm_90a", ("HGMMA",), {"HGMMA": 4}, opcode_bases(executed), executed_opcodes=executed,
+                                spec_flops=None, required_share=0.9)
+    assert unmeasurable.state == "not measured" and "cost.flops" in unmeasurable.summary
+
+
+# --- module globals --------------------------------------------------------------------------------
+
+def test_module_globals_are_found_in_a_real_cubin(toolchain) -> None:
+    ptx = """.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 launches;
+.global .align 4 .b8 cache[4096] = {0, 0, 128, 63};
+.visible .entry k(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    mov.u64 %rd2, launches;
+    atom.global.add.u32 %r1, [%rd2], 1;
+    ld.global.u32 %r2, [cache];
+    add.u32 %r1, %r1, %r2;
+    cvta.to.global.u64 %rd1, %rd1;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+    result = toolchain.assemble(ptx, "sm_90")
+    assert result.ok, result.log
+    found = {g.name: g.size for g in module_globals(result.cubin)}
+    assert found == {"launches": 4, "cache": 4096}
+    assert module_globals(b"not an elf") == ()
+
+
+# --- golden folders answer for their spec only --------------------------------------------------------
+
+def test_a_golden_folder_with_no_cases_or_another_spec_is_refused(tmp_path: Path) -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    folder = tmp_path / "golden"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"spec_sha256": "x", "cases": []}))
+    with pytest.raises(InputError, match="holds no cases"):
+        load_golden(folder)
+    (folder / "case.npz").write_bytes(b"")
+    (folder / "manifest.json").write_text(json.dumps({"spec_sha256": "0" * 16,
+                                                      "cases": [{"sizes": {"n": 1}, "seed": 1, "file": "case.npz"}]}))
+    with pytest.raises(InputError, match="recorded with another spec"):
+        check_golden(load_golden(folder), spec, folder)
