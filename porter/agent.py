@@ -337,9 +337,10 @@ def _computes(spec: Spec) -> str:
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in sets[:_MAX_SWEEP_SHOWN])
         more = f"; and {len(sets) - _MAX_SWEEP_SHOWN} more" if len(sets) > _MAX_SWEEP_SHOWN else ""
         out.append(f"Equivalence is checked on fresh random inputs at {len(sets)} size sets: {shown}{more}.")
-    out.append("Every checked and timed launch starts from restored state (outputs NaN-poisoned or random, module "
-               "globals reset, shared memory overwritten); every timed launch must reproduce the verified outputs, "
-               "and the timed sizes and wider-range inputs are checked too. Compute every output from the inputs.")
+    out.append("Every launch starts with fresh inputs (read-only), outputs NaN-poisoned or random and shared memory "
+               "overwritten; module globals carry from case to case and are reset before each timed launch; every "
+               "timed launch must reproduce the verified outputs; the timed sizes, one unlisted size set and "
+               "wider-range inputs are checked too. Compute every output from the inputs on every launch.")
     out.append("Tolerance, |out - ref| <= atol + rtol * |ref| per element:")
     for name, tol in spec.tolerances.items():
         grow = f", both scaled by max(1, sqrt({tol.reduction}/128))" if tol.reduction else ""

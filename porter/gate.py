@@ -355,7 +355,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         try:
             reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
                                 spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
-                                reference=reference, launch=launch)
+                                reference=reference, launch=launch, first=index == 0)
         except WorkerFault as fault:
             cases.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed", values=case.values,
                                     reason=f"{fault.kind}: {fault}", fault=str(fault)))
@@ -371,12 +371,15 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
 
     extras: dict[str, Any] = {"seeds": seeds}
     if options.native:
-        evidence = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
-        gates.append(_native_gate(evidence))
+        evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
+        gates.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
+                                                            seeds[0], digests)))
         extras["native"] = evidence
     if options.sanitize:
         reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
-        gates.append(_sanitize_gate(reports))
+        differs = [problem for r in reports if r.ran and not r.errors and r.digests
+                   and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.launch_sizes, seeds[0], digests))]
+        gates.append(_sanitize_gate(reports, differs))
         extras["sanitizer"] = reports
 
     timings: tuple[Timing, ...] = ()
@@ -460,31 +463,45 @@ def gates_passed(gates: list[Gate], name: str) -> bool:
 
 
 def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
-            device: DeviceInfo, launch: dict[str, Any] | None, seed: int) -> NativeEvidence:
+            device: DeviceInfo, launch: dict[str, Any] | None, seed: int) -> tuple[NativeEvidence, tuple[int, ...]]:
     """Profile the default size set once under ncu: did the signature instructions execute, and
-    what share of the spec's FLOPs did they do?"""
+    what share of the spec's FLOPs did they do? Also the digests of the profiled launch's outputs."""
     from porter.profiler import LaunchJob, opcode_bases, run_ncu
 
     profile = get_profile(target)
     sizes = spec.default_sizes()
     required = spec.cost.native_share if spec.cost is not None else DEFAULT_NATIVE_SHARE
     if not any(signature.values()):  # absent from the SASS: nothing to profile
-        return judge_native(target, profile.signature_sass, signature, {})
+        return judge_native(target, profile.signature_sass, signature, {}), ()
     if not cubin_runs_on(target, device.arch):
         return judge_native(target, profile.signature_sass, signature, None,
-                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})")
+                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), ()
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
     run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), metrics=metrics)
     if not run.ok:
-        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason)
+        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
     return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes,
-                        executed_opcodes=run.executed, spec_flops=spec.flops(sizes), required_share=required)
+                        executed_opcodes=run.executed, spec_flops=spec.flops(sizes),
+                        required_share=required), run.digests
 
 
-def _native_gate(evidence: NativeEvidence) -> Gate:
-    status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
+def _launch_differs(what: str, left: tuple[int, ...], sizes: dict[str, int], seed: int,
+                    verified: dict[tuple, list[int]]) -> str:
+    """A launch outside the worker (under ncu or a sanitizer) must leave the outputs the verified
+    launch at the same sizes and seed left: else it was not the kernel that was checked."""
+    expected = verified.get(Case(sizes, seed).key())
+    if not left or not expected or list(left) == list(expected):
+        return ""
+    return (f"{what} at {_case_label(sizes)} left other outputs than the verified launch there: the kernel "
+            "behaves otherwise when profiled than when checked")
+
+
+def _native_gate(evidence: NativeEvidence, differs: str = "") -> Gate:
     details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items())
+    if differs:
+        return Gate("native", "failed", differs, (f"{evidence.state}: {evidence.summary}", *details))
+    status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
     return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
 
 
@@ -502,7 +519,7 @@ def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
     reports = []
     for tool, sizes in runs:
         report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
-        report = replace(report, sizes=_case_label(sizes))
+        report = replace(report, sizes=_case_label(sizes), launch_sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
         reports.append(report)
@@ -520,7 +537,7 @@ def _with_sass(finding: SanitizerFinding, sass: Any) -> SanitizerFinding:
     return finding
 
 
-def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
+def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | None = None) -> Gate:
     ran = [r for r in reports if r.ran]
     if not ran:
         return Gate("sanitize", "not run", reports[0].reason if reports else "no sanitizer tools")
@@ -532,6 +549,8 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...]) -> Gate:
             sass = f" ({f.sass})" if f.sass else ""
             details.append(f"{r.tool}: {f.message}{where}{sass}; {f.detail}"[:300])
     details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
+    if differs:
+        return Gate("sanitize", "failed", differs[0], tuple(differs[1:] + details))
     if dirty:
         return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {r.sizes}: {r.errors} errors" for r in dirty),
                     tuple(details))
@@ -618,12 +637,13 @@ def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tu
         problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
         return problems
     per = reply.get("outputs_per_launch", len(expected))
-    launches = [tuple(digests[i:i + per]) for i in range(0, len(digests), per)]
-    differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
-    if differ:
-        problems.append(f"{len(differ)} of {len(launches)} timed launches at {label} left outputs that differ from "
-                        f"the verified launch (first: launch {differ[0] + 1}): the timed kernel did not do the "
-                        "verified work (skipped, cached or changed it on repeated launches)")
+    for what, found in (("timed launches", digests), ("repeated launches (globals kept)", reply.get("repeat_digests", []))):
+        launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
+        differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
+        if differ:
+            problems.append(f"{len(differ)} of {len(launches)} {what} at {label} left outputs that differ from "
+                            f"the verified launch (first: launch {differ[0] + 1}): the kernel did not do the "
+                            "verified work on every launch (skipped, cached or changed it when called again)")
     return problems
 
 

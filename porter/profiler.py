@@ -58,8 +58,16 @@ class LaunchJob:
         job = folder / "job.json"
         job.write_text(json.dumps({"cubin_path": str(cubin_path), "entry": self.entry,
                                    "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed,
-                                   "launch": self.launch}))
+                                   "launch": self.launch, "result_path": str(folder / "result.json")}))
         return job
+
+
+def _launch_digests(folder: Path) -> tuple[int, ...]:
+    """The output digests launch_once left in ``folder`` (none when the launch failed)."""
+    try:
+        return tuple(int(d) for d in json.loads((folder / "result.json").read_text())["digests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def _launch_command(job_path: Path) -> list[str]:
@@ -154,6 +162,7 @@ class NcuRun:
     metrics: dict[str, tuple[str, float | str]] = field(default_factory=dict)
     wall_s: float = 0.0
     command: str = ""
+    digests: tuple[int, ...] = ()  # of the profiled launch's outputs
 
 
 def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[str, ...] = ("SourceCounters",),
@@ -188,8 +197,9 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
                                 capture_output=True, text=True, timeout=timeout_s)
         details = subprocess.run([str(ncu), "-i", str(rep), "--page", "details", "--csv"],
                                  capture_output=True, text=True, timeout=timeout_s)
+        digests = _launch_digests(folder)
     return NcuRun(True, "", parse_source_csv(source.stdout), parse_details_csv(details.stdout),
-                  time.perf_counter() - start, " ".join(command))
+                  time.perf_counter() - start, " ".join(command), digests)
 
 
 # -- compute-sanitizer ----------------------------------------------------------------------------
@@ -220,6 +230,8 @@ class SanitizerReport:
     reason: str = ""  # why it did not run
     wall_s: float = 0.0
     sizes: str = ""  # the size set it ran at, e.g. "n=1000"
+    digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)
+    launch_sizes: dict[str, int] = field(default_factory=dict)
 
 
 def parse_sanitizer(tool: str, text: str) -> tuple[int, tuple[SanitizerFinding, ...]]:
@@ -278,10 +290,11 @@ def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> San
                                  timeout=timeout_s, env=_child_env())
         except subprocess.TimeoutExpired:
             return SanitizerReport(tool, False, 0, (), f"{tool} did not finish in {timeout_s:.0f} s")
+        digests = _launch_digests(Path(tmp))
     text = out.stdout + out.stderr
     if "ERROR SUMMARY" not in text and "RACECHECK SUMMARY" not in text:
         tail = text.strip().splitlines()[-1:] or ["no output"]
         return SanitizerReport(tool, False, 0, (), f"{tool} did not report: {tail[0][:300]}",
                                time.perf_counter() - start)
     errors, findings = parse_sanitizer(tool, text)
-    return SanitizerReport(tool, True, errors, findings, "", time.perf_counter() - start)
+    return SanitizerReport(tool, True, errors, findings, "", time.perf_counter() - start, digests=digests)

@@ -229,11 +229,12 @@ class ValueCase:
 
 @dataclass(frozen=True)
 class InputsSpec:
-    """``[inputs]``: porter's wider-range case (``wide``: float fills scaled by it; 1 turns it off)
-    and the spec's own value cases."""
+    """``[inputs]``: porter's wider-range case (``wide``: float fills scaled by it; 1 turns it off),
+    the spec's own value cases, and whether a check adds a size set the spec does not list."""
 
     wide: float = DEFAULT_WIDE
     cases: tuple[ValueCase, ...] = ()
+    unannounced: bool = True  # draw one size set per check that the spec does not list
 
 
 @dataclass(frozen=True)
@@ -1049,7 +1050,10 @@ class _Parser:
 
     def inputs(self, raw: object, params: tuple[ParamSpec, ...], known: tuple[str, ...]) -> InputsSpec:
         table = self.table(raw, "inputs")
-        self.keys(table, ("wide", "cases"), "inputs")
+        self.keys(table, ("wide", "cases", "unannounced"), "inputs")
+        unannounced = table.get("unannounced", True)
+        if not isinstance(unannounced, bool):
+            raise self.error("inputs.unannounced", f"must be true or false (got {unannounced!r})")
         wide = table.get("wide", DEFAULT_WIDE)
         if isinstance(wide, bool) or not isinstance(wide, int | float) or not 1 <= wide <= 1e6:
             raise self.error("inputs.wide", f"must be a number >= 1 (1 turns porter's wide case off; got {wide!r})")
@@ -1083,7 +1087,7 @@ class _Parser:
                     raise self.error(f"{key}.at.{sym}", f"must be an integer or an expression string (got {value!r})")
             scale = self.non_negative(case.get("atol_scale", 1.0), f"{key}.atol_scale")
             cases.append(ValueCase(name, fills, dict(at), max(scale, 1.0)))
-        return InputsSpec(float(wide), tuple(cases))
+        return InputsSpec(float(wide), tuple(cases), unannounced)
 
     def baseline(self, raw: object) -> CallableRef:
         table = self.table(raw, "baseline")

@@ -101,7 +101,11 @@ def test_record_then_check_against_golden(tmp_path, runner, toolchain):
     cubin, _ = runnable_cubin(read_ptx(kernel), None, device, toolchain, kernel.name)
     manifest = record(kernel, spec, tmp_path / "golden", seeds=(0, 1), runner=runner, cubin=cubin,
                       device=device.describe())
-    assert len(manifest["cases"]) == 2 * len(spec.size_sets())
+    # The plan a check runs: the sweep x seeds, the timed [sizes], one unannounced size set, the wide case.
+    assert [(c["sizes"], c["seed"]) for c in manifest["cases"]][: 2 * len(spec.size_sets())] == [
+        (s, seed) for s in spec.size_sets() for seed in (0, 1)]
+    assert {c["values"] for c in manifest["cases"]} == {"", "wide"}
+    assert (spec.default_sizes(), 0) in [(c["sizes"], c["seed"]) for c in manifest["cases"]]
     good = check(kernel, runner, toolchain, golden=tmp_path / "golden", timing=False)
     assert good.status == "passed", good.reason
     bad = check(BROKEN / "constant.ptx", runner, toolchain, spec_dir=VECTOR_ADD, golden=tmp_path / "golden",

@@ -35,6 +35,35 @@ def spec_kernel(example: Path) -> Path:
     return next(p for p in sorted(example.glob("kernel*.ptx")) if f".entry {entry}(" in p.read_text())
 
 
+class PhaseClock:
+    """Wraps a Runner and adds up the seconds of each kind of worker call: the sweep's cases, the
+    cases the defences add (timed sizes, the unannounced size set, value cases) and the timing run."""
+
+    def __init__(self, runner, spec) -> None:
+        self.runner, self.sweep = runner, [sorted(s.items()) for s in spec.size_sets()]
+        self.seconds: dict[str, list[float]] = {}
+
+    def start(self):
+        return self.runner.start()
+
+    def call(self, op, timeout_s, **job):
+        t0 = time.perf_counter()
+        try:
+            return self.runner.call(op, timeout_s, **job)
+        finally:
+            if op == "case":
+                kind = "value cases" if job.get("values") else (
+                    "sweep cases" if sorted(job["sizes"].items()) in self.sweep else "timed + unannounced cases")
+            else:
+                kind = op
+            self.seconds.setdefault(kind, []).append(time.perf_counter() - t0)
+
+    def take(self) -> dict[str, float]:
+        totals = {k: sum(v) for k, v in self.seconds.items()}
+        self.seconds = {}
+        return totals
+
+
 def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float, float]:
     from porter.gate import CheckOptions, run_check
     from porter.runner import Runner
@@ -45,12 +74,17 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
     kernel = spec_kernel(example)
     walls = []
     median_ms = float("nan")
+    phases: list[dict[str, float]] = []
     with Runner() as runner:
+        clock = PhaseClock(runner, spec)
         for _ in range(repeats + 1):
             os.environ["PORTER_CACHE_DIR"] = tempfile.mkdtemp(prefix="porter-bench-cache-")
             t0 = time.perf_counter()
-            verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=runner)
+            verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=clock)
             walls.append(time.perf_counter() - t0)
+            phase = clock.take()
+            phase["parent (assemble, compare, judge)"] = walls[-1] - sum(phase.values())
+            phases.append(phase)
             if verdict.status != "passed":
                 raise SystemExit(f"check did not pass: {verdict.reason}")
             median_ms = verdict.timings[0].median_ms
@@ -64,6 +98,8 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
                             seed=0, contenders=[{"name": "candidate", "kind": "kernel", "cubin": cubin,
                                                  "entry": spec.entry}], budget_s=2.0)
         alone_ms = statistics.median(reply["times_ms"][0])
+    for kind in phases[-1]:
+        print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
     return walls[0], walls[1:], median_ms, alone_ms
 
 

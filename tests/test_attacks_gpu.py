@@ -1,0 +1,93 @@
+"""Every attack kernel in tests/data/attacks (written as an adversary would, against the gate as it
+was) fails on a GPU for its own reason, and the worker keeps working after each.
+
+The manifest says what each attack exploits; ``WHY`` below says which defence must catch it, as
+words that must appear in the verdict. The ``porter ci`` attacks are CPU tests in test_ci.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from porter._toml import tomllib
+from porter.errors import InputError
+from porter.gate import CheckOptions, run_check
+from porter.spec import load_spec
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+ATTACKS = ROOT / "tests" / "data" / "attacks"
+MANIFEST = [a for a in tomllib.loads((ATTACKS / "manifest.toml").read_text())["attack"] if "ci" not in a["options"]]
+
+# attack -> words the verdict must contain (the defence that catches it)
+WHY = {
+    "skip_if_written": "initial contents",
+    "fmax_poison": "initial contents",
+    "trap_if_written": "initial contents",
+    "first_launches": "repeated launches",  # skips from its third call on identical inputs
+    "gemm_zero_inputs_when_timed": "illegal",  # its inputs are mapped read-only
+    "idle_at_default": "n=16777216",
+    "trap_after_n": "fault",
+    "token_wgmma": "minor share",
+    "fingerprint_seed": "elements wrong",
+    "hardcoded_alpha": "elements wrong",
+    "latch_alpha": "elements wrong",
+    "clamp_inputs": "wide",
+    "softmax_fixed_shift": "wide",
+    "oob_write_past_guard": "out-of-bounds",
+    "oob_read": "memcheck",
+    "canary_write": "out-of-bounds",
+    "input_scratch": "illegal",  # the input's mapping is read-only
+    "detect_harness": "elements wrong",
+    "listed_sizes_only": "elements wrong",
+    "oob_unless_first_launch": "out-of-bounds",
+    "fake_wgmma_at_default": "M=4096",
+    "native_only_when_profiled": "behaves otherwise when profiled",
+}
+GOLDEN = {"golden_empty": "holds no cases", "golden_other_spec": "recorded with another spec"}
+
+
+def _options(attack: dict) -> dict:
+    options = dict(attack["options"])
+    if "golden" in options:
+        options["golden"] = ROOT / options["golden"]
+    return options
+
+
+def _evidence(verdict) -> str:
+    return json.dumps([verdict.reason, [(g.name, g.status, g.summary, g.details) for g in verdict.gates],
+                       [(c.sizes, c.values, c.reason, [o.summary for o in c.outputs]) for c in verdict.cases]])
+
+
+@pytest.mark.parametrize("attack", MANIFEST, ids=lambda a: a["name"])
+def test_the_attack_fails_for_its_own_reason(attack, runner, toolchain):
+    spec = load_spec(ROOT / attack["spec"] / "porter.toml")
+    kernel = ATTACKS / attack["kernel"]
+    options = CheckOptions(case_timeout_s=30.0, **_options(attack))
+    if attack["name"] in GOLDEN:
+        with pytest.raises(InputError, match=GOLDEN[attack["name"]]):
+            run_check(kernel, spec, options, toolchain=toolchain, runner=runner)
+        return
+    verdict = run_check(kernel, spec, options, toolchain=toolchain, runner=runner)
+    evidence = _evidence(verdict)
+    if attack["name"] == "gemm_cache":
+        # Memoisation is not wrong on repeated inputs; what it must never earn is a speed-up: every
+        # timed launch starts with the module's globals as loaded, so the cache is empty.
+        assert verdict.status != "passed" or (verdict.speedup_vs_library or 0) < 0.5, evidence[:3000]
+    else:
+        assert verdict.status in ("failed", "error"), evidence[:3000]
+        assert WHY[attack["name"]].lower() in evidence.lower(), evidence[:3000]
+    if any(c.fault for c in verdict.cases) or verdict.status == "error":  # the worker was restarted: it still works
+        vector_add = ROOT / "examples" / "vector_add"
+        good = run_check(vector_add / "kernel.ptx", load_spec(vector_add / "porter.toml"), CheckOptions(timing=False),
+                         toolchain=toolchain, runner=runner)
+        assert good.status == "passed", good.reason
+
+
+def test_every_attack_in_the_manifest_has_a_named_defence():
+    names = {a["name"] for a in MANIFEST}
+    assert names <= set(WHY) | set(GOLDEN) | {"gemm_cache"}
