@@ -60,7 +60,7 @@ def check_plan(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]
     return plan
 
 
-def unannounced_sizes(spec: Spec, seed: int, tries: int = 16) -> dict[str, int] | None:
+def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] | None:
     """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
 
     Each size symbol that the sweep varies (an integer in ``[sizes]``) is drawn log-uniformly

@@ -308,3 +308,40 @@ def test_a_golden_folder_with_no_cases_or_another_spec_is_refused(tmp_path: Path
                                                       "cases": [{"sizes": {"n": 1}, "seed": 1, "file": "case.npz"}]}))
     with pytest.raises(InputError, match="recorded with another spec"):
         check_golden(load_golden(folder), spec, folder)
+
+
+def test_the_attack_family_golden_folders_are_refused() -> None:
+    attacks = ROOT / "tests" / "data" / "attacks"
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    with pytest.raises(InputError, match="holds no cases"):
+        load_golden(attacks / "golden_empty")
+    other = attacks / "golden_other_spec"
+    with pytest.raises(InputError, match="recorded with another spec"):
+        check_golden(load_golden(other), spec, other)
+
+
+# --- a size set the spec does not list -------------------------------------------------------------
+
+def test_the_unannounced_size_set_stays_inside_the_contract_the_sweep_implies() -> None:
+    from porter.plan import unannounced_sizes
+
+    spec = load_spec(GEMM / "porter.toml")
+    listed = [sorted(s.items()) for s in spec.size_sets()]
+    drawn = [unannounced_sizes(spec, seed) for seed in range(40)]
+    assert all(d is not None and sorted(d.items()) not in listed for d in drawn)
+    assert len({tuple(sorted(d.items())) for d in drawn}) > 30  # a new one almost every check
+    for d in drawn:  # the kernel's contract: K and every leading dimension a multiple of 8
+        assert d["K"] % 8 == 0 and d["lda"] % 8 == 0 and d["ldb"] % 8 == 0 and d["ldc"] % 8 == 0
+        assert 1 <= d["M"] <= 2048 and d["lda"] >= d["K"] and d["ldb"] >= d["N"]
+    plan = check_plan(spec, (5, 6))
+    assert [c.why for c in plan].count("unannounced") == 1
+
+
+def test_a_symbol_the_sweep_never_varies_keeps_its_value(tmp_path: Path) -> None:
+    from porter.plan import unannounced_sizes
+
+    folder = spec_with(tmp_path, VECTOR_ADD, "[sizes]\nn = 16777216", "[sizes]\nn = 16777216\nd = 64")
+    spec = load_spec(folder / "porter.toml")
+    assert all(unannounced_sizes(spec, seed)["d"] == 64 for seed in range(10))
+    off = spec_with(tmp_path / "off", VECTOR_ADD, "[[params]]", "[inputs]\nunannounced = false\n\n[[params]]")
+    assert unannounced_sizes(load_spec(off / "porter.toml"), 1) is None

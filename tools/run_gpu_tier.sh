@@ -12,7 +12,7 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
   python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'
   python3 -m porter doctor
 } 2>&1 | tee "$OUT/env.txt"
-python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/test_gate_gpu.py tests/test_session.py 2>&1 | tee "$OUT/gpu-tests.txt"
+python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/test_gate_gpu.py tests/test_attacks_gpu.py tests/test_session.py tests/test_ci.py 2>&1 | tee "$OUT/gpu-tests.txt"
 {
   for ex in examples/*/porter.toml; do
     for k in "$(dirname "$ex")"/kernel*.ptx; do python3 -m porter check "$k" --against "$k"; done
