@@ -23,6 +23,7 @@ import hashlib
 import math
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -347,26 +348,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         seeds = check_seeds(options.seeds)
         plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
 
-    cases: list[CaseResult] = []
-    digests: dict[tuple, list[int]] = {}
     assert runner is not None
-    for index, case in enumerate(plan):
-        reference = _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
-        try:
-            reply = runner.call("case", options.case_timeout_s, cubin=run_cubin, entry=entry_name,
-                                spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
-                                reference=reference, launch=launch, first=index == 0)
-        except WorkerFault as fault:
-            cases.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed", values=case.values,
-                                    reason=f"{fault.kind}: {fault}", fault=str(fault)))
-            break
-        result = _judge_case(spec, case, reply)
-        cases.append(result)
-        digests[case.key()] = reply.get("digests", [])
-        if reply.get("fence") and reply["fence"] not in warnings:
-            warnings.append(reply["fence"])
-        for c in result.outputs:
-            warnings.extend(w for w in c.warnings if w not in warnings)
+    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings,
+                                lambda index: _reference_job(spec, options, reference_cubin, source_entry, golden,
+                                                             index, source_launch))
     gates.append(_equivalence_gate(cases, len(plan)))
 
     extras: dict[str, Any] = {"seeds": seeds}
@@ -392,6 +377,35 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
                     cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
                     **_extra(base))
+
+
+def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: Runner, cubin: bytes, entry: str,
+               launch: dict[str, Any] | None, warnings: list[str],
+               reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
+    """Run the plan in the worker, judging each case in a thread while the next one runs (the
+    comparison is NumPy work that releases the GIL), and stop at the first fault."""
+    pending = []
+    digests: dict[tuple, list[int]] = {}
+    faulted: list[CaseResult] = []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge") as judges:
+        for index, case in enumerate(plan):
+            try:
+                reply = runner.call("case", options.case_timeout_s, cubin=cubin, entry=entry,
+                                    spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
+                                    reference=reference_job(index), launch=launch, first=index == 0)
+            except WorkerFault as fault:
+                faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                                          values=case.values, reason=f"{fault.kind}: {fault}", fault=str(fault)))
+                break
+            digests[case.key()] = reply.get("digests", [])
+            if reply.get("fence") and reply["fence"] not in warnings:
+                warnings.append(reply["fence"])
+            pending.append(judges.submit(_judge_case, spec, case, reply))
+        cases = [future.result() for future in pending] + faulted
+    for result in cases:
+        for c in result.outputs:
+            warnings.extend(w for w in c.warnings if w not in warnings)
+    return cases, digests
 
 
 def _extra(base: dict[str, Any]) -> dict[str, Any]:
