@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate import CheckOptions, run_check
+from porter.gitcmd import run_git
 from porter.ptx import parse_ptx
 from porter.runner.client import Runner
 from porter.spec import load_spec
@@ -332,13 +333,12 @@ def _decode(raw: bytes) -> str:
 
 
 def _git_output(cwd: Path, *args: str) -> bytes | None:
-    """stdout of ``git args`` run in ``cwd``, or None when git says no. Paths are literal: a folder
-    named ``*`` is that folder, not a pattern."""
+    """stdout of ``git args`` run in ``cwd``, or None when git says no (through :mod:`porter.gitcmd`:
+    no redirecting variables, no optional locks). Paths are literal: a folder named ``*`` is that
+    folder, not a pattern."""
     try:
-        proc = subprocess.run(["git", "--literal-pathspecs", "-C", str(cwd), *args], capture_output=True, check=False,
-                              timeout=_GIT_TIMEOUT_S)
-    except FileNotFoundError:
-        raise EnvironmentProblem("git not found on PATH: porter ci needs git") from None
+        proc = run_git(cwd, *args, check=False, timeout=_GIT_TIMEOUT_S, text=False, literal_pathspecs=True,
+                       what="porter ci")
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"git {args[0]} took over {_GIT_TIMEOUT_S:.0f} s") from None
     return proc.stdout if proc.returncode == 0 else None

@@ -20,7 +20,8 @@ VERIFIED ("passed without native instructions" and "not run on target hardware" 
 passed). Where no branch can be made (no repository, a bare one, a locked index, ...) the same files
 can go to an output folder instead.
 
-All git work goes through the ``git`` executable, which keeps ``porter --help`` free of imports.
+All git work goes through :mod:`porter.gitcmd` (the ``git`` executable, with the variables that
+redirect it removed), which keeps ``porter --help`` free of imports.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from porter.errors import EnvironmentProblem, InputError
+from porter.errors import InputError
+from porter.gitcmd import last_line, run_git
 from porter.port_report import render_port_report, reproduce_command
 from porter.session import CandidateRecord, PortResult, repo_relative
 
@@ -42,8 +44,6 @@ PORTER_NAME = "porter"
 PORTER_EMAIL = "porter@localhost"
 REPORT_NAME = "PORT_REPORT.md"
 PUSH_TIMEOUT_S = 120.0
-# Variables that point git at another repository, work tree or index than the one -C names.
-REDIRECTING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
 
 
 @dataclass(frozen=True)
@@ -70,24 +70,7 @@ class _Repo:
 
 def _git(cwd: Path, *args: str, config: tuple[str, ...] = (), check: bool = True,
          timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING_VARS}
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    command = ["git", "-C", str(cwd)]
-    for setting in config:
-        command += ["-c", setting]
-    try:
-        done = subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=timeout,
-                              check=False)
-    except FileNotFoundError as err:
-        raise EnvironmentProblem("git not found: install git to get a review branch") from err
-    if check and done.returncode != 0:
-        raise EnvironmentProblem(f"git {args[0]} failed in {cwd}: {_last_line(done.stderr)}")
-    return done
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    return run_git(cwd, *args, config=config, check=check, timeout=timeout, what="a review branch")
 
 
 def branch_name(stem: str, target: str) -> str:
@@ -145,7 +128,8 @@ def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
     blob = _git(top, "rev-parse", "--verify", "--quiet", f"{head}:{rel}", check=False).stdout.strip()
     if not blob:
         return "untracked"
-    now = _git(top, "hash-object", f"--path={rel}", "--", str(path)).stdout.strip()
+    # Absolute: git runs in ``top``, and a path relative to where porter was started means nothing there.
+    now = _git(top, "hash-object", f"--path={rel}", "--", str(path.resolve())).stdout.strip()
     return "same" if now == blob else "modified"
 
 
@@ -293,7 +277,7 @@ def _push(top: Path, remote: str, branch: str) -> tuple[bool, str]:
     except subprocess.TimeoutExpired:
         return False, f"no answer from {remote} in {PUSH_TIMEOUT_S:.0f} s"
     if done.returncode != 0:
-        return False, _last_line(done.stderr)
+        return False, last_line(done.stderr)
     return True, ""
 
 
