@@ -435,9 +435,13 @@ def ci(
     push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branches of passing ports here.")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
     repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
+    allow_unchecked: Annotated[
+        bool, typer.Option("--allow-unchecked", help="A changed kernel with no spec to check it against does not fail the bot.")
+    ] = False,
 ) -> None:
     """Gate the kernels a change touches: check each against its reference and time it against its base version.
-    Exit 0 all passed, 1 a kernel failed or slowed down, 2 configuration error, 3 infrastructure (no GPU, no toolchain)."""
+    Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
+    3 infrastructure (no GPU, no toolchain)."""
     from porter.ci import run_ci
     from porter.runner import Runner
 
@@ -450,7 +454,8 @@ def ci(
         name, api_base, _ = resolve_model(model, env=os.environ, config_path=repo / ".porter" / "config.toml")
     outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
                      json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
-                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo)
+                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo,
+                     allow_unchecked=allow_unchecked)
     raise typer.Exit(outcome.exit_code)
 
 
