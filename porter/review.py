@@ -122,6 +122,14 @@ def _locate(kernel: Path, repo: Path | None) -> _Repo:
     return _Repo(top=top, head=head)
 
 
+def branch_problem(kernel: Path) -> str:
+    """Why no review branch could be made for ``kernel`` (no repository, a bare one, no commit, the
+    kernel outside it), or "" when one can: asked before a session starts, so that a branch nobody
+    can make is said at once. A locked index is not counted: it is usually gone by the end."""
+    where = _locate(kernel, None)
+    return "" if not where.problem or where.problem.endswith("remove the file if none is running)") else where.problem
+
+
 def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
     """``same``, ``modified`` or ``untracked``: the working-tree file against HEAD's copy. Hashing
     with ``--path`` applies the path's filters (line endings, LFS) as a commit would."""
@@ -171,7 +179,7 @@ def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, re
 def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_place: bool = False,
                        branch_on_failure: bool = False, push: str | None = None, out_dir: Path | None = None,
                        repo: Path | None = None, toolchain: str = "", gpu: str = "") -> ReviewOutcome:
-    """Commit the best candidate of ``result`` on a new branch ``porter/<stem>-<target>``.
+    """Commit the best candidate of ``result`` on a new branch ``porter/<entry>-<target>``.
 
     ``kernel`` and ``spec_path`` are the files the session ported and checked with; ``repo`` is the
     repository to branch in (default: the one holding the kernel). ``in_place`` replaces the kernel's
@@ -233,7 +241,8 @@ def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: s
     files[report_rel] = render_port_report(result, kernel_rel=kernel_rel, spec_rel=spec_ref, ported_rel=ported_rel,
                                            check_command=command, toolchain=toolchain, gpu=gpu).encode()
     message = commit_message(result, best, ported=ported_rel, report=report_rel, command=command)
-    branch = _free_branch(top, branch_name(kernel.stem, result.target))
+    # The entry names the branch: file names do not tell ports apart (every Triton dump is kernel.ptx).
+    branch = _free_branch(top, branch_name(result.entry or kernel.stem, result.target))
     commit = _commit_in_worktree(top, head, files, message)
     # Created last, against the empty old value: it cannot exist half-made or move another branch.
     _git(top, "update-ref", "-m", "porter: review branch", f"refs/heads/{branch}", commit, "")
