@@ -66,6 +66,7 @@ class _Repo:
     top: Path | None = None
     head: str | None = None
     problem: str = ""
+    locked: bool = False  # the problem is a held index.lock: usually gone a moment later
 
 
 def _git(cwd: Path, *args: str, config: tuple[str, ...] = (), check: bool = True,
@@ -116,7 +117,7 @@ def _locate(kernel: Path, repo: Path | None) -> _Repo:
         return _Repo(top=top, head=head, problem=f"{kernel} is outside the repository {top}")
     git_dir = Path(_git(top, "rev-parse", "--absolute-git-dir").stdout.strip())
     if (git_dir / "index.lock").exists():
-        return _Repo(top=top, head=head, problem=(
+        return _Repo(top=top, head=head, locked=True, problem=(
             f"{git_dir / 'index.lock'} exists: another git command is running (or crashed; "
             f"remove the file if none is running)"))
     return _Repo(top=top, head=head)
@@ -127,7 +128,7 @@ def branch_problem(kernel: Path) -> str:
     kernel outside it), or "" when one can: asked before a session starts, so that a branch nobody
     can make is said at once. A locked index is not counted: it is usually gone by the end."""
     where = _locate(kernel, None)
-    return "" if not where.problem or where.problem.endswith("remove the file if none is running)") else where.problem
+    return "" if where.locked else where.problem
 
 
 def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
