@@ -9,6 +9,7 @@ request.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ class CiPort:
 def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
                  budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
     """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
-    from porter.model import make_model
+    from porter.model import check_model, make_model
     from porter.review import open_review_branch
     from porter.session import PortRequest, PortSession
     from porter.spec import load_spec
@@ -43,6 +44,10 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
     if outcome.head != _Git.open(repo).commit("HEAD"):
         why = "not ported: --port-to ports the checked-out revision, so --head must be HEAD"
         return tuple(CiPort(k.path, "not ported", why) for k in kernels)
+    try:  # a model that cannot be called is said once, before any port starts
+        check_model(model, api_base=api_base, env=os.environ)
+    except PorterError as err:
+        return tuple(CiPort(k.path, "not ported", f"not ported: {err}") for k in kernels)
     ports = []
     runner = runner_factory() if runner_factory is not None else None
     try:

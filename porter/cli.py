@@ -562,10 +562,14 @@ def bench(
     import datetime as dt
 
     from porter.bench import find_tasks, render_markdown, run_bench, summarise
+    from porter.model import check_model
     from porter.runner import Runner
     from porter.toolchain import find_toolchain
 
     tasks = find_tasks(suite)
+    if not solutions:
+        for name in model or []:
+            check_model(name, api_base=api_base, env=os.environ)  # before any task: a missing key is one line
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     runner = Runner() if gpu else None

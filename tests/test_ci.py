@@ -557,3 +557,13 @@ def test_a_change_that_fixes_a_wrong_kernel_passes_and_is_timed(repo: Path, tool
     (kernel,) = outcome.kernels
     assert kernel.verdict.status == "passed", kernel.verdict.reason
     assert kernel.speed.speedup is not None, kernel.speed.summary
+
+
+def test_port_to_with_a_model_that_cannot_be_called_ports_nothing_and_says_why(repo: Path, toolchain,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", port_to="sm_90a", model="openai/gpt-4o")
+    (port,) = outcome.ports
+    assert port.status == "not ported" and "OPENAI_API_KEY is not set" in port.reason
+    assert outcome.exit_code == 3  # the ports never change the bot's exit code

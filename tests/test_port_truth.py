@@ -109,13 +109,13 @@ def test_zero_rounds_is_the_baseline_alone(tmp_path, toolchain):
 
 
 def test_zero_minutes_on_the_command_line_is_a_budget(tmp_path):
-    r = porter("port", str(TILE / "kernel_sm80.ptx"), "--to", "sm_90a", "--model", f"replay:{SCRIPT}",
-               "--max-minutes", "0", "--no-gpu", "--no-branch", "--json", cwd=tmp_path)
-    out = json.loads(r.stdout)["result"]
-    assert out["spend"]["rounds"] == 0 and "wall-clock budget spent" in out["stop_reason"], r.stderr[-1000:]
-    r = porter("port", str(TILE / "kernel_sm80.ptx"), "--to", "sm_90a", "--model", f"replay:{SCRIPT}",
-               "--max-rounds", "0", "--no-gpu", "--no-branch", "--json", cwd=tmp_path)
-    assert json.loads(r.stdout)["result"]["spend"]["rounds"] == 0
+    folder = _copy(tmp_path, TILE, ("kernel_sm80.ptx", "porter.toml", "ref.py"))  # runs go beside it, not here
+    for option in ("--max-minutes", "--max-rounds"):
+        r = porter("port", str(folder / "kernel_sm80.ptx"), "--to", "sm_90a", "--model", f"replay:{SCRIPT}",
+                   option, "0", "--no-gpu", "--no-branch", "--json", cwd=tmp_path)
+        out = json.loads(r.stdout)["result"]
+        assert out["spend"]["rounds"] == 0, (option, r.stderr[-1000:])
+        assert ("wall-clock budget spent" if option == "--max-minutes" else "0 of 0 rounds") in out["stop_reason"]
 
 
 # --- 4. the target is what was asked, or the change is said loudly ------------------------------
@@ -321,3 +321,20 @@ def test_a_missing_key_ends_in_under_two_seconds_naming_the_variable(tmp_path):
     assert "OPENAI_API_KEY is not set" in r.stderr and r.stderr.strip().count("\n") == 0
     assert elapsed < 2.0, elapsed
     assert not (tmp_path / ".porter").exists()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["port", "--help"], ["ci", "--help"]])
+def test_help_and_version_import_neither_litellm_nor_cupy_nor_git(args):
+    code = ("import sys\nfrom porter.cli import main\nsys.argv = ['porter', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted({'litellm', 'cupy', 'git', 'tenacity'} & set(sys.modules)), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.stderr.strip().splitlines()[-1] == "[]", r.stderr
+
+
+def test_bench_checks_its_models_before_any_task(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    r = subprocess.run([sys.executable, "-m", "porter", "bench", str(ROOT / "examples"), "--model", "openai/gpt-4o",
+                        "--no-gpu"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 3 and "OPENAI_API_KEY is not set" in r.stderr and r.stdout == ""
