@@ -567,3 +567,9 @@ def test_port_to_with_a_model_that_cannot_be_called_ports_nothing_and_says_why(r
     (port,) = outcome.ports
     assert port.status == "not ported" and "OPENAI_API_KEY is not set" in port.reason
     assert outcome.exit_code == 3  # the ports never change the bot's exit code
+
+
+def test_ci_runs_from_a_subfolder_of_the_repository(repo: Path, toolchain) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo / FOLDER, toolchain, base="HEAD~1")
+    assert [k.path for k in outcome.kernels] == [KERNEL] and outcome.exit_code == 3
