@@ -683,6 +683,11 @@ LOCAL_PROVIDERS: dict[str, tuple[str, str | None]] = {
     "ollama_chat": ("OLLAMA_API_BASE", "http://localhost:11434"),
     "hosted_vllm": ("HOSTED_VLLM_API_BASE", None),
 }
+# Bare model names (no "provider/") litellm routes by their prefix, for the key check only.
+BARE_PREFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("gpt-", "chatgpt-", "o1", "o3", "o4"), "openai"),
+    (("claude-",), "anthropic"),
+)
 REACH_TIMEOUT_S = 3.0
 
 
@@ -699,7 +704,7 @@ def check_model(model: str | None, *, api_base: str | None, env: Mapping[str, st
     if model is None or model.startswith(("replay:", "mock:")):
         return
     provider, slash, _ = model.partition("/")
-    provider = provider if slash else ""
+    provider = provider if slash else next((p for prefixes, p in BARE_PREFIXES if model.startswith(prefixes)), "")
     base = api_base
     if provider in PROVIDER_KEYS:
         keys = PROVIDER_KEYS[provider]

@@ -483,6 +483,8 @@ def test_a_missing_key_is_named_without_importing_litellm() -> None:
     check_model("anthropic/claude-x", api_base=None, env={"ANTHROPIC_API_KEY": "k"})  # present: nothing to say
     check_model("replay:whatever.toml", api_base=None, env={})
     check_model(None, api_base=None, env={})
+    with pytest.raises(ModelError, match="OPENAI_API_KEY is not set"):  # a bare name, routed as litellm does
+        check_model("gpt-4o", api_base=None, env={})
 
 
 def test_an_empty_key_counts_as_missing() -> None:
@@ -515,11 +517,14 @@ def test_an_unknown_provider_is_bad_input() -> None:
 
 def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
     """porter names the variables without importing litellm; litellm's validate_environment is the truth."""
-    from porter.model import PROVIDER_KEYS, _litellm
+    from porter.model import BARE_PREFIXES, PROVIDER_KEYS, _litellm
 
     litellm = _litellm()
     for key in {k for keys in PROVIDER_KEYS.values() for k in keys}:
         monkeypatch.delenv(key, raising=False)
+    for bare in ("gpt-4o", "o3-mini", "claude-haiku-4-5"):
+        assert litellm.get_llm_provider(model=bare)[1] == next(p for prefixes, p in BARE_PREFIXES
+                                                                if bare.startswith(prefixes))
     for provider, keys in PROVIDER_KEYS.items():
         missing = litellm.validate_environment(model=f"{provider}/some-model")["missing_keys"]
         assert missing and set(missing) <= set(keys), (provider, missing, keys)
