@@ -28,6 +28,14 @@ class CiPort:
     warnings: tuple[str, ...] = ()
 
 
+def _spec_at_head(repo: Path, kernel: str, checked_with: str) -> Path:
+    """The spec as it stands in the checked-out tree: the nearest porter.toml above the kernel (the
+    one the kernel was checked with may be the base revision's copy at a path the change moved)."""
+    from porter.ci import spec_candidates
+
+    return next((repo / c for c in spec_candidates(kernel) if (repo / c).is_file()), repo / checked_with)
+
+
 def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
                  budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
     """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
@@ -52,7 +60,7 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
     runner = runner_factory() if runner_factory is not None else None
     try:
         for k in kernels:
-            kernel, spec_path = repo / k.path, repo / k.spec
+            kernel, spec_path = repo / k.path, _spec_at_head(repo, k.path, k.spec)
             try:
                 request = PortRequest(kernel=kernel, spec=load_spec(spec_path), to_arch=to_arch, budget=budget,
                                       runs_root=repo / ".porter" / "runs", repo_root=repo)
