@@ -727,8 +727,9 @@ def _check_with_litellm(model: str, *, api_base: str | None, env: Mapping[str, s
     litellm = _litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception as err:
-        raise InputError(f"model {model!r}: litellm knows no such provider or model ({_detail(err)}); name it as "
+    except Exception:
+        provider = model.partition("/")[0] if "/" in model else model
+        raise InputError(f"model {model!r}: litellm knows no such provider or model ({provider!r}); name it as "
                          f"provider/model, e.g. openai/gpt-4o or anthropic/claude-sonnet-4-5") from None
     missing = [k for k in litellm.validate_environment(model=model, api_base=api_base).get("missing_keys") or []
                if not env.get(k)]
