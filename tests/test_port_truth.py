@@ -338,3 +338,10 @@ def test_bench_checks_its_models_before_any_task(tmp_path):
     r = subprocess.run([sys.executable, "-m", "porter", "bench", str(ROOT / "examples"), "--model", "openai/gpt-4o",
                         "--no-gpu"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert r.returncode == 3 and "OPENAI_API_KEY is not set" in r.stderr and r.stdout == ""
+
+
+def test_a_bogus_provider_is_bad_input_before_the_retarget(tmp_path):
+    folder = _copy(tmp_path, VADD, ("kernel.ptx", "porter.toml", "ref.py"))
+    r = porter("port", str(folder / "kernel.ptx"), "--to", "sm_90a", "--model", "bogus/model", "--no-gpu", cwd=tmp_path)
+    assert r.returncode == 2 and "litellm knows no such provider or model ('bogus')" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and not (tmp_path / ".porter").exists()  # no run was started
