@@ -2,20 +2,27 @@
 
 For the commits base..head:
 
-1. ``git diff --name-status -M`` lists what changed. A changed ``.ptx`` file with a ``porter.toml``
-   beside it, as that spec exists at the spec revision, is a kernel to check. When nothing like that
-   changed, the run ends at once ("no kernel changed", exit 0), before ptxas or a GPU is looked for.
+1. ``git diff --name-status -M`` lists what changed. Every changed ``.ptx`` file is a kernel to
+   check; its spec is the nearest ``porter.toml`` walking up from its folder to the repository root
+   (:func:`plan` says which revision's copy judges it). A changed kernel for which no spec can be
+   found, or whose spec cannot be trusted, is *not checked*, and that fails the bot unless
+   ``allow_unchecked`` (``--allow-unchecked``): a skip is never a pass. When no kernel changed, the
+   run ends at once ("no kernel changed", exit 0), before ptxas or a GPU is looked for.
 2. The head version of each kernel, its base version (when there was one) and the spec's folder
    (spec, reference code, goldens) are written from git objects into a temporary folder. The user's
    work tree is never read or touched.
 3. The spec folder comes from the base revision by default, so that code in a pull request does not
    get to judge itself: a looser tolerance or an edited ``ref.py`` in the same pull request is not
-   used (``spec_from="head"`` overrides, for trusted triggers). A kernel whose spec is new in the
-   change is listed as not checked, with that reason.
-4. Each head kernel goes through the gate (:func:`porter.gate.run_check`) against the spec's
+   used (``spec_from="head"`` overrides, for trusted triggers). A kernel that moved, or whose spec
+   moved, is judged by the base revision's copy of the spec it had. A kernel added together with its
+   own new spec has no base spec: it is checked against the new one, and marked "spec new in this
+   change" in every report.
+4. The kernel's own ``// porter-launch:`` line decides its entry and launch, as in ``porter check``
+   (:func:`porter.spec.declared_spec` is the one code path for that).
+5. Each head kernel goes through the gate (:func:`porter.gate.run_check`) against the spec's
    reference. Without a GPU the static gates (interface, assemble) still run and are reported, and
    the runtime gates are ``not run``.
-5. The base version, when there is one, is the gate's ``speed_baseline``: timed interleaved with
+6. The base version, when there is one, is the gate's ``speed_baseline``: timed interleaved with
    the head kernel in the same run, never used as the reference (that would fail every pull request
    that fixes a wrong kernel). A slowdown (``1 / speedup - 1``) beyond ``max_slowdown`` fails the
    kernel, with the ratio. When the base kernel cannot be timed (it does not parse, or cannot run
@@ -29,8 +36,8 @@ not counted as the change's.
 
 Exit codes (:attr:`CiOutcome.exit_code`), the most severe present wins, in this order: 2 a
 configuration error (bad ref, bad spec or reference), 1 a kernel failed or slowed down beyond
-``max_slowdown``, 3 something could not be run (no GPU, no ptxas, no git), 0 every changed kernel
-passed, or none changed.
+``max_slowdown``, or a changed kernel could not be checked (unless allowed), 3 something could not
+be run (no GPU, no ptxas, no git), 0 every changed kernel passed, or none changed.
 """
 
 from __future__ import annotations
@@ -46,9 +53,10 @@ from typing import Any, Literal
 
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate import CheckOptions, run_check
+from porter.gitcmd import run_git
 from porter.ptx import parse_ptx
 from porter.runner.client import Runner
-from porter.spec import load_spec
+from porter.spec import Spec, declared_spec, load_spec
 from porter.toolchain import Toolchain, find_toolchain
 from porter.verdict import Status, Verdict
 
@@ -79,11 +87,17 @@ class Change:
 
 @dataclass(frozen=True)
 class Target:
-    """A kernel to check: its path at head, at base (None: new, or unchanged), and its spec's path."""
+    """A kernel to check: its path at head, at base (None: new, or unchanged), and its spec's path.
+
+    ``spec_new``: the spec exists only at head, so it is read from head whatever the spec revision
+    (a kernel added with its own spec); ``spec_note`` says where the spec came from when it is not
+    simply the one beside the kernel at the spec revision."""
 
     path: str
     base_path: str | None
     spec: str
+    spec_new: bool = False
+    spec_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,8 @@ class CiKernel:
     verdict: Verdict | None = None
     speed: SpeedCheck | None = None
     findings: tuple[Finding, ...] = ()
+    spec_new: bool = False  # checked against a spec that this change adds (see Target)
+    spec_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,7 +158,8 @@ class CiOutcome:
     spec_from: SpecFrom = "base"
     spec_revision: str = ""  # the commit the specs and references were taken from
     kernels: tuple[CiKernel, ...] = ()
-    skipped: tuple[Skipped, ...] = ()
+    skipped: tuple[Skipped, ...] = ()  # changed kernels that could not be checked: they fail the bot
+    allow_unchecked: bool = False  # ... unless this is set (--allow-unchecked)
     notes: tuple[str, ...] = ()
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     port_to: str | None = None  # --port-to: each checked kernel is also ported (see porter.ci_port)
@@ -172,9 +189,20 @@ def parse_name_status(raw: bytes) -> tuple[Change, ...]:
     return tuple(changes)
 
 
-def spec_for(path: str) -> str:
-    """The spec that describes the file at ``path``: ``porter.toml`` in the same folder."""
-    return str(PurePosixPath(path).parent / SPEC_NAME)
+def spec_candidates(path: str) -> tuple[str, ...]:
+    """Where a spec for the file at ``path`` may be, nearest first: ``porter.toml`` in its folder,
+    then in each folder above it, up to the repository root."""
+    folders = [PurePosixPath(path).parent, *PurePosixPath(path).parent.parents]
+    return tuple(str(folder / SPEC_NAME) for folder in folders)
+
+
+def nearest_spec(path: str, specs: Collection[str]) -> str | None:
+    """The spec that governs ``path`` among ``specs``: the nearest ``porter.toml`` walking up from its folder."""
+    return next((c for c in spec_candidates(path) if c in specs), None)
+
+
+def _is_spec(path: str) -> bool:
+    return PurePosixPath(path).name == SPEC_NAME
 
 
 def plan(
@@ -185,13 +213,29 @@ def plan(
     other_specs: Collection[str],
     folder_kernels: Mapping[str, Sequence[str]],
 ) -> tuple[tuple[Target, ...], tuple[Skipped, ...], tuple[str, ...]]:
-    """Which kernels to check, which changed kernels not (and why), and notes on spec changes.
+    """Which kernels to check and against which spec, which changed kernels could not be checked
+    (and why), and notes on spec changes.
 
     ``specs`` holds the spec paths that exist at the spec revision, ``other_specs`` those at the
-    other revision. ``folder_kernels`` maps a spec to the PTX files beside it at head; it is used
-    with ``spec_from="head"``, where a change to a spec folder re-checks its unchanged kernels
-    (there is no base version to time those against: they did not change).
+    other revision. A kernel's spec is the nearest ``porter.toml`` walking up from its folder.
+    ``folder_kernels`` maps a spec to the PTX files it governs at head; it is used with
+    ``spec_from="head"``, where a change to a spec's folder re-checks its unchanged kernels (there is
+    no base version to time those against: they did not change).
+
+    With the spec from the base revision (the default), a changed kernel is checked, in this order,
+    against: the base revision's copy of its spec; the base copy of a spec the change moved to where
+    its spec now is; the base spec of its old path (a kernel that moved, or whose spec moved, is still
+    judged by the spec it had); the base spec of its path (a spec deleted in this change still judges).
+    Only a kernel with no spec at base at all is checked against a spec new in this change, and
+    marked so; and not when the same change removes another spec (a spec moved with enough edits
+    that git does not pair the two paths looks exactly like that). Anything else is not checked:
+    a :class:`Skipped`, which fails the bot unless unchecked kernels are allowed.
     """
+    head_specs, base_specs = (other_specs, specs) if spec_from == "base" else (specs, other_specs)
+    moved = {c.path: c.old_path for c in changes
+             if c.status in "RC" and c.old_path and _is_spec(c.path) and _is_spec(c.old_path) and c.old_path in base_specs}
+    removed = sorted({c.path for c in changes if c.status == "D" and _is_spec(c.path)}
+                     | {c.old_path for c in changes if c.status == "R" and c.old_path and _is_spec(c.old_path)})
     targets: dict[str, Target] = {}
     skipped: list[Skipped] = []
     notes: list[str] = []
@@ -199,20 +243,52 @@ def plan(
     for change in changes:
         if change.status == "D":
             continue
-        spec = spec_for(change.path)
-        if change.path.endswith(".ptx"):
-            if spec in specs:
-                base_path = None if change.status == "A" else change.old_path or change.path
-                targets[change.path] = Target(change.path, base_path, spec)
-            elif spec in other_specs and spec_from == "base":
-                skipped.append(Skipped(change.path, f"its spec {spec} is new in this change, and a change does not "
-                                                    "judge itself: land the spec first, or use --spec-from head"))
-        elif spec in specs:
+        if not change.path.endswith(".ptx"):
+            governing = nearest_spec(change.path, specs)
+            if governing is None:
+                continue
             if spec_from == "base":
                 notes.append(f"{change.path}: changed, but not used here: the spec and reference come from "
                              "the base revision")
-            elif spec not in changed_spec_folders:
-                changed_spec_folders.append(spec)
+            elif governing not in changed_spec_folders:
+                changed_spec_folders.append(governing)
+            continue
+        base_path = None if change.status == "A" else change.old_path or change.path
+        at_head = nearest_spec(change.path, head_specs)
+        if spec_from == "head":
+            if at_head is None:
+                skipped.append(Skipped(change.path, "no porter.toml in its folder or any folder above it at the "
+                                                    "head revision"))
+            else:
+                new = at_head not in base_specs
+                targets[change.path] = Target(change.path, base_path, at_head, spec_new=new,
+                                              spec_note="spec new in this change" if new else "")
+            continue
+        old_spec = nearest_spec(base_path, base_specs) if base_path is not None else None
+        if at_head is not None and at_head in base_specs:
+            targets[change.path] = Target(change.path, base_path, at_head)
+        elif at_head is not None and at_head in moved:
+            targets[change.path] = Target(change.path, base_path, moved[at_head], spec_note=(
+                f"spec moved in this change ({moved[at_head]} -> {at_head}): checked against the base revision's "
+                f"{moved[at_head]}"))
+        elif old_spec is not None:
+            targets[change.path] = Target(change.path, base_path, old_spec, spec_note=(
+                f"its spec at head is {at_head or 'missing'}; checked against {old_spec}, the spec of "
+                f"{base_path} at the base revision"))
+        elif at_head is None and (gone := nearest_spec(change.path, base_specs)) is not None:
+            targets[change.path] = Target(change.path, base_path, gone, spec_note=(
+                f"{gone} is removed in this change: checked against the base revision's copy"))
+        elif at_head is not None and removed:
+            skipped.append(Skipped(change.path, (
+                f"its spec {at_head} is new in this change, which also removes {', '.join(removed)}: a moved spec "
+                "that git did not pair up looks like this, and the change would judge itself; land the move "
+                "first, or give --allow-unchecked")))
+        elif at_head is not None:
+            targets[change.path] = Target(change.path, base_path, at_head, spec_new=True,
+                                          spec_note="spec new in this change: checked against the change's own spec")
+        else:
+            skipped.append(Skipped(change.path, "no porter.toml in its folder or any folder above it, at the base "
+                                                "or the head revision"))
     for spec in changed_spec_folders:
         for path in folder_kernels.get(spec, ()):
             targets.setdefault(path, Target(path, None, spec))
@@ -250,22 +326,30 @@ def kernel_exit_code(kernel: CiKernel) -> int:
     return 2 if kernel.config_error else _EXIT_FOR_STATUS[kernel.status]
 
 
-def exit_code(kernels: Sequence[CiKernel]) -> int:
-    """The most severe of the kernels' codes: 2 (configuration), then 1 (failed), then 3 (not run)."""
+def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, allow_unchecked: bool = False) -> int:
+    """The most severe of the kernels' codes: 2 (configuration), then 1 (failed), then 3 (not run).
+    A changed kernel that could not be checked counts as failed (1), unless ``allow_unchecked``."""
     codes = {kernel_exit_code(k) for k in kernels}
+    if skipped and not allow_unchecked:
+        codes.add(1)
     return next((code for code in _EXIT_SEVERITY if code in codes), 0)
 
 
-def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped]) -> str:
+def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], *, allow_unchecked: bool = False) -> str:
+    unchecked = ""
+    if skipped:
+        unchecked = (f"{len(skipped)} changed kernel(s) not checked"
+                     + (" (allowed by --allow-unchecked)" if allow_unchecked else " (a failure: --allow-unchecked allows it)"))
     if not kernels:
-        return f"no kernel to check; {len(skipped)} changed kernel(s) not checked" if skipped else "no kernel changed"
+        return f"no kernel to check; {unchecked}" if skipped else "no kernel changed"
     config = [k for k in kernels if k.config_error]
     if config:
         return f"configuration error: {config[0].reason}"
     counts: dict[str, int] = {}
     for k in kernels:
         counts[k.status] = counts.get(k.status, 0) + 1
-    return f"{len(kernels)} kernel(s) checked: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+    checked = f"{len(kernels)} kernel(s) checked: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+    return f"{checked}; {unchecked}" if skipped else checked
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,13 +416,12 @@ def _decode(raw: bytes) -> str:
 
 
 def _git_output(cwd: Path, *args: str) -> bytes | None:
-    """stdout of ``git args`` run in ``cwd``, or None when git says no. Paths are literal: a folder
-    named ``*`` is that folder, not a pattern."""
+    """stdout of ``git args`` run in ``cwd``, or None when git says no (through :mod:`porter.gitcmd`:
+    no redirecting variables, no optional locks). Paths are literal: a folder named ``*`` is that
+    folder, not a pattern."""
     try:
-        proc = subprocess.run(["git", "--literal-pathspecs", "-C", str(cwd), *args], capture_output=True, check=False,
-                              timeout=_GIT_TIMEOUT_S)
-    except FileNotFoundError:
-        raise EnvironmentProblem("git not found on PATH: porter ci needs git") from None
+        proc = run_git(cwd, *args, check=False, timeout=_GIT_TIMEOUT_S, text=False, literal_pathspecs=True,
+                       what="porter ci")
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"git {args[0]} took over {_GIT_TIMEOUT_S:.0f} s") from None
     return proc.stdout if proc.returncode == 0 else None
@@ -389,7 +472,7 @@ def _write_folder(git: _Git, rev: str, folder: str, root: Path) -> None:
 
 def _tidy(message: str, tmp: Path) -> str:
     """Say repository paths, not the temporary folder the revisions were written to."""
-    for sub in ("spec", "head", "base"):
+    for sub in ("spec", "newspec", "head", "base"):
         message = message.replace(f"{tmp / sub}{os.sep}", "").replace(str(tmp / sub), ".")
     return message
 
@@ -415,31 +498,37 @@ class _Run:
 
 def _check_target(target: Target, run: _Run) -> CiKernel:
     def result(status: Status, reason: str, **more: Any) -> CiKernel:
-        return CiKernel(target.path, target.spec, target.base_path, status, _tidy(reason, run.tmp), **more)
+        return CiKernel(target.path, target.spec, target.base_path, status, _tidy(reason, run.tmp),
+                        spec_new=target.spec_new, spec_note=target.spec_note, **more)
 
     def config_error(err: PorterError) -> CiKernel:
         reason = _tidy(str(err), run.tmp)
         return result("error", reason, config_error=True, findings=(Finding(target.spec, None, reason),))
 
-    spec_file = run.tmp / "spec" / target.spec
+    # A spec new in this change exists only at head: it is read from there, and the kernel says so.
+    revision, folder = (run.head, "newspec") if target.spec_new else (run.spec_revision, "spec")
+    spec_file = run.tmp / folder / target.spec
     try:
         if not spec_file.exists():
-            _write_folder(run.git, run.spec_revision, str(PurePosixPath(target.spec).parent), run.tmp / "spec")
+            _write_folder(run.git, revision, str(PurePosixPath(target.spec).parent), run.tmp / folder)
         spec = load_spec(spec_file)
     except InputError as err:
         return config_error(err)
     head_file = _write_file(run.git, run.head, target.path, run.tmp / "head")
     try:
         module = parse_ptx(head_file.read_text(encoding="utf-8", errors="replace"), filename=target.path)
+        # The kernel's own porter-launch line decides its entry and launch, as in porter check.
+        entry_name = declared_spec(spec, module.text, source=target.path)[0].entry
     except InputError as err:
         return result("failed", str(err), findings=(Finding(target.path, None, str(err)),))
     try:
-        entry_line = module.entry(spec.entry).line
+        entry_line = module.entry(entry_name).line
     except KeyError:
         names = ", ".join(e.name for e in module.kernels) or "none"
-        reason = f"no .entry {spec.entry!r}, which {target.spec} names (entries: {names})"
+        named = f"which {target.spec} names" if entry_name == spec.entry else "which its porter-launch line names"
+        reason = f"no .entry {entry_name!r}, {named} (entries: {names})"
         return result("failed", reason, findings=(Finding(target.path, None, reason),))
-    baseline, untimed = _baseline(target, spec.entry, run)
+    baseline, untimed = _baseline(target, spec, run)
     try:
         verdict = run_check(head_file, spec, CheckOptions(speed_baseline=baseline), toolchain=run.toolchain,
                             runner=run.runner)
@@ -458,21 +547,22 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, findings=findings)
 
 
-def _baseline(target: Target, entry: str, run: _Run) -> tuple[Path | None, str]:
+def _baseline(target: Target, spec: Spec, run: _Run) -> tuple[Path | None, str]:
     """The base kernel's file to time against, or None and why not.
 
     Checked here because the gate takes a baseline that does not parse as bad input, and a base
-    kernel the change replaces is not the change's configuration.
+    kernel the change replaces is not the change's configuration. The base kernel's entry is the one
+    its own porter-launch line names, else the spec's (the gate launches it the same way).
     """
     if target.base_path is None:
         return None, "no base version"
     path = _write_file(run.git, run.base, target.base_path, run.tmp / "base")
     try:
-        names = [e.name for e in parse_ptx(path.read_text(encoding="utf-8", errors="replace"),
-                                           filename=target.base_path).kernels]
+        module = parse_ptx(path.read_text(encoding="utf-8", errors="replace"), filename=target.base_path)
+        entry = declared_spec(spec, module.text, source=target.base_path)[0].entry
     except InputError as err:
         return None, f"the base kernel does not parse: {err}"
-    if entry not in names:
+    if entry not in [e.name for e in module.kernels]:
         return None, f"the base kernel has no .entry {entry!r}"
     return path, ""
 
@@ -509,6 +599,7 @@ def check_change(
     toolchain: Toolchain | None = None,
     runner_factory: Callable[[], Runner] | None = Runner,
     port_to: str | None = None,
+    allow_unchecked: bool = False,
 ) -> CiOutcome:
     """Check the kernels changed between ``base`` and ``head`` (see the module docstring).
 
@@ -517,7 +608,7 @@ def check_change(
     """
     start = time.perf_counter()
     known: dict[str, Any] = dict(base_ref=base or "", head_ref=head, spec_from=spec_from,
-                                 max_slowdown=max_slowdown, port_to=port_to)
+                                 max_slowdown=max_slowdown, port_to=port_to, allow_unchecked=allow_unchecked)
     try:
         if spec_from not in ("base", "head"):
             raise InputError(f"spec_from: 'base' or 'head', not {spec_from!r}")
@@ -532,25 +623,30 @@ def check_change(
         known.update(base=base_sha, base_ref=base_ref, head=head_sha, spec_revision=spec_rev)
         changes = parse_name_status(git.run("diff", "--name-status", "-z", "-M", "--no-ext-diff",
                                             base_sha, head_sha, "--"))
-        candidates = {spec_for(c.path) for c in changes if c.status != "D"}
+        paths = {p for c in changes for p in (c.path, c.old_path) if p is not None}
+        candidates = {spec for p in paths for spec in spec_candidates(p)}
         specs = git.existing(spec_rev, candidates)
         other_specs = git.existing(other_rev, candidates)
         folder_kernels = {}
         if spec_from == "head":
-            folders = {spec_for(c.path) for c in changes if c.status != "D" and not c.path.endswith(".ptx")}
-            for spec in folders & specs:
-                listed = git.listing(head_sha, str(PurePosixPath(spec).parent), recursive=False)
-                folder_kernels[spec] = [p for _, p in listed if p.endswith(".ptx")]
+            governing = {nearest_spec(c.path, specs) for c in changes if c.status != "D" and not c.path.endswith(".ptx")}
+            for spec in governing - {None}:
+                listed = [p for _, p in git.listing(head_sha, str(PurePosixPath(spec).parent), recursive=True)]
+                nested = {p for p in listed if _is_spec(p)}
+                folder_kernels[spec] = [p for p in listed if p.endswith(".ptx") and nearest_spec(p, nested) == spec]
         targets, skipped, notes = plan(changes, spec_from=spec_from, specs=specs, other_specs=other_specs,
                                        folder_kernels=folder_kernels)
         known.update(skipped=skipped, notes=notes)
         if not targets:
-            return CiOutcome(0, headline((), skipped), wall_s=time.perf_counter() - start, **known)
+            return CiOutcome(exit_code((), skipped, allow_unchecked=allow_unchecked),
+                             headline((), skipped, allow_unchecked=allow_unchecked),
+                             wall_s=time.perf_counter() - start, **known)
         kernels = _check_all(targets, git, head_sha, base_sha, spec_rev, toolchain or find_toolchain(),
                              runner_factory, max_slowdown)
     except PorterError as err:
         return CiOutcome(err.exit_code, str(err), wall_s=time.perf_counter() - start, **known)
-    return CiOutcome(exit_code(kernels), headline(kernels, skipped), kernels=kernels,
+    return CiOutcome(exit_code(kernels, skipped, allow_unchecked=allow_unchecked),
+                     headline(kernels, skipped, allow_unchecked=allow_unchecked), kernels=kernels,
                      wall_s=time.perf_counter() - start, **known)
 
 
@@ -585,6 +681,7 @@ def run_ci(
     runner_factory: Callable[[], Runner] | None = Runner,
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = print,
+    allow_unchecked: bool = False,
 ) -> CiOutcome:
     """The body of ``porter ci``: check the change, write the reports, print the log and annotations.
 
@@ -597,7 +694,8 @@ def run_ci(
 
     env = os.environ if env is None else env
     outcome = check_change(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown,
-                           toolchain=toolchain, runner_factory=runner_factory, port_to=port_to)
+                           toolchain=toolchain, runner_factory=runner_factory, port_to=port_to,
+                           allow_unchecked=allow_unchecked)
     if port_to and outcome.kernels:
         from porter.ci_port import port_changed
         from porter.model import Budget

@@ -61,6 +61,16 @@ def _speed(speed: SpeedCheck | None) -> str:
     return f"{speed.speedup:.2f}x" + (" (too slow)" if speed.status == "failed" else "")
 
 
+def _reason(kernel: CiKernel) -> str:
+    """The kernel's reason, after where its spec came from when that is not the usual place."""
+    return f"[{kernel.spec_note}] {kernel.reason}" if kernel.spec_note else kernel.reason
+
+
+def _unchecked_title(outcome: CiOutcome) -> str:
+    return ("Not checked (allowed by --allow-unchecked):" if outcome.allow_unchecked
+            else "Not checked (each fails the bot; --allow-unchecked allows it):")
+
+
 def _port_lines(outcome: CiOutcome) -> list[str]:
     """One line per port asked for with --port-to: its status, and its review branch if it passed."""
     if not outcome.ports:
@@ -116,17 +126,18 @@ def render_markdown(outcome: CiOutcome) -> str:
         for k in outcome.kernels:
             status = "config error" if k.config_error else k.status
             out.append(f"| `{_cell(k.path)}` | **{status}** | {_assemble(k)} | {_cases(k)} | {_speed(k.speed)} | "
-                       f"{_cell(k.reason)} |")
+                       f"{_cell(_reason(k))} |")
         out.append("")
     if outcome.skipped:
-        out += ["Not checked:", ""] + [f"- `{s.path}`: {s.reason}" for s in outcome.skipped] + [""]
+        out += [_unchecked_title(outcome), ""] + [f"- `{s.path}`: {s.reason}" for s in outcome.skipped] + [""]
     if outcome.notes:
         out += [f"- {note}" for note in outcome.notes] + [""]
     if outcome.port_to:
         out += [f"- {line}" for line in _port_lines(outcome)] + [""]
     for k in outcome.kernels:
         if k.status != "passed":
-            out += [f"### `{k.path}`: {k.status}", "", "```text", *_details(k), "```", ""]
+            spec = [f"spec: {k.spec} ({k.spec_note})"] if k.spec_note else []
+            out += [f"### `{k.path}`: {k.status}", "", "```text", *spec, *_details(k), "```", ""]
     return "\n".join(out) + "\n"
 
 
@@ -154,8 +165,10 @@ def annotation(finding: Finding) -> str:
 
 def render_annotations(outcome: CiOutcome) -> list[str]:
     findings = [f for k in outcome.kernels for f in k.findings]
+    if not outcome.allow_unchecked:
+        findings += [Finding(s.path, None, f"not checked: {s.reason}") for s in outcome.skipped]
     lines = [annotation(f) for f in findings[:MAX_ANNOTATIONS]]
-    if not outcome.kernels and outcome.exit_code != 0:  # the run itself went wrong: no file to point at
+    if not outcome.kernels and not outcome.skipped and outcome.exit_code != 0:  # no file to point at
         lines.append(f"::error title=porter::{escape_data(outcome.message)}")
     left_out = len(findings) - MAX_ANNOTATIONS
     if left_out > 0:
@@ -191,9 +204,9 @@ def render_junit(outcome: CiOutcome) -> str:
     for k in outcome.kernels:
         kind = {"failed": "failure", "not run": "skipped", "error": "error"}.get(k.status)
         case(k.path, k.verdict.wall_s if k.verdict else 0.0, kind, k.reason, "\n".join(_details(k)))
-    for s in outcome.skipped:
-        case(s.path, 0.0, "skipped", f"not checked: {s.reason}")
-    if not outcome.kernels and outcome.exit_code != 0:
+    for s in outcome.skipped:  # a failure unless allowed: the bot fails on it
+        case(s.path, 0.0, "skipped" if outcome.allow_unchecked else "failure", f"not checked: {s.reason}")
+    if not outcome.kernels and not outcome.skipped and outcome.exit_code != 0:
         case("porter ci", outcome.wall_s, "error", outcome.message)
     for key, value in counts.items():
         suite.set(key, str(value))
@@ -211,9 +224,10 @@ def render_text(outcome: CiOutcome) -> str:
         out.append(_revisions(outcome))
     if outcome.kernels:
         rows = [[k.path, "config error" if k.config_error else k.status, _assemble(k), _cases(k), _speed(k.speed),
-                 k.reason[:100]] for k in outcome.kernels]
+                 _reason(k)[:140]] for k in outcome.kernels]
         out += ["", table(["kernel", "status", "assemble", "cases", "speed vs base", "reason"], rows)]
-    out += [f"not checked: {s.path}: {s.reason}" for s in outcome.skipped]
+    if outcome.skipped:
+        out += ["", _unchecked_title(outcome)] + [f"  {s.path}: {s.reason}" for s in outcome.skipped]
     out += [f"note: {note}" for note in outcome.notes]
     if outcome.port_to:
         out.extend(_port_lines(outcome))

@@ -9,6 +9,7 @@ request.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,18 @@ class CiPort:
     warnings: tuple[str, ...] = ()
 
 
+def _spec_at_head(repo: Path, kernel: str, checked_with: str) -> Path:
+    """The spec as it stands in the checked-out tree: the nearest porter.toml above the kernel (the
+    one the kernel was checked with may be the base revision's copy at a path the change moved)."""
+    from porter.ci import spec_candidates
+
+    return next((repo / c for c in spec_candidates(kernel) if (repo / c).is_file()), repo / checked_with)
+
+
 def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
                  budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
     """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
-    from porter.model import make_model
+    from porter.model import check_model, make_model
     from porter.review import open_review_branch
     from porter.session import PortRequest, PortSession
     from porter.spec import load_spec
@@ -43,11 +52,15 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
     if outcome.head != _Git.open(repo).commit("HEAD"):
         why = "not ported: --port-to ports the checked-out revision, so --head must be HEAD"
         return tuple(CiPort(k.path, "not ported", why) for k in kernels)
+    try:  # a model that cannot be called is said once, before any port starts
+        check_model(model, api_base=api_base, env=os.environ)
+    except PorterError as err:
+        return tuple(CiPort(k.path, "not ported", f"not ported: {err}") for k in kernels)
     ports = []
     runner = runner_factory() if runner_factory is not None else None
     try:
         for k in kernels:
-            kernel, spec_path = repo / k.path, repo / k.spec
+            kernel, spec_path = repo / k.path, _spec_at_head(repo, k.path, k.spec)
             try:
                 request = PortRequest(kernel=kernel, spec=load_spec(spec_path), to_arch=to_arch, budget=budget,
                                       runs_root=repo / ".porter" / "runs", repo_root=repo)

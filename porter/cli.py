@@ -27,6 +27,29 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from porter import __version__
+
+        try:
+            from importlib.metadata import PackageNotFoundError, version
+
+            installed = version("porter-kernels")
+        except PackageNotFoundError:  # run from a checkout without installing
+            installed = __version__
+        typer.echo(f"porter {installed}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print porter's version and exit.")
+    ] = False,
+) -> None:
+    """Port PTX hot loops across NVIDIA GPU generations, verified on measured evidence."""
+
+
 def _emit_json(data: object) -> None:
     from porter.jsonable import to_jsonable
 
@@ -74,14 +97,36 @@ def doctor(
 
 
 def _find_spec(kernel: Path, spec: Path | None):
+    """The spec given, else the nearest porter.toml walking up from the kernel's folder to the top
+    of its repository (only its own folder outside one): the same search as ``porter ci``'s."""
+    from porter.gitcmd import repo_root_of
     from porter.spec import load_spec
 
     if not kernel.exists():  # say so before complaining about the spec beside it
         raise InputError(f"{kernel}: no such file")
-    path = spec if spec is not None else kernel.parent / "porter.toml"
-    if spec is None and not path.is_file():
-        raise InputError(f"{kernel}: no spec (porter.toml beside the kernel); give one with --spec")
-    return load_spec(path)
+    if spec is not None:
+        return load_spec(spec)
+    folder = kernel.absolute().parent
+    top = repo_root_of(folder)
+    for candidate in (folder, *folder.parents):
+        if (candidate / "porter.toml").is_file():
+            return load_spec(candidate / "porter.toml")
+        if top is None or candidate == top:
+            break
+    where = "beside the kernel" if top is None else "in its folder or any folder above it in the repository"
+    raise InputError(f"{kernel}: no spec (porter.toml {where}); give one with --spec")
+
+
+def _arch_name(arch: str | None, option: str) -> str | None:
+    """An --arch/--to value as a profile name, or one line (exit 2) for a name porter has no profile for."""
+    if arch is None:
+        return None
+    from porter.arch import get_profile
+
+    try:
+        return get_profile(arch).name
+    except InputError as err:
+        raise InputError(f"{option}: {err}") from None
 
 
 def _size_overrides(text: str, spec: Any) -> dict[str, int]:
@@ -151,6 +196,7 @@ def check(
 
     if against is not None and golden is not None:
         raise InputError("give --against or --golden, not both")
+    arch = _arch_name(arch, "--arch")
     loaded = _find_spec(candidate, spec)
     toolchain = find_toolchain()
     toolchain.require("ptxas")
@@ -273,7 +319,10 @@ def port(
         bool | None, typer.Option("--require-native/--no-require-native",
                                   help="Require the target's own tensor-core instructions (default: when the model changes).")
     ] = None,
-    branch: Annotated[bool, typer.Option("--branch/--no-branch", help="End in a review branch porter/<kernel>-<arch>.")] = True,
+    branch: Annotated[
+        bool | None, typer.Option("--branch/--no-branch",
+                                  help="End in a review branch porter/<entry>-<arch> (default: when in a git repository).")
+    ] = None,
     branch_on_failure: Annotated[
         bool, typer.Option(help="Also make a branch for a port that did not pass (its title says NOT VERIFIED).")
     ] = False,
@@ -285,22 +334,41 @@ def port(
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Result as JSON on stdout; events as JSON lines on stderr.")] = False,
 ) -> None:
-    """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes."""
-    from porter.model import Budget, make_model, resolve_model
+    """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
+    Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
+    hardware / environment (no toolchain, model unreachable or without its key)."""
+    from porter.model import Budget, check_model, make_model, resolve_model
+
+    # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
+    kernel = kernel.absolute()
+    spec = spec.absolute() if spec is not None else None
+    loaded = _find_spec(kernel, spec)
+    _arch_name(to, "--to")
+    if from_arch is not None:
+        _arch_name(from_arch, "--from")
+    root = _repo_root(kernel)
+    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
+                    max_wall_s=max_minutes * 60 if max_minutes is not None else None)
+    # The model is resolved and its credentials checked before any work (and before the session's
+    # heavier imports): a missing key is one line, exit 3, in about a second.
+    name, base, _where = resolve_model(model, env=os.environ, config_path=root / ".porter" / "config.toml")
+    check_model(name, api_base=api_base or base, env=os.environ)
+    client = make_model(name, api_base=api_base or base)
+
     from porter.progress import make_progress
     from porter.report import render_port, render_review
+    from porter.review import ReviewOutcome, branch_problem
     from porter.runner import Runner
     from porter.session import PortRequest, PortSession
     from porter.toolchain import find_toolchain
 
-    loaded = _find_spec(kernel, spec)
-    root = _repo_root(kernel)
-    name, base, _where = resolve_model(model, env=os.environ, config_path=root / ".porter" / "config.toml")
-    client = make_model(name, api_base=api_base or base)
+    # A branch that cannot be made is said now, not after every round has been spent.
+    asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
+    no_branch = branch_problem(kernel) if branch is not False else ""
+    if no_branch and asked_for_branch and out is None:
+        raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
     toolchain = find_toolchain()
     toolchain.require("ptxas")
-    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
-                    max_wall_s=max_minutes * 60 if max_minutes else None)
     request = PortRequest(kernel=kernel, spec=loaded, to_arch=to, from_arch=from_arch, agent=agent, budget=budget,
                           optimize=optimize, require_native=require_native, runs_root=root / ".porter" / "runs",
                           repo_root=root)
@@ -312,38 +380,46 @@ def port(
         if runner is not None:
             runner.close()
     review = None
-    if branch and (result.status == "passed" or branch_on_failure):
-        from porter.review import open_review_branch
+    if branch is not False and (result.status == "passed" or branch_on_failure):
+        if no_branch and out is None:
+            review = ReviewOutcome(None, None, (), reason=f"{no_branch} (--out DIR writes the files instead)")
+        else:
+            from porter.review import open_review_branch
 
-        review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
-                                    branch_on_failure=branch_on_failure, push=push, out_dir=out,
-                                    toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+            review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
+                                        branch_on_failure=branch_on_failure, push=push,
+                                        out_dir=out.absolute() if out is not None else None,
+                                        toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
     if as_json:
         _emit_json({"result": result, "review": review})
     else:
         typer.echo(render_port(result))
-        typer.echo(render_review(review, result, branch=branch))
+        typer.echo(render_review(review, result, branch=branch is not False))
     raise typer.Exit(PORT_EXIT[result.status])
 
 
 def _repo_root(path: Path) -> Path:
     """The git work tree holding ``path`` (for .porter/), else the current folder."""
-    folder = path.resolve().parent
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return Path.cwd()
+    from porter.gitcmd import repo_root_of
+
+    return repo_root_of(path) or Path.cwd()
+
+
+def _runs_root(root: Path | None) -> Path:
+    """``--root``, else the repository holding the current folder (runs are found from any folder of it)."""
+    return root if root is not None else _repo_root(Path.cwd())
 
 
 @app.command()
 def runs(
-    root: Annotated[Path, typer.Option(help="Repository whose .porter/runs to list.")] = Path("."),
+    root: Annotated[Path | None, typer.Option(help="Repository whose .porter/runs to list (default: this one).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List recorded port runs."""
     from porter.report import table
     from porter.runlog import list_runs
 
+    root = _runs_root(root)
     found = list_runs(root / ".porter" / "runs")
     if as_json:
         _emit_json(found)
@@ -358,7 +434,7 @@ def runs(
 @app.command()
 def replay(
     run: Annotated[str, typer.Argument(help="Run id (or unique prefix, or its folder).")],
-    root: Annotated[Path, typer.Option(help="Repository holding .porter/runs.")] = Path("."),
+    root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -372,6 +448,7 @@ def replay(
     from porter.spec import load_spec
     from porter.toolchain import find_toolchain
 
+    root = _runs_root(root)
     folder = find_run(root / ".porter" / "runs", run)
     config = _json.loads((folder / "config.json").read_text())
     # The spec at the same place in this clone first; the recording machine's absolute path last.
@@ -405,19 +482,32 @@ def replay(
 def export(
     run_refs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs to export (ids, prefixes or folders).")],
     format: Annotated[str, typer.Option("--format", help="Export format: sft (chat-format repair pairs, JSONL).")] = "sft",
-    root: Annotated[Path, typer.Option(help="Repository holding .porter/runs.")] = Path("."),
+    root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    include_unverified: Annotated[
+        bool, typer.Option("--include-unverified",
+                           help="Also pair with later candidates that did not pass on hardware (marked verified: false).")
+    ] = False,
 ) -> None:
-    """Export repair pairs (a failing candidate and its feedback -> the next, better candidate) for fine-tuning."""
+    """Export repair pairs (a failing candidate and its feedback -> a later candidate that passed on
+    hardware) for fine-tuning. Says so on stderr for each run that yields none."""
     import json as _json
 
-    from porter.runlog import find_run, repair_pairs
+    from porter.runlog import find_run, no_pairs_reason, repair_pairs
 
     if format != "sft":
         raise InputError(f"--format: only 'sft' is supported (got {format!r})")
     if output is not None and output.exists():
         raise InputError(f"{output}: exists; choose another file")
-    lines = [_json.dumps(pair) for ref in run_refs for pair in repair_pairs(find_run(root / ".porter" / "runs", ref))]
+    runs_root = _runs_root(root) / ".porter" / "runs"
+    lines = []
+    for ref in run_refs:
+        folder = find_run(runs_root, ref)
+        pairs = [_json.dumps(pair) for pair in repair_pairs(folder, include_unverified=include_unverified)]
+        if not pairs:
+            typer.echo(f"porter: run {folder.name}: no repair pairs: "
+                       f"{no_pairs_reason(folder, include_unverified=include_unverified)}", err=True)
+        lines += pairs
     text = "\n".join(lines) + ("\n" if lines else "")
     if output is None:
         typer.echo(text, nl=False)
@@ -443,9 +533,13 @@ def ci(
     push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branches of passing ports here.")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
     repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
+    allow_unchecked: Annotated[
+        bool, typer.Option("--allow-unchecked", help="A changed kernel with no spec to check it against does not fail the bot.")
+    ] = False,
 ) -> None:
     """Gate the kernels a change touches: check each against its reference and time it against its base version.
-    Exit 0 all passed, 1 a kernel failed or slowed down, 2 configuration error, 3 infrastructure (no GPU, no toolchain)."""
+    Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
+    3 infrastructure (no GPU, no toolchain)."""
     from porter.ci import run_ci
     from porter.runner import Runner
 
@@ -458,7 +552,8 @@ def ci(
         name, api_base, _ = resolve_model(model, env=os.environ, config_path=repo / ".porter" / "config.toml")
     outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
                      json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
-                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo)
+                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo,
+                     allow_unchecked=allow_unchecked)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -475,10 +570,14 @@ def bench(
     import datetime as dt
 
     from porter.bench import find_tasks, render_markdown, run_bench, summarise
+    from porter.model import check_model
     from porter.runner import Runner
     from porter.toolchain import find_toolchain
 
     tasks = find_tasks(suite)
+    if not solutions:
+        for name in model or []:
+            check_model(name, api_base=api_base, env=os.environ)  # before any task: a missing key is one line
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     runner = Runner() if gpu else None

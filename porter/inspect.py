@@ -8,7 +8,7 @@ architecture's signature tensor-core instructions appear in the SASS.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from porter.arch import ArchProfile, Compatibility, FeatureUse, compatibility, features_used, load_profiles
@@ -36,6 +36,11 @@ class ArchInspection:
     resources: dict[str, EntryResources]
     diagnostics: tuple[Diagnostic, ...]
     signature: SignatureEvidence | None
+
+    # What can be said for this arch: the static verdict ("as-is", "retarget", "incompatible"),
+    # unless ptxas contradicts it ("ptxas error"): a module ptxas rejects never "assembles as is".
+    verdict: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,18 @@ def inspect_arch(
 ) -> ArchInspection:
     compat = compatibility(module, profile.name)
     if compat.status == "incompatible" or toolchain is None:
-        return ArchInspection(profile.name, compat, None, False, "", {}, (), None)
+        return ArchInspection(profile.name, compat, None, False, "", {}, (), None, compat.status, compat.reason)
     text, retargeted = assemble_for(module, compat)
     result = toolchain.assemble(text, profile.name, filename=filename)
     signature = signature_evidence(result, profile, toolchain) if result.ok and toolchain.can_disassemble else None
+    verdict, reason = compat.status, compat.reason
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        where = f"line {first.line}: " if first is not None and first.line else ""
+        said = f"{where}{first.message}" if first is not None else "no message"
+        verdict = "ptxas error"
+        reason = f"ptxas rejects it{' after the retarget' if retargeted else ''} for {profile.name} ({said})"
+        compat = replace(compat, reason=reason)  # the static "assembles as is" would contradict ptxas
     return ArchInspection(
         arch=profile.name,
         compatibility=compat,
@@ -95,6 +108,8 @@ def inspect_arch(
         resources=dict(result.resources),
         diagnostics=tuple(result.diagnostics),
         signature=signature,
+        verdict=verdict,
+        reason=reason,
     )
 
 

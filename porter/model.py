@@ -212,6 +212,14 @@ def _failure(litellm: ModuleType, exc: BaseException, timeout_s: float) -> _Fail
     causes = _causes(exc)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
+    # The SDK refusing to start a request (no API key, a bad client option) is not the server's 500
+    # that litellm labels it: it would fail the same way every time.
+    client_side = next((c for c in causes if isinstance(c, openai.OpenAIError) and not isinstance(c, openai.APIError)
+                        and not isinstance(c, openai.APIConnectionError)), None)
+    if client_side is not None:
+        words = "missing credentials" if "credential" in str(client_side).lower() or "api_key" in str(client_side) \
+            else "the client refused the request"
+        return _Failure(words, transient=False, detail=_detail(client_side))
     bad_json = next((c for c in causes if isinstance(c, json.JSONDecodeError)), None)
     if bad_json is not None:
         return _Failure(f"malformed reply from the server (not valid JSON: {bad_json})", transient=False)
@@ -320,6 +328,8 @@ class LiteLLMModel:
             response = retrying(attempt)
         except Exception as e:
             failure = _failure(litellm, e, timeout_s)
+            if failure.what == "cannot reach the API" and self.api_base:
+                failure = _Failure(f"cannot reach the API at {self.api_base}", failure.transient, failure.detail)
             after = f" after {attempts} attempts" if attempts > 1 else ""
             detail = f": {failure.detail}" if failure.detail else ""
             raise ModelError(f"model {self.name}: {failure.what}{after}{detail}") from e
@@ -644,6 +654,105 @@ def resolve_model(
         if model:
             return model, api_base or None, str(config_path)
     return None, None, "none"
+
+
+# The environment variables litellm needs for the providers porter's users name most; any one of a
+# group is enough. They follow litellm.validate_environment (tests/test_model.py holds the two in
+# agreement) and are checked without importing litellm, which takes 5-8 s: a missing key is said at
+# once. Other providers are asked of litellm itself.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "mistral": ("MISTRAL_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "together_ai": ("TOGETHERAI_API_KEY",),
+    "fireworks_ai": ("FIREWORKS_AI_API_KEY", "FIREWORKS_API_KEY", "FIREWORKSAI_API_KEY", "FIREWORKS_AI_TOKEN"),
+    "cohere": ("COHERE_API_KEY",),
+    "deepinfra": ("DEEPINFRA_API_KEY",),
+    "cerebras": ("CEREBRAS_API_KEY",),
+    "nvidia_nim": ("NVIDIA_NIM_API_KEY",),
+    "perplexity": ("PERPLEXITYAI_API_KEY",),
+}
+# Local servers take no key; where they listen by default (or the variable litellm reads instead).
+LOCAL_PROVIDERS: dict[str, tuple[str, str | None]] = {
+    "ollama": ("OLLAMA_API_BASE", "http://localhost:11434"),
+    "ollama_chat": ("OLLAMA_API_BASE", "http://localhost:11434"),
+    "hosted_vllm": ("HOSTED_VLLM_API_BASE", None),
+}
+# Bare model names (no "provider/") litellm routes by their prefix, for the key check only.
+BARE_PREFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("gpt-", "chatgpt-", "o1", "o3", "o4"), "openai"),
+    (("claude-",), "anthropic"),
+)
+REACH_TIMEOUT_S = 3.0
+
+
+def check_model(model: str | None, *, api_base: str | None, env: Mapping[str, str],
+                reach_timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Before a session spends anything: can this model be called at all?
+
+    Raises :class:`ModelError` (exit 3) naming the missing environment variable, or the URL of a
+    server that does not accept a connection; :class:`InputError` (exit 2) for a provider litellm
+    does not know. ``replay:`` and ``mock:`` need nothing. The credentials of the common providers
+    are checked without importing litellm; only a server porter is told about (``--api-base``, or a
+    local provider's default) is contacted, with one TCP connection.
+    """
+    if model is None or model.startswith(("replay:", "mock:")):
+        return
+    provider, slash, _ = model.partition("/")
+    provider = provider if slash else next((p for prefixes, p in BARE_PREFIXES if model.startswith(prefixes)), "")
+    base = api_base
+    if provider in PROVIDER_KEYS:
+        keys = PROVIDER_KEYS[provider]
+        if not any(env.get(k) for k in keys):
+            hint = "; a local OpenAI-compatible server that takes no key accepts any value" if api_base else ""
+            raise ModelError(f"model {model}: {' or '.join(keys)} is not set (litellm reads the {provider} key from "
+                             f"it){hint}")
+    elif provider in LOCAL_PROVIDERS:
+        variable, default = LOCAL_PROVIDERS[provider]
+        base = api_base or env.get(variable) or default
+        if base is None:
+            raise InputError(f"model {model}: give the server's URL with --api-base (or set {variable})")
+    else:
+        _check_with_litellm(model, api_base=api_base, env=env)
+    if base:
+        _reachable(model, base, reach_timeout_s)
+
+
+def _check_with_litellm(model: str, *, api_base: str | None, env: Mapping[str, str]) -> None:
+    litellm = _litellm()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:
+        provider = model.partition("/")[0] if "/" in model else model
+        raise InputError(f"model {model!r}: litellm knows no such provider or model ({provider!r}); name it as "
+                         f"provider/model, e.g. openai/gpt-4o or anthropic/claude-sonnet-4-5") from None
+    missing = [k for k in litellm.validate_environment(model=model, api_base=api_base).get("missing_keys") or []
+               if not env.get(k)]
+    if missing and not (api_base and all(k.endswith("_API_BASE") for k in missing)):
+        raise ModelError(f"model {model}: {' and '.join(missing)} not set (litellm needs it for {provider})")
+
+
+def _reachable(model: str, url: str, timeout_s: float) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise InputError(f"model {model}: --api-base {url!r} is not a URL") from None
+    if not parts.hostname:
+        raise InputError(f"model {model}: --api-base {url!r} is not a URL")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as err:
+        why = err.strerror or str(err) or type(err).__name__
+        raise ModelError(f"model {model}: cannot reach the API at {url} ({why})") from None
 
 
 def make_model(model: str | None, *, api_base: str | None) -> ModelClient | None:

@@ -204,9 +204,13 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
     if best is not None:
         out.append(f"- **port:** `{ported_rel}`: candidate {best.index} ({best.origin}, round {best.round})")
     out.append(f"- **spec:** `{spec_rel}`")
-    out.append(f"- **target:** {result.target_reason}")
+    if result.asked_target:
+        out.append(f"- **target:** {result.target} (**not {result.asked_target} as asked**): {result.target_reason}")
+    else:
+        out.append(f"- **target:** {result.target_reason}")
     out.append(f"- **native instructions:** {'required' if result.require_native else 'not required'}")
     out.append(f"- **stopped:** {result.stop_reason}")
+    out.extend(f"- **warning:** {w}" for w in result.warnings)
     if best is None:
         out += ["", "No candidate was produced: there is nothing to review."]
     else:

@@ -1,7 +1,7 @@
 """Progress of a port as it runs: a live view in a terminal, plain lines in a log, JSON for machines.
 
-The session emits events (``start``, ``checking``, ``verdict``, ``reply``, ``format-error``,
-``done``); each view turns them into output. Views write to stderr, so stdout carries only the
+The session emits events (``start``, ``warning``, ``checking``, ``verdict``, ``reply``,
+``format-error``, ``done``); each view turns them into output. Views write to stderr, so stdout carries only the
 result (and only JSON with ``--json``).
 """
 
@@ -36,8 +36,12 @@ class PlainProgress:
         if kind == "start":
             model = data["model"] or "no model (retarget baseline only)"
             native = "required" if data["require_native"] else "not required"
+            if data.get("changed"):  # the first line says so when the target is not the one asked for
+                self._say(f"{data['changed']}: {data['reason']}")
             self._say(f"run {data['run_id']}: {data['source_arch']} -> {data['target']} ({data['reason']}); "
                       f"native instructions {native}; model: {model}")
+        elif kind == "warning":
+            self._say(f"warning: {data['message']}")
         elif kind == "checking":
             self._say(f"candidate {data['index']} ({data['origin']}, round {data['round']}): checking")
         elif kind == "verdict":

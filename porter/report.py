@@ -91,9 +91,9 @@ def render_inspect(report: InspectReport) -> str:
     out.append("")
     rows = []
     for a in report.archs:
-        rows.append([a.arch, a.compatibility.status, _assembly(a), _resources(a), _signature(a)])
+        rows.append([a.arch, a.verdict, _assembly(a), _resources(a), _signature(a)])
     out.append(table(["arch", "verdict", "ptxas", "resources", "signature SASS"], rows))
-    notes = [a for a in report.archs if a.compatibility.status != "as-is" or a.compatibility.reason]
+    notes = [a for a in report.archs if a.verdict != "as-is" or a.reason]
     if notes:
         out.append("")
         out.append("why:")
@@ -203,7 +203,11 @@ def render_verdict(v: Verdict) -> str:
 def render_port(result: PortResult) -> str:
     """The end of `porter port`: what was achieved, what was not, and where the evidence is."""
     out = [f"porter port: {result.status.upper()} - {result.stop_reason}"]
-    out.append(f"target: {result.target_reason}")
+    if result.asked_target:
+        out.append(f"target: {result.target}, NOT {result.asked_target} as asked: {result.target_reason}")
+    else:
+        out.append(f"target: {result.target_reason}")
+    out.extend(f"warning: {w}" for w in result.warnings)
     out.append(f"native instructions: {'required' if result.require_native else 'not required'}")
     if result.model is None:
         out.append("model: none configured (set --model, PORTER_MODEL or .porter/config.toml); only the mechanical "

@@ -20,7 +20,8 @@ VERIFIED ("passed without native instructions" and "not run on target hardware" 
 passed). Where no branch can be made (no repository, a bare one, a locked index, ...) the same files
 can go to an output folder instead.
 
-All git work goes through the ``git`` executable, which keeps ``porter --help`` free of imports.
+All git work goes through :mod:`porter.gitcmd` (the ``git`` executable, with the variables that
+redirect it removed), which keeps ``porter --help`` free of imports.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from porter.errors import EnvironmentProblem, InputError
+from porter.errors import InputError
+from porter.gitcmd import last_line, run_git
 from porter.port_report import render_port_report, reproduce_command
 from porter.session import CandidateRecord, PortResult, repo_relative
 
@@ -42,8 +44,6 @@ PORTER_NAME = "porter"
 PORTER_EMAIL = "porter@localhost"
 REPORT_NAME = "PORT_REPORT.md"
 PUSH_TIMEOUT_S = 120.0
-# Variables that point git at another repository, work tree or index than the one -C names.
-REDIRECTING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
 
 
 @dataclass(frozen=True)
@@ -66,28 +66,12 @@ class _Repo:
     top: Path | None = None
     head: str | None = None
     problem: str = ""
+    locked: bool = False  # the problem is a held index.lock: usually gone a moment later
 
 
 def _git(cwd: Path, *args: str, config: tuple[str, ...] = (), check: bool = True,
          timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING_VARS}
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    command = ["git", "-C", str(cwd)]
-    for setting in config:
-        command += ["-c", setting]
-    try:
-        done = subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=timeout,
-                              check=False)
-    except FileNotFoundError as err:
-        raise EnvironmentProblem("git not found: install git to get a review branch") from err
-    if check and done.returncode != 0:
-        raise EnvironmentProblem(f"git {args[0]} failed in {cwd}: {_last_line(done.stderr)}")
-    return done
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    return run_git(cwd, *args, config=config, check=check, timeout=timeout, what="a review branch")
 
 
 def branch_name(stem: str, target: str) -> str:
@@ -133,10 +117,18 @@ def _locate(kernel: Path, repo: Path | None) -> _Repo:
         return _Repo(top=top, head=head, problem=f"{kernel} is outside the repository {top}")
     git_dir = Path(_git(top, "rev-parse", "--absolute-git-dir").stdout.strip())
     if (git_dir / "index.lock").exists():
-        return _Repo(top=top, head=head, problem=(
+        return _Repo(top=top, head=head, locked=True, problem=(
             f"{git_dir / 'index.lock'} exists: another git command is running (or crashed; "
             f"remove the file if none is running)"))
     return _Repo(top=top, head=head)
+
+
+def branch_problem(kernel: Path) -> str:
+    """Why no review branch could be made for ``kernel`` (no repository, a bare one, no commit, the
+    kernel outside it), or "" when one can: asked before a session starts, so that a branch nobody
+    can make is said at once. A locked index is not counted: it is usually gone by the end."""
+    where = _locate(kernel, None)
+    return "" if where.locked else where.problem
 
 
 def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
@@ -145,7 +137,8 @@ def _committed_state(top: Path, head: str, rel: str, path: Path) -> str:
     blob = _git(top, "rev-parse", "--verify", "--quiet", f"{head}:{rel}", check=False).stdout.strip()
     if not blob:
         return "untracked"
-    now = _git(top, "hash-object", f"--path={rel}", "--", str(path)).stdout.strip()
+    # Absolute: git runs in ``top``, and a path relative to where porter was started means nothing there.
+    now = _git(top, "hash-object", f"--path={rel}", "--", str(path.resolve())).stdout.strip()
     return "same" if now == blob else "modified"
 
 
@@ -187,7 +180,7 @@ def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, re
 def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_place: bool = False,
                        branch_on_failure: bool = False, push: str | None = None, out_dir: Path | None = None,
                        repo: Path | None = None, toolchain: str = "", gpu: str = "") -> ReviewOutcome:
-    """Commit the best candidate of ``result`` on a new branch ``porter/<stem>-<target>``.
+    """Commit the best candidate of ``result`` on a new branch ``porter/<entry>-<target>``.
 
     ``kernel`` and ``spec_path`` are the files the session ported and checked with; ``repo`` is the
     repository to branch in (default: the one holding the kernel). ``in_place`` replaces the kernel's
@@ -249,7 +242,8 @@ def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: s
     files[report_rel] = render_port_report(result, kernel_rel=kernel_rel, spec_rel=spec_ref, ported_rel=ported_rel,
                                            check_command=command, toolchain=toolchain, gpu=gpu).encode()
     message = commit_message(result, best, ported=ported_rel, report=report_rel, command=command)
-    branch = _free_branch(top, branch_name(kernel.stem, result.target))
+    # The entry names the branch: file names do not tell ports apart (every Triton dump is kernel.ptx).
+    branch = _free_branch(top, branch_name(result.entry or kernel.stem, result.target))
     commit = _commit_in_worktree(top, head, files, message)
     # Created last, against the empty old value: it cannot exist half-made or move another branch.
     _git(top, "update-ref", "-m", "porter: review branch", f"refs/heads/{branch}", commit, "")
@@ -293,7 +287,7 @@ def _push(top: Path, remote: str, branch: str) -> tuple[bool, str]:
     except subprocess.TimeoutExpired:
         return False, f"no answer from {remote} in {PUSH_TIMEOUT_S:.0f} s"
     if done.returncode != 0:
-        return False, _last_line(done.stderr)
+        return False, last_line(done.stderr)
     return True, ""
 
 

@@ -10,7 +10,8 @@ Layout of one run::
     result.json                 status word, stop reason, best candidate (written last)
 
 ``porter runs`` lists runs, ``porter replay`` re-verifies their candidates on this machine, and
-``porter export --format sft`` turns repairs into chat-format fine-tuning pairs.
+``porter export --format sft`` turns repairs into chat-format fine-tuning pairs: by default only
+towards candidates that passed on hardware.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -39,9 +41,21 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def new_run_id(kernel: Path) -> str:
+def new_run_id(entry: str, target: str) -> str:
+    """``<UTC time>-<entry>-<target>-<4 hex>``: the entry, not the file name, tells runs apart
+    (every Triton dump is ``kernel.ptx``)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{kernel.stem}-{secrets.token_hex(2)}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{entry}-{target}").strip(".-")[:80] or "port"
+    return f"{stamp}-{safe}-{secrets.token_hex(2)}"
+
+
+def ensure_runs_folder(root: Path) -> None:
+    """Create the runs folder, ignoring itself: runs never show in ``git status``, while the rest of
+    ``.porter/`` (config.toml, agents/) stays trackable."""
+    root.mkdir(parents=True, exist_ok=True)
+    ignore = root / ".gitignore"
+    if not ignore.exists():
+        _write_atomic(ignore, "# porter's run records: local evidence, not source\n*\n")
 
 
 class RunLog:
@@ -49,6 +63,7 @@ class RunLog:
 
     def __init__(self, root: Path, run_id: str) -> None:
         self.id = run_id
+        ensure_runs_folder(root)
         self.dir = root / run_id
         self.dir.mkdir(parents=True, exist_ok=False)
         self._messages = 0
@@ -137,21 +152,52 @@ def rank(record: dict[str, Any]) -> int:
     return 1 if gates.get("assemble") == "passed" else 0
 
 
-def repair_pairs(run: Path) -> Iterator[dict[str, Any]]:
-    """Chat-format training pairs: a failing candidate and its feedback -> the next, better candidate."""
+def passed_on_hardware(record: dict[str, Any]) -> bool:
+    """The candidate passed every gate it was held to, measured on a GPU (not "not run" anywhere)."""
+    verdict = record.get("verdict") or {}
+    return bool(record.get("passes")) and verdict.get("status") == "passed"
+
+
+def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dict[str, Any]]:
+    """Chat-format training pairs: a failing candidate and its feedback -> a later candidate that
+    passed on hardware. With ``include_unverified``, a later candidate that only got further (it
+    assembled where the earlier did not, or was correct but not native, or could not run here) may
+    be the better side too, marked ``"verified": false`` in the metadata: a model trained on those
+    learns what porter could not confirm. The metadata names the run, the model and both
+    candidates' status words."""
     prompt = _read_json(run / "prompt.json") if (run / "prompt.json").is_file() else []
+    config = _read_json(run / "config.json") if (run / "config.json").is_file() else {}
     system = next((m["content"] for m in prompt if m["role"] == "system"), "")
     task = next((m["content"] for m in prompt if m["role"] == "user"), "")
     items = [(i, text, rec) for i, text, rec in candidates(run) if rec]
     for pos, (_, text, record) in enumerate(items):
         if record.get("passes") or not record.get("feedback"):
             continue
-        better = next((later for later in items[pos + 1:] if rank(later[2]) > rank(record)), None)
+        later = items[pos + 1:]
+        better = next((c for c in later if passed_on_hardware(c[2])), None)
+        if better is None and include_unverified:
+            better = next((c for c in later if rank(c[2]) > rank(record)), None)
         if better is None:
             continue
         user = (f"{task}\n\nCurrent candidate:\n```ptx\n{text}\n```\n\nFeedback from porter's verifier:\n"
                 f"{record['feedback']}\n\nReply with the corrected kernel.")
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
                             {"role": "assistant", "content": f"```ptx\n{better[1]}\n```"}],
-               "metadata": {"run": run.name, "from": record.get("index"), "to": better[2].get("index"),
+               "metadata": {"run": run.name, "model": config.get("model"), "target": config.get("target"),
+                            "from": record.get("index"), "to": better[2].get("index"),
+                            "from_status": record.get("status"), "to_status": better[2].get("status"),
+                            "verified": passed_on_hardware(better[2]),
                             "from_rank": rank(record), "to_rank": rank(better[2])}}
+
+
+def no_pairs_reason(run: Path, *, include_unverified: bool) -> str:
+    """Why a run yields no repair pairs, in a few words."""
+    records = [rec for _, _, rec in candidates(run) if rec]
+    if not records:
+        return "it has no candidate records"
+    if not any(not r.get("passes") and r.get("feedback") for r in records):
+        return "no candidate failed with feedback"
+    if not include_unverified:
+        return ("no later candidate passed on hardware (--include-unverified also pairs candidates that only got "
+                "further, marked unverified)")
+    return "no later candidate got further than a failing one"

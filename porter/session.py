@@ -9,8 +9,10 @@ Port status words (what the result can honestly claim):
 - ``passed``: a candidate passed every gate on this GPU, native instructions executed when required;
 - ``passed without native instructions``: correct and measured, but the target's own tensor-core
   instructions are absent or never ran;
-- ``not run on target hardware``: the target is absent here; the best candidate assembles and
-  carries the target's signature instructions in its SASS, nothing more is claimed;
+- ``not run on target hardware``: the target is absent here; the best candidate assembles (with
+  the target's signature instructions in its SASS when native instructions are required), nothing
+  more is claimed. The session stops at the first such candidate: more rounds could not be
+  verified here, so they are not spent;
 - ``failed``: no candidate got that far (the best failing one is kept).
 """
 
@@ -69,6 +71,7 @@ class CandidateRecord:
     passes: bool
     feedback: str
     path: Path
+    require_native: bool = True
 
     @property
     def median_ms(self) -> float:
@@ -89,6 +92,9 @@ class PortResult:
     best: CandidateRecord | None
     candidates: tuple[CandidateRecord, ...]
     spend: dict[str, Any]
+    entry: str = ""  # the source's entry: names the run and the review branch
+    asked_target: str = ""  # --to as given, when the target chosen differs from it
+    warnings: tuple[str, ...] = ()  # from the pre-flight
 
 
 def repo_relative(path: Path, root: Path | None) -> str | None:
@@ -99,17 +105,29 @@ def repo_relative(path: Path, root: Path | None) -> str | None:
     return resolved.relative_to(top).as_posix() if resolved.is_relative_to(top) else None
 
 
+def source_entry(module: PtxModule, spec: Spec, path: Path) -> str:
+    """The source's entry as it runs (its own porter-launch line applied): names runs and branches,
+    which a file name cannot (every Triton dump is ``kernel.ptx``)."""
+    from porter.spec import declared_spec
+
+    return declared_spec(spec, module.text, source=str(path))[0].entry
+
+
 def uses_tensor_cores(module: PtxModule) -> bool:
     return any(u.feature.startswith(TENSOR_CORE_FEATURES) for u in features_used(module.instructions()))
 
 
-def choose_target(module: PtxModule, to_arch: str) -> tuple[str, str]:
+def choose_target(module: PtxModule, to_arch: str, require_native: bool | None = None) -> tuple[str, str]:
     """The concrete target for ``--to``, and why. ``sm_100`` means the family's arch-specific
     target (sm_100a) when the kernel needs it: it uses tensor cores and the target's own tensor-core
-    model, or another instruction the kernel uses, exists only on the arch-specific variant."""
+    model, or another instruction the kernel uses, exists only on the arch-specific variant. With
+    ``require_native=False`` (``--no-require-native``) the target is exactly what was asked.
+    Callers say loudly when the target is not the one asked for (see :func:`target_changed`)."""
     asked = normalize_arch(to_arch)
     if asked[-1] in "af":
         return asked, f"{asked}, as asked"
+    if require_native is False:
+        return asked, f"{asked}, as asked (--no-require-native: the arch-specific {asked}a is not chosen)"
     special = asked + "a"
     try:
         plain, arch_specific = get_profile(asked), get_profile(special)
@@ -117,12 +135,19 @@ def choose_target(module: PtxModule, to_arch: str) -> tuple[str, str]:
         return asked, f"{asked}, as asked"
     if uses_tensor_cores(module) and arch_specific.tensor_core != plain.tensor_core:
         return special, (f"{special}: the kernel uses tensor cores, and {arch_specific.tensor_core} "
-                         f"exists only on the arch-specific target ({asked} alone has {plain.tensor_core})")
+                         f"exists only on the arch-specific target ({asked} alone has {plain.tensor_core}); "
+                         f"--no-require-native keeps {asked}")
     needed = sorted({u.feature for u in features_used(module.instructions())
                      if u.feature in plain.rejects and u.feature in arch_specific.accepts})
     if needed:
         return special, f"{special}: the kernel uses {', '.join(needed)}, which {asked} does not have"
     return asked, f"{asked}: nothing in the kernel needs the arch-specific {special}"
+
+
+def target_changed(asked: str, target: str) -> str | None:
+    """The line to print first when the target is not the one asked for, else None."""
+    wanted = normalize_arch(asked)
+    return None if wanted == target else f"target {target}, not {wanted} as asked"
 
 
 def native_required(module: PtxModule, src: ArchProfile, dst: ArchProfile) -> bool:
@@ -144,7 +169,10 @@ def port_status(record: CandidateRecord | None) -> str:
     v = record.verdict
     if (eq := v.gate("equivalence")) and eq.status == "passed":
         return "passed without native instructions"
-    if v.status == "not run" and v.gate("assemble") and v.gate("assemble").status == "passed" and any(v.signature_sass.values()):
+    assembled = v.gate("assemble") is not None and v.gate("assemble").status == "passed"
+    # Not run because the target is absent: as far as this machine can take it, if it carries the
+    # target's own instructions where they are required.
+    if v.status == "not run" and assembled and (not record.require_native or any(v.signature_sass.values())):
         return "not run on target hardware"
     return "failed"
 
@@ -158,12 +186,14 @@ def _rank(record: CandidateRecord) -> tuple[int, float]:
 
 
 def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
-    """A candidate that assembles for an absent target with its signature SASS is as far as this
-    machine can take a port: more rounds could not produce more evidence."""
+    """A candidate that assembles for an absent target (with its signature SASS, where native
+    instructions are required) is as far as this machine can take a port: more rounds could not
+    produce more evidence, so none is spent."""
     if port_status(record) == "not run on target hardware":
         found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)
-        return (f"candidate {record.index} assembles for {target} with {found} in its SASS; "
-                f"it cannot run on this machine, so nothing more can be verified here")
+        with_sass = f" with {found} in its SASS" if found and record.require_native else ""
+        return (f"candidate {record.index} assembles for {target}{with_sass}; it cannot run on this machine, "
+                f"so nothing more can be verified here")
     return None
 
 
@@ -201,7 +231,7 @@ class PortSession:
         passes = verdict.status == "passed" and (not require_native or (verdict.native is not None and verdict.native.state == "executed"))
         assembled = self.toolchain.assemble(text, target, filename=path.name)
         feedback = feedback_for(verdict, assembled, candidate_text=text, require_native=require_native)
-        record = CandidateRecord(index, origin, round_no, verdict, passes, feedback, path)
+        record = CandidateRecord(index, origin, round_no, verdict, passes, feedback, path, require_native)
         log.candidate_record(index, {"index": index, "origin": origin, "round": round_no, "passes": passes,
                                      "status": port_status(record), "verdict": verdict, "feedback": feedback})
         self.candidates.append(record)
@@ -211,23 +241,31 @@ class PortSession:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> PortResult:
         from porter.inspect import read_ptx
+        from porter.preflight import preflight
 
         req = self.request
         module = read_ptx(req.kernel)
         source_arch = normalize_arch(req.from_arch) if req.from_arch else module.arch
-        target, target_reason = choose_target(module, req.to_arch)
+        target, target_reason = choose_target(module, req.to_arch, req.require_native)
+        changed = target_changed(req.to_arch, target)
         src, dst = get_profile(source_arch), get_profile(target)
         require = native_required(module, src, dst) if req.require_native is None else req.require_native
-        log = RunLog(req.runs_root, new_run_id(req.kernel))
+        # Before anything is spent or recorded: the source assembles and the spec describes it.
+        warnings = tuple(preflight(module, req.spec, req.kernel, req.from_arch, self.toolchain))
+        entry = source_entry(module, req.spec, req.kernel)
+        log = RunLog(req.runs_root, new_run_id(entry, target))
         log.write_json("config.json", {
             "kernel": str(req.kernel), "spec": str(req.spec.path),
             "spec_in_repo": repo_relative(req.spec.path, req.repo_root), "source_arch": source_arch,
-            "target": target, "target_reason": target_reason, "require_native": require,
+            "entry": entry, "asked_target": req.to_arch, "target": target, "target_reason": target_reason,
+            "target_changed": changed, "require_native": require,
             "model": self.model.name if self.model else None, "agent": req.agent, "budget": req.budget,
-            "optimize": req.optimize, "started": time.time(),
+            "optimize": req.optimize, "warnings": warnings, "started": time.time(),
         })
         self.emit("start", run_id=log.id, source_arch=source_arch, target=target, reason=target_reason,
-                  require_native=require, model=self.model.name if self.model else None)
+                  changed=changed, require_native=require, model=self.model.name if self.model else None)
+        for warning in warnings:
+            self.emit("warning", message=warning)
         baseline = self._verify(log, baseline_text(module, target), "retarget", 0, target, require)
         stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
         best = max(self.candidates, key=_rank) if self.candidates else None
@@ -235,7 +273,8 @@ class PortSession:
             run_id=log.id, run_dir=log.dir, status=port_status(best), stop_reason=stop, source_arch=source_arch,
             target=target, target_reason=target_reason, require_native=require,
             model=self.model.name if self.model else None, best=best, candidates=tuple(self.candidates),
-            spend=self._spend(),
+            spend=self._spend(), entry=entry, asked_target=normalize_arch(req.to_arch) if changed else "",
+            warnings=warnings,
         )
         log.write_json("result.json", {"status": result.status, "stop_reason": stop, "target": target,
                                        "best": best.index if best else None, "spend": result.spend})
@@ -271,7 +310,9 @@ class PortSession:
             log.message(m["role"], m["content"])
         current_text = module.text  # the prompt shows the source as is: first edits apply to it
         format_errors = 0
-        budget = replace(req.budget, max_rounds=req.budget.max_rounds or agent.max_rounds)
+        # Zero is a budget (the baseline alone), not "unset": only None falls back to the agent's rounds.
+        budget = replace(req.budget, max_rounds=agent.max_rounds if req.budget.max_rounds is None
+                         else req.budget.max_rounds)
         while True:
             try:
                 reply = complete_within(self.model, _compact(messages), budget=budget, spend=self.spend,

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -215,18 +216,105 @@ def test_a_spec_only_change_is_noted_under_the_base_spec_and_rechecks_under_the_
     assert kernel.path == KERNEL and kernel.base_path is None  # unchanged: nothing to time it against
 
 
-def test_a_kernel_whose_spec_is_new_is_not_checked_and_says_why(repo: Path, toolchain) -> None:
+def test_a_kernel_added_with_its_own_new_spec_is_checked_against_it_and_marked(repo: Path, toolchain,
+                                                                              tmp_path: Path) -> None:
     commit(repo, "new kernel", {
         "kernels/copy/kernel.ptx": kernel_text(),
         "kernels/copy/porter.toml": (EXAMPLE / "porter.toml").read_text(),
         "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text(),
     })
-    outcome, _ = ci(repo, toolchain)
-    assert outcome.exit_code == 0 and not outcome.kernels
-    (skipped,) = outcome.skipped
-    assert skipped.path == "kernels/copy/kernel.ptx" and "new in this change" in skipped.reason
+    outcome, printed = ci(repo, toolchain, summary_path=tmp_path / "summary.md")
+    (kernel,) = outcome.kernels
+    assert kernel.path == "kernels/copy/kernel.ptx" and kernel.spec == "kernels/copy/porter.toml"
+    assert kernel.spec_new and "spec new in this change" in kernel.spec_note
+    assert not outcome.skipped and outcome.exit_code == 3  # checked: static gates passed, no GPU here
+    assert kernel.verdict.gate("assemble").status == "passed"
+    assert "spec new in this change" in "\n".join(printed)
+    assert "spec new in this change" in (tmp_path / "summary.md").read_text()
     both, _ = ci(repo, toolchain, spec_from="head")
     assert [k.path for k in both.kernels] == ["kernels/copy/kernel.ptx"] and both.exit_code == 3
+    assert both.kernels[0].spec_new
+
+
+def test_a_new_kernel_with_a_wrong_new_spec_fails_on_its_own_spec(repo: Path, toolchain) -> None:
+    spec = (EXAMPLE / "porter.toml").read_text().replace('entry = "vector_add"', 'entry = "vadd"')
+    commit(repo, "new kernel", {"kernels/copy/kernel.ptx": kernel_text(), "kernels/copy/porter.toml": spec,
+                                "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text()})
+    outcome, _ = ci(repo, toolchain)
+    assert outcome.exit_code == 1 and "no .entry 'vadd'" in outcome.kernels[0].reason
+
+
+def test_renaming_a_kernels_folder_checks_it_against_the_base_spec(repo: Path, toolchain) -> None:
+    """#12.10: a folder renamed in the pull request made the spec "new", the kernel was skipped, exit 0."""
+    git(repo, "mv", FOLDER, "kernels/vadd")
+    (repo / "kernels/vadd/kernel.ptx").write_text(kernel_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    (repo / "kernels/vadd/porter.toml").write_text((EXAMPLE / "porter.toml").read_text()
+                                                   .replace("atol = 1e-5, rtol = 1e-4", "atol = 1e9, rtol = 1e9"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "move the folder, loosen its spec, break the kernel")
+    outcome, _ = ci(repo, toolchain)
+    (kernel,) = outcome.kernels
+    assert kernel.path == "kernels/vadd/kernel.ptx" and kernel.spec == SPEC  # the base revision's spec judges
+    assert "moved" in kernel.spec_note or SPEC in kernel.spec_note
+    assert kernel.status == "failed" and outcome.exit_code == 1 and not outcome.skipped
+
+
+def test_a_spec_that_moves_unpaired_leaves_the_new_kernel_unchecked_and_that_fails(repo: Path, toolchain,
+                                                                                  tmp_path: Path) -> None:
+    # Too different for git to pair with the removed spec (git's similarity is under 50%).
+    spec = "".join(f"# rewritten, note {i}\n" for i in range(120)) + (EXAMPLE / "porter.toml").read_text()
+    git(repo, "rm", "-q", SPEC)
+    commit(repo, "a 'new' kernel and spec; the old spec goes", {
+        "kernels/copy/kernel.ptx": kernel_text(), "kernels/copy/porter.toml": spec,
+        "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text()})
+    junit = tmp_path / "junit.xml"
+    outcome, printed = ci(repo, toolchain, annotations=True, junit=junit)
+    assert outcome.skipped, (outcome.message, outcome.kernels)
+    (skipped,) = outcome.skipped
+    assert skipped.path == "kernels/copy/kernel.ptx" and SPEC in skipped.reason
+    assert outcome.exit_code == 1 and "not checked" in outcome.message
+    assert any(p.startswith("::error file=kernels/copy/kernel.ptx,title=porter::not checked") for p in printed)
+    assert ET.parse(junit).getroot().get("failures") == "1"
+    allowed, _ = ci(repo, toolchain, allow_unchecked=True)
+    assert allowed.exit_code == 0 and "allowed by --allow-unchecked" in allowed.message
+
+
+def test_a_kernel_in_a_subfolder_is_checked_against_the_spec_above_it(repo: Path, toolchain) -> None:
+    """#12.10: a wrong kernel added in a subfolder with no porter.toml beside it gave "no kernel changed"."""
+    commit(repo, "variant", {f"{FOLDER}/variants/fast.ptx": kernel_text().replace("fma.rn.f32", "fmaa.rn.f32")})
+    outcome, _ = ci(repo, toolchain)
+    (kernel,) = outcome.kernels
+    assert (kernel.path, kernel.spec) == (f"{FOLDER}/variants/fast.ptx", SPEC)
+    assert kernel.status == "failed" and outcome.exit_code == 1
+
+
+def test_a_changed_kernel_without_any_spec_fails_unless_allowed(repo: Path, toolchain) -> None:
+    commit(repo, "stray kernel", {"tools/scratch.ptx": kernel_text()})
+    outcome, _ = ci(repo, toolchain)
+    assert outcome.exit_code == 1 and not outcome.kernels
+    (skipped,) = outcome.skipped
+    assert skipped.path == "tools/scratch.ptx" and "no porter.toml" in skipped.reason
+    allowed, _ = ci(repo, toolchain, allow_unchecked=True)
+    assert allowed.exit_code == 0
+
+
+def test_a_kernels_own_porter_launch_line_decides_its_entry(tmp_path: Path, toolchain) -> None:
+    """#13.11: ci said "no .entry 'gemm_bf16_sm80', which porter.toml names" where porter check accepts."""
+    family = ROOT / "examples" / "gemm_bf16"
+    root = tmp_path / "repo"
+    folder = root / "examples" / "gemm_bf16"
+    folder.mkdir(parents=True)
+    for name in ("kernel_sm80.ptx", "kernel_sm90a.ptx", "porter.toml", "ref.py"):
+        shutil.copy(family / name, folder / name)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "gemm family")
+    commit(root, "tune", {"examples/gemm_bf16/kernel_sm90a.ptx": (family / "kernel_sm90a.ptx").read_text() + "// tuned\n"})
+    outcome, _ = ci(root, toolchain)
+    (kernel,) = outcome.kernels
+    assert "no .entry" not in kernel.reason, kernel.reason
+    assert kernel.verdict.entry == "gemm_bf16_sm90a" and kernel.verdict.gate("assemble").status == "passed"
+    assert outcome.exit_code == 3  # no GPU here
 
 
 def test_the_work_tree_is_neither_read_nor_touched(repo: Path, toolchain) -> None:
@@ -359,12 +447,38 @@ def test_plan_picks_kernels_with_a_spec_at_the_spec_revision() -> None:
                Change("D", "a/old.ptx"), Change("M", "a/ref.py"), Change("M", "docs/x.md")]
     targets, skipped, notes = plan(changes, spec_from="base", specs={"a/porter.toml"},
                                    other_specs={"a/porter.toml", "b/porter.toml"}, folder_kernels={})
-    assert targets == (Target("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml"),)
-    assert skipped == (Skipped("b/kernel.ptx", skipped[0].reason),) and "new in this change" in skipped[0].reason
+    assert targets[0] == Target("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml")
+    assert targets[1].path == "b/kernel.ptx" and targets[1].spec_new and targets[1].spec == "b/porter.toml"
+    assert [s.path for s in skipped] == ["c/kernel.ptx"] and "no porter.toml" in skipped[0].reason
     assert len(notes) == 1 and notes[0].startswith("a/ref.py: changed, but not used")
     targets, _, notes = plan([Change("M", "a/ref.py")], spec_from="head", specs={"a/porter.toml"}, other_specs=set(),
                              folder_kernels={"a/porter.toml": ["a/kernel.ptx"]})
     assert targets == (Target("a/kernel.ptx", None, "a/porter.toml"),) and notes == ()
+
+
+def test_plan_walks_up_and_follows_moves() -> None:
+    # The nearest spec above the kernel's folder governs it.
+    (t,), _, _ = plan([Change("A", "a/sub/deep/k.ptx")], spec_from="base", specs={"a/porter.toml"},
+                      other_specs={"a/porter.toml"}, folder_kernels={})
+    assert t.spec == "a/porter.toml" and not t.spec_new
+    # A spec moved with its kernel: the base copy at the old path judges.
+    moved = [Change("R", "new/porter.toml", "old/porter.toml"), Change("R", "new/k.ptx", "old/k.ptx")]
+    (t,), skipped, _ = plan(moved, spec_from="base", specs={"old/porter.toml"}, other_specs={"new/porter.toml"},
+                            folder_kernels={})
+    assert (t.spec, t.base_path, t.spec_new, skipped) == ("old/porter.toml", "old/k.ptx", False, ())
+    # The spec moved, the kernel was rewritten (unpaired): the spec's move still finds the base copy.
+    moved = [Change("R", "new/porter.toml", "old/porter.toml"), Change("D", "old/k.ptx"), Change("A", "new/k.ptx")]
+    (t,), _, _ = plan(moved, spec_from="base", specs={"old/porter.toml"}, other_specs={"new/porter.toml"},
+                      folder_kernels={})
+    assert t.spec == "old/porter.toml" and "moved" in t.spec_note
+    # A closer spec added beside an existing kernel does not get to judge it.
+    (t,), _, _ = plan([Change("M", "a/b/k.ptx"), Change("A", "a/b/porter.toml")], spec_from="base",
+                      specs={"a/porter.toml"}, other_specs={"a/porter.toml", "a/b/porter.toml"}, folder_kernels={})
+    assert t.spec == "a/porter.toml" and not t.spec_new
+    # Deleting the spec does not stop the base copy from judging.
+    (t,), _, _ = plan([Change("M", "a/k.ptx"), Change("D", "a/porter.toml")], spec_from="base",
+                      specs={"a/porter.toml"}, other_specs=set(), folder_kernels={})
+    assert t.spec == "a/porter.toml"
 
 
 def test_annotations_are_escaped_and_capped() -> None:
@@ -385,11 +499,13 @@ def test_junit_is_valid_xml_for_every_status_and_awkward_text() -> None:
     outcome = CiOutcome(2, "configuration error", kernels=kernels, skipped=(Skipped("new.ptx", "spec is new"),))
     suite = ET.fromstring(render_junit(outcome))
     assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-        "tests": "5", "failures": "1", "errors": "1", "skipped": "2"}
+        "tests": "5", "failures": "2", "errors": "1", "skipped": "1"}
     cases = {c.get("name"): [child.tag for child in c] for c in suite.iter("testcase")}
     assert cases == {"k0.ptx": [], "k1.ptx": ["failure"], "k2.ptx": ["skipped"], "k3.ptx": ["error"],
-                     "new.ptx": ["skipped"]}
+                     "new.ptx": ["failure"]}  # an unchecked kernel fails the bot...
     assert suite.find("testcase/failure").get("message") == "why <&> ?[31mfailed"
+    allowed = ET.fromstring(render_junit(replace(outcome, allow_unchecked=True)))
+    assert [c.tag for c in allowed.find("testcase[@name='new.ptx']")] == ["skipped"]  # ... unless allowed
 
 
 def test_markdown_table_cells_cannot_break_the_table() -> None:
@@ -441,3 +557,19 @@ def test_a_change_that_fixes_a_wrong_kernel_passes_and_is_timed(repo: Path, tool
     (kernel,) = outcome.kernels
     assert kernel.verdict.status == "passed", kernel.verdict.reason
     assert kernel.speed.speedup is not None, kernel.speed.summary
+
+
+def test_port_to_with_a_model_that_cannot_be_called_ports_nothing_and_says_why(repo: Path, toolchain,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", port_to="sm_90a", model="openai/gpt-4o")
+    (port,) = outcome.ports
+    assert port.status == "not ported" and "OPENAI_API_KEY is not set" in port.reason
+    assert outcome.exit_code == 3  # the ports never change the bot's exit code
+
+
+def test_ci_runs_from_a_subfolder_of_the_repository(repo: Path, toolchain) -> None:
+    commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
+    outcome, _ = ci(repo / FOLDER, toolchain, base="HEAD~1")
+    assert [k.path for k in outcome.kernels] == [KERNEL] and outcome.exit_code == 3

@@ -106,3 +106,20 @@ def test_time_at_errors_are_one_line_and_exit_2() -> None:
         r = porter("check", kernel, "--no-gpu", "--time-at", value)
         assert r.returncode == 2, (value, r.stderr)
         assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_inspect_never_says_as_is_beside_a_ptxas_failure(tmp_path: Path) -> None:
+    """#13.7: the verdict column said "as-is" next to "FAILED: line 49: ..." for the same arch."""
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    r = porter("inspect", str(bad), "--arch", "sm_80", "--arch", "sm_90")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith(("sm_80 ", "sm_90 "))]
+    assert len(rows) == 2 and all("ptxas error" in row and "as-is" not in row for row in rows)
+    assert "assembles as is" not in r.stdout and "ptxas rejects it for sm_80 (line 49" in r.stdout
+    report = json.loads(porter("inspect", str(bad), "--arch", "sm_80", "--json").stdout)
+    (arch,) = report["archs"]
+    assert arch["verdict"] == "ptxas error" and "assembles as is" not in json.dumps(arch)
+    good = json.loads(porter("inspect", str(ROOT / "examples" / "vector_add" / "kernel.ptx"), "--arch", "sm_80",
+                             "--json").stdout)
+    assert good["archs"][0]["verdict"] == "as-is"

@@ -26,6 +26,7 @@ from porter.model import (
     Spend,
     Usage,
     _retry_after_s,  # the date form is hard to time over the wire
+    check_model,
     complete_within,
     estimate_prompt_tokens,
     estimate_tokens,
@@ -220,7 +221,8 @@ def test_unreachable_server_is_retried_then_reported() -> None:
         max_retries=1,
         backoff_s=0.001,
     )
-    with pytest.raises(ModelError, match=r"^model openai/test-model: cannot reach the API after 2 attempts"):
+    with pytest.raises(ModelError, match=rf"^model openai/test-model: cannot reach the API at http://127.0.0.1:{port}/v1 "
+                                         r"after 2 attempts"):  # the URL is named (#13.2)
         ask(model)
 
 
@@ -458,3 +460,84 @@ def test_importing_the_module_loads_neither_litellm_nor_tenacity() -> None:
     code = "import sys, porter.model; print(sorted({'litellm', 'tenacity'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# --- pre-flight: can the model be called at all? (#13.2) ---------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_missing_key_is_named_without_importing_litellm() -> None:
+    code = ("import sys\nfrom porter.model import check_model, ModelError\n"
+            "try:\n    check_model('openai/gpt-4o', api_base=None, env={})\nexcept ModelError as e:\n"
+            "    print(e.exit_code, e)\nprint('litellm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith("3 model openai/gpt-4o: OPENAI_API_KEY is not set")
+    assert out[1] == "False"
+    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN is not set"):
+        check_model("anthropic/claude-x", api_base=None, env={"OPENAI_API_KEY": "k"})
+    check_model("anthropic/claude-x", api_base=None, env={"ANTHROPIC_API_KEY": "k"})  # present: nothing to say
+    check_model("replay:whatever.toml", api_base=None, env={})
+    check_model(None, api_base=None, env={})
+    with pytest.raises(ModelError, match="OPENAI_API_KEY is not set"):  # a bare name, routed as litellm does
+        check_model("gpt-4o", api_base=None, env={})
+
+
+def test_an_empty_key_counts_as_missing() -> None:
+    with pytest.raises(ModelError, match="OPENAI_API_KEY is not set"):
+        check_model("openai/gpt-4o", api_base=None, env={"OPENAI_API_KEY": ""})
+
+
+def test_an_unreachable_api_base_is_named_at_once() -> None:
+    port = _closed_port()
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=rf"cannot reach the API at http://127.0.0.1:{port}/v1"):
+        check_model("openai/local", api_base=f"http://127.0.0.1:{port}/v1", env={"OPENAI_API_KEY": "x"})
+    assert time.monotonic() - started < 2
+    with pytest.raises(ModelError, match=rf"cannot reach the API at http://127.0.0.1:{port}"):
+        check_model("ollama_chat/llama3", api_base=None, env={"OLLAMA_API_BASE": f"http://127.0.0.1:{port}"})
+    with pytest.raises(InputError, match="not a URL"):
+        check_model("openai/local", api_base="http://:x", env={"OPENAI_API_KEY": "x"})
+
+
+def test_a_reachable_api_base_passes(stub: StartStub) -> None:
+    server = stub([])
+    check_model("openai/local", api_base=server.api_base, env={"OPENAI_API_KEY": "x"})
+    assert server.received == []  # a connection, not a request: nothing is spent
+
+
+def test_an_unknown_provider_is_bad_input() -> None:
+    with pytest.raises(InputError, match="litellm knows no such provider or model"):
+        check_model("nosuchprovider/some-model", api_base=None, env={})
+
+
+def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """porter names the variables without importing litellm; litellm's validate_environment is the truth."""
+    from porter.model import BARE_PREFIXES, PROVIDER_KEYS, _litellm
+
+    litellm = _litellm()
+    for key in {k for keys in PROVIDER_KEYS.values() for k in keys}:
+        monkeypatch.delenv(key, raising=False)
+    for bare in ("gpt-4o", "o3-mini", "claude-haiku-4-5"):
+        assert litellm.get_llm_provider(model=bare)[1] == next(p for prefixes, p in BARE_PREFIXES
+                                                                if bare.startswith(prefixes))
+    for provider, keys in PROVIDER_KEYS.items():
+        missing = litellm.validate_environment(model=f"{provider}/some-model")["missing_keys"]
+        assert missing and set(missing) <= set(keys), (provider, missing, keys)
+        monkeypatch.setenv(keys[-1], "x")
+        assert litellm.validate_environment(model=f"{provider}/some-model")["keys_in_environment"], provider
+        monkeypatch.delenv(keys[-1])
+
+
+def test_missing_credentials_at_call_time_fail_at_once(stub: StartStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's "Missing credentials" came as a 500 and was retried 5 times."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = stub([chat("unused")])
+    model = LiteLLMModel("openai/test-model", api_base=server.api_base, backoff_s=0.001)
+    with pytest.raises(ModelError, match=r"^model openai/test-model: missing credentials: ") as caught:
+        ask(model)
+    assert "attempts" not in str(caught.value) and server.received == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from porter.model import Budget, ReplayModel
-from porter.runlog import find_run, list_runs, repair_pairs
+from porter.runlog import find_run, list_runs, no_pairs_reason, repair_pairs
 from porter.session import PortRequest, PortSession, choose_target
 from porter.spec import load_spec
 
@@ -74,16 +74,45 @@ def test_malformed_replies_are_capped(tmp_path, toolchain):
     assert sum(kind == "format-error" for kind, _ in events) == 3
 
 
-def test_export_writes_repair_pairs(tmp_path, toolchain):
+def test_export_writes_repair_pairs_only_towards_candidates_verified_on_hardware(tmp_path, toolchain):
     result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT))
-    pairs = list(repair_pairs(result.run_dir))
+    # Without a GPU nothing passed on hardware: by default there is nothing to learn from.
+    assert list(repair_pairs(result.run_dir)) == []
+    assert "no later candidate passed on hardware" in no_pairs_reason(result.run_dir, include_unverified=False)
+    pairs = list(repair_pairs(result.run_dir, include_unverified=True))
     by_source = {pair["metadata"]["from"]: pair for pair in pairs}
     assert set(by_source) == {0, 1}  # the baseline and the reply that did not assemble both led to candidate 2
     assert all(pair["metadata"]["to"] == 2 for pair in pairs)
     first = by_source[1]
+    assert first["metadata"]["verified"] is False and first["metadata"]["to_status"] == "not run on target hardware"
+    assert first["metadata"]["model"] == "replay:scripted_session.toml" and first["metadata"]["from_status"] == "failed"
     assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
     assert "m64n64k8" in first["messages"][1]["content"]  # the failing candidate and its feedback
     assert "m64n64k16" in first["messages"][2]["content"]  # the better candidate
+
+
+def test_export_pairs_a_failure_with_a_later_candidate_that_passed_on_hardware(tmp_path):
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model": "openai/gpt-x", "target": "sm_90a"}))
+    (run / "prompt.json").write_text(json.dumps([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]))
+    records = [
+        {"index": 0, "passes": False, "status": "failed", "feedback": "wrong",
+         "verdict": {"status": "failed", "gates": [{"name": "assemble", "status": "passed"}]}},
+        {"index": 1, "passes": False, "status": "not run on target hardware", "feedback": "could not run",
+         "verdict": {"status": "not run", "gates": [{"name": "assemble", "status": "passed"}]}},
+        {"index": 2, "passes": True, "status": "passed", "feedback": "",
+         "verdict": {"status": "passed", "gates": [{"name": "assemble", "status": "passed"},
+                                                   {"name": "equivalence", "status": "passed"}]}},
+    ]
+    for record in records:
+        (run / "candidates" / f"{record['index']:02d}.ptx").write_text(f"// candidate {record['index']}\n")
+        (run / "candidates" / f"{record['index']:02d}.json").write_text(json.dumps(record))
+    pairs = list(repair_pairs(run))
+    assert [(p["metadata"]["from"], p["metadata"]["to"]) for p in pairs] == [(0, 2), (1, 2)]
+    assert all(p["metadata"]["verified"] and p["metadata"]["to_status"] == "passed" for p in pairs)
+    assert pairs[0]["metadata"]["model"] == "openai/gpt-x"
+    assert "// candidate 2" in pairs[0]["messages"][2]["content"]
 
 
 def test_target_choice_for_a_family_name(toolchain):
@@ -134,8 +163,13 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     assert replayed.stdout.count("same") == 3
     exported = subprocess.run([sys.executable, "-m", "porter", "export", result["run_id"], "--root", str(env_root)],
                               capture_output=True, text=True, cwd=ROOT)
-    pairs = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert exported.returncode == 0 and exported.stdout == ""  # nothing passed on hardware here...
+    assert f"run {result['run_id']}: no repair pairs: no later candidate passed on hardware" in exported.stderr
+    exported = subprocess.run([sys.executable, "-m", "porter", "export", result["run_id"], "--root", str(env_root),
+                               "--include-unverified"], capture_output=True, text=True, cwd=ROOT)
+    pairs = [json.loads(line) for line in exported.stdout.splitlines()]  # ... unless asked for, marked
     assert len(pairs) == 2 and all(p["messages"][2]["role"] == "assistant" for p in pairs)
+    assert not any(p["metadata"]["verified"] for p in pairs)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,79 @@
+"""porter's one way to run git: the review branch (``review.py``) and the pre-merge bot (``ci.py``)
+both go through :func:`run_git`.
+
+The rules every git call follows:
+
+- the variables that point git at another repository, work tree or index than the one ``-C`` names
+  (``GIT_DIR``, ``GIT_INDEX_FILE``, ... set by a hook or an outer tool) are removed: with
+  ``GIT_INDEX_FILE`` set, ``git add`` in porter's temporary worktree would write the user's index;
+- optional locks are off (a read such as ``status`` or ``hash-object`` must not refresh the
+  user's index), git never prompts (no terminal in CI), and its messages are in English (``LC_ALL=C``),
+  so that one-line errors read the same everywhere;
+- paths are literal (``--literal-pathspecs``) where the caller asks: a folder named ``*`` is that
+  folder, not a pattern.
+
+Why the ``git`` executable and not GitPython: every operation porter needs is one plumbing command
+(``worktree add --no-checkout``, ``read-tree``, ``update-ref`` against an empty old value,
+``ls-tree -z``, ``cat-file``), which GitPython would only wrap in the same subprocess call; it needs
+the same executable, adds an import to the start of every git-using command, and is not installed
+on the GPU machines porter runs on (they cannot reach a package index). So the dependency is gone.
+Nothing here is imported by ``porter --help``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from porter.errors import EnvironmentProblem
+
+# Variables that point git at another repository, work tree or index than the one -C names.
+REDIRECTING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX",
+                    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE",
+                    "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+def git_env() -> dict[str, str]:
+    """The environment every git call runs with (see the module docstring)."""
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING_VARS}
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    return env
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def run_git(cwd: Path, *args: str, config: tuple[str, ...] = (), check: bool = True, timeout: float | None = None,
+            text: bool = True, literal_pathspecs: bool = False, what: str = "porter") -> subprocess.CompletedProcess:
+    """``git -C cwd [-c config]... args``; raises EnvironmentProblem when git is missing, takes longer
+    than ``timeout`` or (with ``check``) fails, with git's last line. ``what`` names the caller in
+    the message for a missing git ("porter ci needs git")."""
+    command = ["git"]
+    if literal_pathspecs:
+        command.append("--literal-pathspecs")
+    command += ["-C", str(cwd)]
+    for setting in config:
+        command += ["-c", setting]
+    try:
+        done = subprocess.run([*command, *args], capture_output=True, text=text, env=git_env(), timeout=timeout,
+                              check=False)
+    except FileNotFoundError as err:
+        raise EnvironmentProblem(f"git not found on PATH: {what} needs git") from err
+    if check and done.returncode != 0:
+        stderr = done.stderr if text else done.stderr.decode("utf-8", errors="replace")
+        raise EnvironmentProblem(f"git {args[0]} failed in {cwd}: {last_line(stderr)}")
+    return done
+
+
+def repo_root_of(path: Path) -> Path | None:
+    """The top of the git work tree holding ``path`` (a file or folder), found on disk without
+    running git (``.git`` is a folder, or a file in a linked worktree); None outside any."""
+    start = path.resolve()
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
