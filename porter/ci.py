@@ -494,6 +494,7 @@ class _Run:
     toolchain: Toolchain
     runner: Runner | None
     max_slowdown: float
+    sanitize: bool
 
 
 def _check_target(target: Target, run: _Run) -> CiKernel:
@@ -530,8 +531,8 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
         return result("failed", reason, findings=(Finding(target.path, None, reason),))
     baseline, untimed = _baseline(target, spec, run)
     try:
-        verdict = run_check(head_file, spec, CheckOptions(speed_baseline=baseline), toolchain=run.toolchain,
-                            runner=run.runner)
+        options = CheckOptions(speed_baseline=baseline, native=None, sanitize=run.sanitize)
+        verdict = run_check(head_file, spec, options, toolchain=run.toolchain, runner=run.runner)
     except EnvironmentProblem as err:
         return result("not run", str(err))
     except InputError as err:
@@ -600,11 +601,14 @@ def check_change(
     runner_factory: Callable[[], Runner] | None = Runner,
     port_to: str | None = None,
     allow_unchecked: bool = False,
+    sanitize: bool = True,
 ) -> CiOutcome:
     """Check the kernels changed between ``base`` and ``head`` (see the module docstring).
 
     Never raises porter's errors: a bad ref or spec is an outcome with exit code 2, a missing git
-    one with exit code 3. ``runner_factory=None`` runs no kernel (``--no-gpu``).
+    one with exit code 3. ``runner_factory=None`` runs no kernel (``--no-gpu``). A kernel whose
+    cubin holds its target's signature instructions is held to them (the native gate: executed,
+    doing the spec's work); ``sanitize`` runs the compute-sanitizer tools on each kernel.
     """
     start = time.perf_counter()
     known: dict[str, Any] = dict(base_ref=base or "", head_ref=head, spec_from=spec_from,
@@ -642,7 +646,7 @@ def check_change(
                              headline((), skipped, allow_unchecked=allow_unchecked),
                              wall_s=time.perf_counter() - start, **known)
         kernels = _check_all(targets, git, head_sha, base_sha, spec_rev, toolchain or find_toolchain(),
-                             runner_factory, max_slowdown)
+                             runner_factory, max_slowdown, sanitize)
     except PorterError as err:
         return CiOutcome(err.exit_code, str(err), wall_s=time.perf_counter() - start, **known)
     return CiOutcome(exit_code(kernels, skipped, allow_unchecked=allow_unchecked),
@@ -651,11 +655,12 @@ def check_change(
 
 
 def _check_all(targets: Sequence[Target], git: _Git, head: str, base: str, spec_revision: str, toolchain: Toolchain,
-               runner_factory: Callable[[], Runner] | None, max_slowdown: float) -> tuple[CiKernel, ...]:
+               runner_factory: Callable[[], Runner] | None, max_slowdown: float,
+               sanitize: bool) -> tuple[CiKernel, ...]:
     runner = runner_factory() if runner_factory is not None else None
     try:
         with tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
-            run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown)
+            run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown, sanitize)
             return tuple(_check_target(t, run) for t in targets)
     finally:
         if runner is not None:
@@ -682,6 +687,7 @@ def run_ci(
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = print,
     allow_unchecked: bool = False,
+    sanitize: bool = True,
 ) -> CiOutcome:
     """The body of ``porter ci``: check the change, write the reports, print the log and annotations.
 
@@ -695,7 +701,7 @@ def run_ci(
     env = os.environ if env is None else env
     outcome = check_change(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown,
                            toolchain=toolchain, runner_factory=runner_factory, port_to=port_to,
-                           allow_unchecked=allow_unchecked)
+                           allow_unchecked=allow_unchecked, sanitize=sanitize)
     if port_to and outcome.kernels:
         from porter.ci_port import port_changed
         from porter.model import Budget

@@ -536,6 +536,9 @@ def ci(
     allow_unchecked: Annotated[
         bool, typer.Option("--allow-unchecked", help="A changed kernel with no spec to check it against does not fail the bot.")
     ] = False,
+    sanitize: Annotated[
+        bool, typer.Option("--sanitize/--no-sanitize", help="Run memcheck, racecheck, initcheck and synccheck on each kernel.")
+    ] = True,
 ) -> None:
     """Gate the kernels a change touches: check each against its reference and time it against its base version.
     Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
@@ -553,7 +556,7 @@ def ci(
     outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
                      json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
                      model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo,
-                     allow_unchecked=allow_unchecked)
+                     allow_unchecked=allow_unchecked, sanitize=sanitize)
     raise typer.Exit(outcome.exit_code)
 
 

@@ -60,7 +60,9 @@ class CheckOptions:
     timing: bool = True
     case_timeout_s: float = 60.0
     timing_budget_s: float = 1.0
-    native: bool = False  # profile one case with ncu: were the target's own instructions executed?
+    # Profile with ncu: were the target's own instructions executed, and did they do the work?
+    # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
+    native: bool | None = False
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
 
@@ -299,6 +301,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if not assembled.ok:
         return _verdict(candidate, entry_name, target, gates, start=start, **_extra(base))
     signature = _signature(toolchain, assembled, target)
+    if options.native is None:
+        options = replace(options, native=any(signature.values()))
 
     device, why_not = _device(runner)
     if device is None:
