@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from porter.dtypes import DType
 from porter.spec import ParamSpec, Spec
 
 # normal() draws are clipped to this many standard deviations, matching the spec's range check.
@@ -74,15 +73,3 @@ def _scalar(spec: Spec, p: ParamSpec, sizes: dict[str, int], rng: np.random.Gene
         return int(rng.integers(int(lo), int(hi), endpoint=True))
     # The value the kernel gets is the dtype's rounding of the draw: hand the reference the same.
     return float(np.asarray(rng.uniform(lo, hi)).astype(p.dtype.numpy).astype(np.float64))
-
-
-def random_finite(dtype: DType, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` random finite values of ``dtype`` as raw little-endian bytes: an output's initial
-    contents that no kernel can tell from a result, unlike a NaN poison."""
-    if dtype.is_float:
-        values = rng.uniform(-1.0, 1.0, size=count) * rng.choice([1.0, 8.0, 1024.0], size=count)
-        cast = values.astype(dtype.numpy)
-    else:
-        lo, hi = dtype.value_range
-        cast = rng.integers(int(lo), int(hi), size=count, endpoint=True, dtype=np.int64).astype(dtype.numpy)
-    return np.ascontiguousarray(cast).view(np.uint8)

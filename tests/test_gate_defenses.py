@@ -345,3 +345,18 @@ def test_a_symbol_the_sweep_never_varies_keeps_its_value(tmp_path: Path) -> None
     assert all(unannounced_sizes(spec, seed)["d"] == 64 for seed in range(10))
     off = spec_with(tmp_path / "off", VECTOR_ADD, "[[params]]", "[inputs]\nunannounced = false\n\n[[params]]")
     assert unannounced_sizes(load_spec(off / "porter.toml"), 1) is None
+
+
+@pytest.mark.parametrize("name", ["f64", "f32", "f16", "bf16", "e4m3", "e5m2", "i32", "u8"])
+def test_random_initial_outputs_are_finite_and_cover_every_magnitude(name: str) -> None:
+    from porter.dtypes import DTYPES
+    from porter.runner.worker import random_finite
+
+    dtype = DTYPES[name]
+    raw = random_finite(np, dtype, 4096 * dtype.itemsize, 7)  # NumPy stands in for CuPy: the same calls
+    values = raw.view(dtype.numpy).astype(np.float64)
+    assert np.isfinite(values).all()
+    if dtype.is_float:
+        magnitudes = np.abs(values[values != 0])
+        assert magnitudes.max() > 1e3 * magnitudes.min()
+    assert not np.array_equal(raw, random_finite(np, dtype, raw.size, 8))

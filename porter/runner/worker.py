@@ -315,6 +315,28 @@ class WorkerState:
         digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot)))
 
 
+# (mantissa bits, exponent bits) of the IEEE-like float types: an all-ones exponent is inf or NaN.
+_FLOAT_FIELDS = {"f64": (52, 11), "f32": (23, 8), "f16": (10, 5), "bf16": (7, 8), "e5m2": (2, 5)}
+
+
+def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
+    """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
+    magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
+    the next exponent down. An output's initial contents that no kernel can tell from a result."""
+    raw = cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+    if not dtype.is_float or nbytes % dtype.itemsize:
+        return raw
+    words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
+    if dtype.name == "e4m3":  # only S.1111.111 is NaN in e4m3fn
+        words ^= ((words & words.dtype.type(0x7F)) == words.dtype.type(0x7F)).astype(words.dtype)
+        return raw
+    mantissa, exponent = _FLOAT_FIELDS[dtype.name]
+    ones = words.dtype.type((1 << exponent) - 1)
+    special = ((words >> words.dtype.type(mantissa)) & ones) == ones
+    words ^= special.astype(words.dtype) << words.dtype.type(mantissa)
+    return raw
+
+
 def _scalar_arg(dtype: Any, value: float | int) -> Any:
     """A kernel argument of exactly the param's width (16-bit and 8-bit floats travel as raw bits)."""
     host = np.asarray(value).astype(dtype.numpy)
@@ -373,7 +395,7 @@ class Launch:
         INITIAL_STATES), scratch random, every SM's shared memory overwritten. Guard bands are
         written once and checked after each launch. The module's globals are left as the last
         launch left them, as in a program (a timed launch restores them first: see job_time)."""
-        from porter.inputs import INITIAL, random_finite, stream
+        from porter.inputs import INITIAL, stream
 
         cp = self.state.cp
         for index, p in enumerate(self.spec.params):
@@ -386,11 +408,10 @@ class Launch:
                 if initial == "poison":
                     buf.poison(p.dtype.poison_bits, p.dtype.itemsize)
                 else:
-                    count = buf.nbytes // p.dtype.itemsize
                     key = f"initial:{p.name}:{initial}"
                     if key not in self._pristine:
-                        self._pristine[key] = cp.asarray(
-                            random_finite(p.dtype, count, stream(self.seed, INITIAL, self.sizes, index, initial)))
+                        rng = stream(self.seed, INITIAL, self.sizes, index, initial)
+                        self._pristine[key] = random_finite(cp, p.dtype, buf.nbytes, int(rng.integers(2**62)))
                     buf.copy_from(self._pristine[key])
             else:
                 if p.name not in self._pristine:
