@@ -247,7 +247,7 @@ class WorkerState:
         """The candidate's buffers for a case: those of the last case when it ran the same kernel at
         the same sizes (rebound to the new inputs), so that consecutive cases are consecutive calls
         on the same memory with new data; fresh ones otherwise."""
-        key = (kernel_key, str(spec.path), tuple(sorted(sizes.items())))
+        key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
         if self._case is not None and self._case[0] == key:
             self._case[1].rebind(host_args)
             return self._case[1]
