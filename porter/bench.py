@@ -17,7 +17,7 @@ from typing import Any
 
 from porter._toml import tomllib
 from porter.errors import InputError
-from porter.verdict import Verdict
+from porter.verdict import Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,9 @@ def find_tasks(suite: Path) -> list[Task]:
 
 
 def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native: bool,
-                     spend: dict[str, Any] | None = None, status: str | None = None) -> BenchRow:
-    """One bench row, read off a Verdict (the one currency: nothing is re-derived)."""
+              spend: dict[str, Any] | None = None, port: bool = False) -> BenchRow:
+    """One bench row, read off a Verdict (the one currency: nothing is re-derived). The status is
+    the check's (``port=False``: a reference port) or the port's judgement (:func:`porter.verdict.judge`)."""
     gates = {g.name: g.status for g in verdict.gates}
     said = {"passed": "yes", "failed": "no"}
     equivalent = said.get(gates.get("equivalence", "not run"), "not run")
@@ -127,7 +128,7 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     candidate = next((t for t in verdict.timings if t.name == "candidate"), None)
     spend = spend or {}
     return BenchRow(
-        task=task, model=model, status=status or verdict.status,
+        task=task, model=model, status=judge(verdict, require_native=require_native if port else None).status.value,
         assembled=gates.get("assemble") == "passed" if "assemble" in gates else None,
         equivalent=equivalent, native_in_sass=any(verdict.signature_sass.values()) if verdict.signature_sass else None,
         native_executed=executed, speedup_vs_source=verdict.speedup_vs_source,
@@ -188,7 +189,7 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
     from porter.gate import CheckOptions, run_check
     from porter.inspect import read_ptx
     from porter.model import make_model
-    from porter.session import PortRequest, PortSession, choose_target, native_required, port_status
+    from porter.session import PortRequest, PortSession, choose_target, native_required
     from porter.spec import load_spec
 
     rows: list[BenchRow] = []
@@ -218,7 +219,7 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
                                  model=make_model(model_name, api_base=api_base)).run()
             assert result.best is not None
             row = row_from_verdict(task.name, model_name or "none", result.best.verdict, require_native=require,
-                                   spend=result.spend, status=port_status(result.best))
+                            spend=result.spend, port=True)
             rows.append(row)
             if on_row:
                 on_row(row)

@@ -58,7 +58,7 @@ from porter.ptx import parse_ptx
 from porter.runner.client import Runner
 from porter.spec import Spec, declared_spec, load_spec
 from porter.toolchain import Toolchain, find_toolchain
-from porter.verdict import Status, Verdict
+from porter.verdict import Status, Verdict, exit_code_for
 
 SpecFrom = Literal["base", "head"]
 
@@ -66,7 +66,6 @@ DEFAULT_MAX_SLOWDOWN = 0.03
 SPEC_NAME = "porter.toml"
 UPSTREAM_REFS = ("@{upstream}", "origin/HEAD", "origin/main", "origin/master")
 _GIT_TIMEOUT_S = 300.0
-_EXIT_FOR_STATUS: dict[Status, int] = {"passed": 0, "failed": 1, "not run": 3, "error": 3}
 _EXIT_SEVERITY = (2, 1, 3)  # which exit code wins when kernels disagree
 
 
@@ -323,7 +322,7 @@ def _why_not_timed(verdict: Verdict) -> str:
 
 
 def kernel_exit_code(kernel: CiKernel) -> int:
-    return 2 if kernel.config_error else _EXIT_FOR_STATUS[kernel.status]
+    return 2 if kernel.config_error else exit_code_for(kernel.status)
 
 
 def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, allow_unchecked: bool = False) -> int:
@@ -538,7 +537,7 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     except InputError as err:
         return config_error(err)
     verdict = replace(verdict, kernel=target.path)
-    findings = _findings(verdict, target.path, entry_line, module.text, run.toolchain)
+    findings = _findings(verdict, target.path, entry_line)
     if not verdict.passed or target.base_path is None:
         return result(verdict.status, verdict.reason, verdict=verdict, findings=findings)
     speed = judge_speed(verdict, run.max_slowdown) if baseline else SpeedCheck("not run", f"not measured: {untimed}")
@@ -568,18 +567,15 @@ def _baseline(target: Target, spec: Spec, run: _Run) -> tuple[Path | None, str]:
     return path, ""
 
 
-def _findings(verdict: Verdict, path: str, entry_line: int, text: str, toolchain: Toolchain) -> tuple[Finding, ...]:
-    """Where a failed verdict points: ptxas' error lines, else the kernel's ``.entry`` line.
-
-    The Verdict keeps ptxas' errors as text; their lines come from assembling once more, which the
-    toolchain's cache answers without running ptxas.
-    """
+def _findings(verdict: Verdict, path: str, entry_line: int) -> tuple[Finding, ...]:
+    """Where a failed verdict points: ptxas' error lines (the Verdict carries them), else the
+    kernel's ``.entry`` line."""
     if verdict.status != "failed":
         return ()
     assemble = verdict.gate("assemble")
-    if assemble is not None and assemble.status == "failed":
-        result = toolchain.assemble(text, verdict.arch, filename=PurePosixPath(path).name)
-        errors = [d for d in result.diagnostics if d.severity == "error"] or list(result.errors)
+    if assemble is not None and assemble.status == "failed" and verdict.assembly is not None:
+        said = verdict.assembly
+        errors = [d for d in said.diagnostics if d.severity == "error"] or list(said.errors)
         if errors:
             return tuple(Finding(path, d.line, f"ptxas -arch={verdict.arch}: {d.message}") for d in errors)
     return (Finding(path, entry_line, verdict.reason),)

@@ -158,9 +158,6 @@ SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default:
               "printed with the verdict; give them back here to reproduce its inputs).")
 
 
-EXIT_FOR_STATUS = {"passed": 0, "failed": 1, "not run": 3, "error": 3}
-
-
 @app.command()
 def check(
     candidate: Annotated[Path, typer.Argument(help="Candidate PTX file.")],
@@ -193,6 +190,7 @@ def check(
     from porter.report import render_verdict
     from porter.runner import Runner
     from porter.toolchain import find_toolchain
+    from porter.verdict import judge
 
     if against is not None and golden is not None:
         raise InputError("give --against or --golden, not both")
@@ -213,7 +211,7 @@ def check(
         _emit_json(verdict)
     else:
         typer.echo(render_verdict(verdict))
-    raise typer.Exit(EXIT_FOR_STATUS[verdict.status])
+    raise typer.Exit(judge(verdict).exit_code)
 
 
 def _kernel_on_this_gpu(kernel: Path, runner, command: str):
@@ -298,9 +296,6 @@ def profile(
         typer.echo(f"wrote [profile] into {loaded.path} (roofline: {part})")
 
 
-PORT_EXIT = {"passed": 0, "passed without native instructions": 1, "failed": 1, "not run on target hardware": 3}
-
-
 @app.command()
 def port(
     kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
@@ -361,6 +356,7 @@ def port(
     from porter.runner import Runner
     from porter.session import PortRequest, PortSession
     from porter.toolchain import find_toolchain
+    from porter.verdict import exit_code_for
 
     # A branch that cannot be made is said now, not after every round has been spent.
     asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
@@ -395,7 +391,7 @@ def port(
     else:
         typer.echo(render_port(result))
         typer.echo(render_review(review, result, branch=branch is not False))
-    raise typer.Exit(PORT_EXIT[result.status])
+    raise typer.Exit(exit_code_for(result.status))
 
 
 def _repo_root(path: Path) -> Path:
@@ -439,32 +435,30 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
-    import json as _json
-
     from porter.gate import CheckOptions, run_check
     from porter.report import table
-    from porter.runlog import candidates, find_run
+    from porter.runlog import candidates, find_run, read_config
     from porter.runner import Runner
     from porter.spec import load_spec
     from porter.toolchain import find_toolchain
 
     root = _runs_root(root)
     folder = find_run(root / ".porter" / "runs", run)
-    config = _json.loads((folder / "config.json").read_text())
+    config = read_config(folder)
     # The spec at the same place in this clone first; the recording machine's absolute path last.
-    in_repo = root / config["spec_in_repo"] if config.get("spec_in_repo") else None
-    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config["spec"]))
+    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
+    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
     toolchain = find_toolchain()
     toolchain.require("ptxas")
     rows, verdicts = [], []
     runner = Runner() if gpu else None
     try:
         for index, _text, record in candidates(folder):
-            native = bool(config.get("require_native"))
             verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
-                                CheckOptions(arch=config["target"], native=native), toolchain=toolchain, runner=runner)
-            was = (record.get("verdict") or {}).get("status", "?")
-            rows.append([index, record.get("origin", "?"), was, verdict.status,
+                                CheckOptions(arch=config.target, native=config.require_native), toolchain=toolchain,
+                                runner=runner)
+            was = record.verdict.status if record is not None else "?"
+            rows.append([index, record.origin if record is not None else "?", was, verdict.status,
                          "same" if was == verdict.status else "DIFFERENT", verdict.reason[:80]])
             verdicts.append(verdict)
     finally:

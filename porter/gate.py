@@ -35,14 +35,23 @@ from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import check_golden, load_golden
 from porter.inspect import read_ptx, signature_evidence
-from porter.native import NativeEvidence, judge_native
+from porter.native import judge_native
 from porter.plan import Case, check_plan, check_seeds
-from porter.profiler import SanitizerFinding, SanitizerReport
 from porter.ptx import PtxModule
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
 from porter.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
 from porter.toolchain import AssembleResult, Toolchain
-from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict, overall_status
+from porter.verdict import (
+    CaseResult,
+    Gate,
+    NativeEvidence,
+    OutputCheck,
+    SanitizerFinding,
+    SanitizerReport,
+    Timing,
+    Verdict,
+    overall_status,
+)
 
 
 def timed_sizes(spec: Spec, options: CheckOptions) -> list[dict[str, int]]:
@@ -287,17 +296,18 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     gates: list[Gate] = []
     warnings: list[str] = []
     problems = check_against_entry(spec, entry) + cluster_problems(spec, entry)
+    target = options.arch or module.arch
+    # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
+    # when the interface fails and no assemble gate is judged.
+    assembled = toolchain.assemble(module.text, target, filename=candidate.name)
     if problems:
         gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
-        return _verdict(candidate, entry_name, options.arch or module.arch, gates, start=start)
+        return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
     gates.append(Gate("interface", "passed", f"{len(entry.params)} params match the spec"))
 
-    target = options.arch or module.arch
-    text = module.text
-    assembled = toolchain.assemble(text, target, filename=candidate.name)
     gates.append(_assemble_gate(assembled))
     base = dict(kernel=str(candidate), entry=entry_name, arch=target, resources=_resources(assembled),
-                toolchain=f"ptxas {assembled.ptxas_version}")
+                toolchain=f"ptxas {assembled.ptxas_version}", assembly=assembled.summary())
     if not assembled.ok:
         return _verdict(candidate, entry_name, target, gates, start=start, **_extra(base))
     signature = _signature(toolchain, assembled, target)
@@ -413,7 +423,7 @@ def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: Runn
 
 
 def _extra(base: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in base.items() if k in ("resources", "toolchain")}
+    return {k: v for k, v in base.items() if k in ("resources", "toolchain", "assembly")}
 
 
 def _signature(toolchain: Toolchain, result: AssembleResult, arch: str) -> dict[str, int]:

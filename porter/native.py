@@ -13,11 +13,8 @@ spec's ``cost.flops``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Literal
 
-NativeState = Literal["executed", "executed for a minor share", "present but never executed", "absent",
-                      "not measured"]
+from porter.verdict import NativeEvidence
 
 _GROUP_MMA = re.compile(r"^[A-Z]*GMMA\.(\d+)x(\d+)x(\d+)")  # HGMMA/QGMMA/IGMMA: one warpgroup, four warps
 _WARP_MMA = re.compile(r"^[A-Z]MMA\.(\d{3,5})(?:\.|$)")  # HMMA.16816, IMMA.16832, DMMA.884: one warp
@@ -46,21 +43,6 @@ def tensor_flops(executed: dict[str, int]) -> dict[str, float]:
             base = opcode.split(".", 1)[0]
             done[base] = done.get(base, 0.0) + per * count
     return done
-
-
-@dataclass(frozen=True)
-class NativeEvidence:
-    arch: str
-    state: NativeState
-    summary: str
-    expected: tuple[str, ...]  # the profile's signature SASS opcode bases
-    static_counts: dict[str, int] = field(default_factory=dict)  # in the cubin
-    executed_counts: dict[str, int] = field(default_factory=dict)  # warp-level, from ncu
-    metrics: dict[str, float] = field(default_factory=dict)  # pipe metrics
-    profiled_sizes: dict[str, int] = field(default_factory=dict)
-    flops_by_instruction: dict[str, float] = field(default_factory=dict)  # tensor-core FLOPs per opcode base
-    share: float | None = None  # of the spec's cost.flops done by the expected instructions
-    required_share: float | None = None
 
 
 def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, int],

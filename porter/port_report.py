@@ -12,7 +12,8 @@ import shlex
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from porter.session import CandidateRecord, PortResult, port_status
+from porter.runlog import CandidateRecord
+from porter.session import PortResult
 from porter.verdict import Verdict, timing_table
 
 HEADLINE = {
@@ -238,7 +239,7 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
                f"re-verifies every candidate.")
     out += ["", "## Candidates", ""]
     out.append(md_table(["#", "origin", "round", "status", "verdict"],
-                        [[c.index, c.origin, c.round, port_status(c), c.verdict.reason] for c in result.candidates]))
+                        [[c.index, c.origin, c.round, c.status, c.verdict.reason] for c in result.candidates]))
     where = "" if PurePath(ported_rel).is_absolute() else " from the repository root, with this branch checked out"
     out += ["", "## Reproduce", "", f"Run{where}:", "", "```sh", check_command, "```", "",
             "Exit 0: passed; 1: failed; 3: not run here (no GPU of that architecture, or no profiler).", ""]

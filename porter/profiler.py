@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from porter.errors import EnvironmentProblem
+from porter.verdict import SanitizerFinding, SanitizerReport
 
 
 def find_tool(name: str) -> Path | None:
@@ -209,29 +210,6 @@ SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 _LOCATION = re.compile(r"at (?P<func>[\w$.]+)\+0x(?P<offset>[0-9a-fA-F]+)")
 _SUMMARY = re.compile(r"ERROR SUMMARY: (?P<n>\d+) error")
 _HAZARDS = re.compile(r"RACECHECK SUMMARY: (?P<n>\d+) hazard")
-
-
-@dataclass(frozen=True)
-class SanitizerFinding:
-    tool: str
-    message: str  # first line of the report, e.g. "Invalid __global__ write of size 4 bytes"
-    function: str = ""
-    offset: int | None = None  # byte offset of the SASS instruction in the function
-    sass: str = ""  # that instruction, from the disassembly
-    detail: str = ""  # thread/block and address lines
-
-
-@dataclass(frozen=True)
-class SanitizerReport:
-    tool: str
-    ran: bool
-    errors: int
-    findings: tuple[SanitizerFinding, ...]
-    reason: str = ""  # why it did not run
-    wall_s: float = 0.0
-    sizes: str = ""  # the size set it ran at, e.g. "n=1000"
-    digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)
-    launch_sizes: dict[str, int] = field(default_factory=dict)
 
 
 def parse_sanitizer(tool: str, text: str) -> tuple[int, tuple[SanitizerFinding, ...]]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from porter.doctor import DoctorReport
 from porter.inspect import ArchInspection, InspectReport
 from porter.review import ReviewOutcome
-from porter.session import PortResult, port_status
+from porter.session import PortResult
 from porter.verdict import Verdict, timing_table
 
 
@@ -219,7 +219,7 @@ def render_port(result: PortResult) -> str:
     if result.best is not None:
         out.extend(achievements(result.best.verdict))
     out.append("")
-    rows = [[c.index, c.origin, c.round, port_status(c), c.verdict.reason[:100]] for c in result.candidates]
+    rows = [[c.index, c.origin, c.round, c.status, c.verdict.reason[:100]] for c in result.candidates]
     out.append(table(["#", "origin", "round", "status", "verdict"], rows))
     if result.best is not None:
         out.append("")

@@ -38,7 +38,8 @@ from pathlib import Path, PurePosixPath
 from porter.errors import InputError
 from porter.gitcmd import last_line, run_git
 from porter.port_report import render_port_report, reproduce_command
-from porter.session import CandidateRecord, PortResult, repo_relative
+from porter.runlog import CandidateRecord
+from porter.session import PortResult, repo_relative
 
 PORTER_NAME = "porter"
 PORTER_EMAIL = "porter@localhost"

@@ -23,14 +23,16 @@ import re
 import secrets
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from porter.errors import InputError
-from porter.jsonable import to_jsonable
+from porter.jsonable import from_jsonable, to_jsonable
+from porter.verdict import Judgement, Status, Verdict, judge
 
 RUNS = Path(".porter") / "runs"
+T = TypeVar("T")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -81,8 +83,75 @@ class RunLog:
         _write_atomic(path, text)
         return path
 
-    def candidate_record(self, index: int, record: dict[str, Any]) -> None:
-        self.write_json(f"candidates/{index:02d}.json", record)
+    def candidate_record(self, record: CandidateRecord) -> None:
+        """The candidate's record: its Verdict, feedback and requirement, with its status word."""
+        data = to_jsonable(record)
+        data["status"] = record.status.value  # for readers of the JSON: derived, never read back
+        data["passes"] = record.passes
+        self.write_json(f"candidates/{record.index:02d}.json", data)
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """One candidate of a port: its Verdict, the feedback sent back, and the port's requirement
+    its judgement is made under (:func:`porter.verdict.judge`)."""
+
+    index: int
+    origin: str  # "retarget" | "model"
+    round: int  # 0 for the baseline
+    verdict: Verdict
+    feedback: str
+    path: Path
+    require_native: bool = True
+
+    @property
+    def judgement(self) -> Judgement:
+        return judge(self.verdict, require_native=self.require_native)
+
+    @property
+    def status(self) -> Status:
+        return self.judgement.status
+
+    @property
+    def passes(self) -> bool:
+        return self.judgement.passed
+
+    @property
+    def median_ms(self) -> float:
+        return next((t.median_ms for t in self.verdict.timings if t.name == "candidate"), float("inf"))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """``config.json``: what was asked, and what porter chose (the target and why)."""
+
+    kernel: str
+    spec: str
+    spec_in_repo: str | None = None  # the spec's path in the repository, to find it in another clone
+    source_arch: str = ""
+    entry: str = ""
+    asked_target: str = ""
+    target: str = "?"
+    target_reason: str = ""
+    target_changed: str | None = None
+    require_native: bool = False
+    model: str | None = None
+    agent: str = "port"
+    budget: dict[str, Any] = field(default_factory=dict)
+    optimize: bool = False
+    warnings: tuple[str, ...] = ()
+    started: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """``result.json``, written last: the port's status word, why it stopped, its best candidate."""
+
+    status: Status
+    stop_reason: str
+    target: str
+    best: int | None
+    spend: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,17 +173,37 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: unreadable run record ({err})") from err
 
 
+def _read(kind: type[T], path: Path, **defaults: Any) -> T:
+    """A typed run record (``defaults`` fill what an older record lacks)."""
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: unreadable run record (not a JSON object)")
+    try:
+        return from_jsonable(kind, {**defaults, **data})
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{path}: unreadable run record ({err})") from err
+
+
+def read_config(run: Path) -> RunConfig:
+    return _read(RunConfig, run / "config.json", kernel="?", spec="")
+
+
+def read_outcome(run: Path) -> RunOutcome | None:
+    """The run's result, or None while it is incomplete."""
+    path = run / "result.json"
+    return _read(RunOutcome, path) if path.is_file() else None
+
+
 def list_runs(root: Path) -> list[RunSummary]:
     if not root.is_dir():
         return []
     runs = []
     for folder in sorted(p for p in root.iterdir() if (p / "config.json").is_file()):
-        config = _read_json(folder / "config.json")
-        result = _read_json(folder / "result.json") if (folder / "result.json").is_file() else {}
+        config, result = read_config(folder), read_outcome(folder)
         runs.append(RunSummary(
-            id=folder.name, path=folder, kernel=config.get("kernel", "?"), target=config.get("target", "?"),
-            model=config.get("model") or "none", status=result.get("status", "incomplete"),
-            stop_reason=result.get("stop_reason", ""),
+            id=folder.name, path=folder, kernel=config.kernel, target=config.target,
+            model=config.model or "none", status=result.status.value if result else "incomplete",
+            stop_reason=result.stop_reason if result else "",
             candidates=len(list((folder / "candidates").glob("*.ptx"))),
         ))
     return runs
@@ -133,29 +222,17 @@ def find_run(root: Path, ref: str) -> Path:
     raise InputError(f"{ref!r} matches {len(matches)} runs: give more of the id")
 
 
-def candidates(run: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(index, PTX text, record) of every candidate of a run, in order."""
+def candidates(run: Path) -> Iterator[tuple[int, str, CandidateRecord | None]]:
+    """(index, PTX text, record) of every candidate of a run, in order; the record is None for a
+    candidate whose check did not finish. Records are judged under the run's requirement."""
+    config = read_config(run) if (run / "config.json").is_file() else RunConfig(kernel="?", spec="")
     for ptx in sorted((run / "candidates").glob("*.ptx")):
         record_path = ptx.with_suffix(".json")
-        record = _read_json(record_path) if record_path.is_file() else {}
+        record = None
+        if record_path.is_file():
+            record = replace(_read(CandidateRecord, record_path, require_native=config.require_native,
+                                   index=int(ptx.stem)), path=ptx)
         yield int(ptx.stem), ptx.read_text(), record
-
-
-def rank(record: dict[str, Any]) -> int:
-    """How far a candidate got: 3 passed, 2 correct but not native or not run on the target, 1 assembled, 0 not."""
-    verdict = record.get("verdict") or {}
-    gates = {g["name"]: g["status"] for g in verdict.get("gates", [])}
-    if record.get("passes"):
-        return 3
-    if gates.get("equivalence") == "passed" or (gates.get("assemble") == "passed" and verdict.get("status") == "not run"):
-        return 2
-    return 1 if gates.get("assemble") == "passed" else 0
-
-
-def passed_on_hardware(record: dict[str, Any]) -> bool:
-    """The candidate passed every gate it was held to, measured on a GPU (not "not run" anywhere)."""
-    verdict = record.get("verdict") or {}
-    return bool(record.get("passes")) and verdict.get("status") == "passed"
 
 
 def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dict[str, Any]]:
@@ -166,36 +243,37 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
     learns what porter could not confirm. The metadata names the run, the model and both
     candidates' status words."""
     prompt = _read_json(run / "prompt.json") if (run / "prompt.json").is_file() else []
-    config = _read_json(run / "config.json") if (run / "config.json").is_file() else {}
+    config = read_config(run) if (run / "config.json").is_file() else RunConfig(kernel="?", spec="")
     system = next((m["content"] for m in prompt if m["role"] == "system"), "")
     task = next((m["content"] for m in prompt if m["role"] == "user"), "")
-    items = [(i, text, rec) for i, text, rec in candidates(run) if rec]
-    for pos, (_, text, record) in enumerate(items):
-        if record.get("passes") or not record.get("feedback"):
+    items = [(text, rec) for _, text, rec in candidates(run) if rec is not None]
+    for pos, (text, record) in enumerate(items):
+        if record.passes or not record.feedback:
             continue
         later = items[pos + 1:]
-        better = next((c for c in later if passed_on_hardware(c[2])), None)
+        better = next((c for c in later if c[1].passes), None)
         if better is None and include_unverified:
-            better = next((c for c in later if rank(c[2]) > rank(record)), None)
+            better = next((c for c in later if c[1].judgement.rank > record.judgement.rank), None)
         if better is None:
             continue
         user = (f"{task}\n\nCurrent candidate:\n```ptx\n{text}\n```\n\nFeedback from porter's verifier:\n"
-                f"{record['feedback']}\n\nReply with the corrected kernel.")
+                f"{record.feedback}\n\nReply with the corrected kernel.")
+        to = better[1]
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
-                            {"role": "assistant", "content": f"```ptx\n{better[1]}\n```"}],
-               "metadata": {"run": run.name, "model": config.get("model"), "target": config.get("target"),
-                            "from": record.get("index"), "to": better[2].get("index"),
-                            "from_status": record.get("status"), "to_status": better[2].get("status"),
-                            "verified": passed_on_hardware(better[2]),
-                            "from_rank": rank(record), "to_rank": rank(better[2])}}
+                            {"role": "assistant", "content": f"```ptx\n{better[0]}\n```"}],
+               "metadata": {"run": run.name, "model": config.model, "target": config.target,
+                            "from": record.index, "to": to.index,
+                            "from_status": record.status.value, "to_status": to.status.value,
+                            "verified": to.passes,
+                            "from_rank": record.judgement.rank, "to_rank": to.judgement.rank}}
 
 
 def no_pairs_reason(run: Path, *, include_unverified: bool) -> str:
     """Why a run yields no repair pairs, in a few words."""
-    records = [rec for _, _, rec in candidates(run) if rec]
+    records = [rec for _, _, rec in candidates(run) if rec is not None]
     if not records:
         return "it has no candidate records"
-    if not any(not r.get("passes") and r.get("feedback") for r in records):
+    if not any(not r.passes and r.feedback for r in records):
         return "no candidate failed with feedback"
     if not include_unverified:
         return ("no later candidate passed on hardware (--include-unverified also pairs candidates that only got "

@@ -5,15 +5,12 @@ for candidates, applies each reply (a whole kernel or SEARCH/REPLACE edits), ver
 gate and sends compact feedback back, until a candidate passes, the budget ends or the model
 keeps replying in a broken format. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
 
-Port status words (what the result can honestly claim):
-- ``passed``: a candidate passed every gate on this GPU, native instructions executed when required;
-- ``passed without native instructions``: correct and measured, but the target's own tensor-core
-  instructions are absent or never ran;
-- ``not run on target hardware``: the target is absent here; the best candidate assembles (with
-  the target's signature instructions in its SASS when native instructions are required), nothing
-  more is claimed. The session stops at the first such candidate: more rounds could not be
-  verified here, so they are not spent;
-- ``failed``: no candidate got that far (the best failing one is kept).
+Each candidate is judged by :func:`porter.verdict.judge` under the port's requirement (native
+instructions, where the tensor-core model changes): ``passed``, ``passed without native
+instructions``, ``not run on target hardware`` or ``failed``. The port's status is its best
+candidate's (highest rank, then fastest; no candidate is ``failed``). The session stops at the
+first candidate that is ``not run on target hardware``: more rounds could not be verified here, so
+they are not spent.
 """
 
 from __future__ import annotations
@@ -33,12 +30,13 @@ from porter.arch import (
     tensor_core_change,
 )
 from porter.gate import CheckOptions, run_check
+from porter.jsonable import to_jsonable
 from porter.model import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
 from porter.ptx import PtxModule, retarget, version_tuple
-from porter.runlog import RunLog, new_run_id
+from porter.runlog import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.spec import Spec
 from porter.toolchain import Toolchain
-from porter.verdict import Verdict
+from porter.verdict import Status, judge
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 MAX_FORMAT_ERRORS = 3
@@ -63,26 +61,10 @@ class PortRequest:
 
 
 @dataclass(frozen=True)
-class CandidateRecord:
-    index: int
-    origin: str  # "retarget" | "model"
-    round: int  # 0 for the baseline
-    verdict: Verdict
-    passes: bool
-    feedback: str
-    path: Path
-    require_native: bool = True
-
-    @property
-    def median_ms(self) -> float:
-        return next((t.median_ms for t in self.verdict.timings if t.name == "candidate"), float("inf"))
-
-
-@dataclass(frozen=True)
 class PortResult:
     run_id: str
     run_dir: Path
-    status: str
+    status: Status
     stop_reason: str
     source_arch: str
     target: str
@@ -161,35 +143,15 @@ def baseline_text(module: PtxModule, target: str) -> str:
     return retarget(module.text, target, min_version=floor)
 
 
-def port_status(record: CandidateRecord | None) -> str:
-    if record is None:
-        return "failed"
-    if record.passes:
-        return "passed"
-    v = record.verdict
-    if (eq := v.gate("equivalence")) and eq.status == "passed":
-        return "passed without native instructions"
-    assembled = v.gate("assemble") is not None and v.gate("assemble").status == "passed"
-    # Not run because the target is absent: as far as this machine can take it, if it carries the
-    # target's own instructions where they are required.
-    if v.status == "not run" and assembled and (not record.require_native or any(v.signature_sass.values())):
-        return "not run on target hardware"
-    return "failed"
-
-
-def _rank(record: CandidateRecord) -> tuple[int, float]:
-    order = {"passed": 3, "passed without native instructions": 2, "not run on target hardware": 2, "failed": 0}
-    score = order[port_status(record)]
-    if score == 0 and record.verdict.gate("assemble") and record.verdict.gate("assemble").status == "passed":
-        score = 1
-    return score, -record.median_ms
+def _best(record: CandidateRecord) -> tuple[int, float]:
+    return record.judgement.rank, -record.median_ms
 
 
 def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
     """A candidate that assembles for an absent target (with its signature SASS, where native
     instructions are required) is as far as this machine can take a port: more rounds could not
     produce more evidence, so none is spent."""
-    if port_status(record) == "not run on target hardware":
+    if record.status == Status.NOT_RUN_ON_TARGET:
         found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)
         with_sass = f" with {found} in its SASS" if found and record.require_native else ""
         return (f"candidate {record.index} assembles for {target}{with_sass}; it cannot run on this machine, "
@@ -228,14 +190,11 @@ class PortSession:
         # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
         options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel)
         verdict = run_check(path, self.request.spec, options, toolchain=self.toolchain, runner=self.runner)
-        passes = verdict.status == "passed" and (not require_native or (verdict.native is not None and verdict.native.state == "executed"))
-        assembled = self.toolchain.assemble(text, target, filename=path.name)
-        feedback = feedback_for(verdict, assembled, candidate_text=text, require_native=require_native)
-        record = CandidateRecord(index, origin, round_no, verdict, passes, feedback, path, require_native)
-        log.candidate_record(index, {"index": index, "origin": origin, "round": round_no, "passes": passes,
-                                     "status": port_status(record), "verdict": verdict, "feedback": feedback})
+        feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
+        record = CandidateRecord(index, origin, round_no, verdict, feedback, path, require_native)
+        log.candidate_record(record)
         self.candidates.append(record)
-        self.emit("verdict", index=index, status=port_status(record), verdict=verdict)
+        self.emit("verdict", index=index, status=record.status, verdict=verdict)
         return record
 
     # -- the loop --------------------------------------------------------------------------------
@@ -254,30 +213,30 @@ class PortSession:
         warnings = tuple(preflight(module, req.spec, req.kernel, req.from_arch, self.toolchain))
         entry = source_entry(module, req.spec, req.kernel)
         log = RunLog(req.runs_root, new_run_id(entry, target))
-        log.write_json("config.json", {
-            "kernel": str(req.kernel), "spec": str(req.spec.path),
-            "spec_in_repo": repo_relative(req.spec.path, req.repo_root), "source_arch": source_arch,
-            "entry": entry, "asked_target": req.to_arch, "target": target, "target_reason": target_reason,
-            "target_changed": changed, "require_native": require,
-            "model": self.model.name if self.model else None, "agent": req.agent, "budget": req.budget,
-            "optimize": req.optimize, "warnings": warnings, "started": time.time(),
-        })
+        log.write_json("config.json", RunConfig(
+            kernel=str(req.kernel), spec=str(req.spec.path), spec_in_repo=repo_relative(req.spec.path, req.repo_root),
+            source_arch=source_arch, entry=entry, asked_target=req.to_arch, target=target, target_reason=target_reason,
+            target_changed=changed, require_native=require, model=self.model.name if self.model else None,
+            agent=req.agent, budget=to_jsonable(req.budget), optimize=req.optimize, warnings=warnings,
+            started=time.time(),
+        ))
         self.emit("start", run_id=log.id, source_arch=source_arch, target=target, reason=target_reason,
                   changed=changed, require_native=require, model=self.model.name if self.model else None)
         for warning in warnings:
             self.emit("warning", message=warning)
         baseline = self._verify(log, baseline_text(module, target), "retarget", 0, target, require)
         stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
-        best = max(self.candidates, key=_rank) if self.candidates else None
+        best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
-            run_id=log.id, run_dir=log.dir, status=port_status(best), stop_reason=stop, source_arch=source_arch,
+            run_id=log.id, run_dir=log.dir, status=judge(best.verdict if best else None,
+                                                         require_native=require).status, stop_reason=stop, source_arch=source_arch,
             target=target, target_reason=target_reason, require_native=require,
             model=self.model.name if self.model else None, best=best, candidates=tuple(self.candidates),
             spend=self._spend(), entry=entry, asked_target=normalize_arch(req.to_arch) if changed else "",
             warnings=warnings,
         )
-        log.write_json("result.json", {"status": result.status, "stop_reason": stop, "target": target,
-                                       "best": best.index if best else None, "spend": result.spend})
+        log.write_json("result.json", RunOutcome(result.status, stop, target, best.index if best else None,
+                                                 result.spend))
         self.emit("done", result=result)
         return result
 

@@ -26,12 +26,13 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Literal, cast
+from typing import cast
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.ptx.assembly import Assembly, Diagnostic, EntryResources, Severity
 
 TOOL_NAMES = ("ptxas", "nvdisasm", "cuobjdump")
 DEFAULT_PTXAS_TIMEOUT_S = 300.0
@@ -54,7 +55,6 @@ _DISASSEMBLE_TIMEOUT_S = 120.0
 # Bumped whenever the cached JSON layout or the log parsing changes, so old entries are not reused.
 _CACHE_FORMAT = 1
 
-Severity = Literal["error", "warning", "info", "fatal"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,67 +143,15 @@ def _tool_version(path: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Diagnostic:
-    """One ptxas message that is not routine resource reporting."""
+class AssembleResult(Assembly):
+    """One ptxas run, with its cubin (None unless ``ok``) and the command that made it."""
 
-    line: int | None  # 1-based line in the PTX; None for messages about the whole run
-    severity: Severity
-    message: str  # without the "(C7508)" code prefix
-    code: str | None = None  # "C7508" for ptxas' numbered advisories
-    context: str = ""  # the line with 2 lines each side, numbered, the offending one marked ">"
-
-    def __str__(self) -> str:
-        where = f"line {self.line}: " if self.line is not None else ""
-        code = f" [{self.code}]" if self.code else ""
-        return f"{where}{self.severity}{code}: {self.message}"
-
-
-@dataclass(frozen=True)
-class EntryResources:
-    """What ``ptxas -v`` reports for one ``.entry`` or ``.func``, in bytes per thread unless noted.
-
-    ptxas gives a ``.func`` only its stack line, so its ``registers`` is None (ptxas 13 also charges
-    a called function's local arrays to the calling entry's frame). ptxas 13 reports the ``cmem[0]``
-    parameter bank for sm_8x targets but not for sm_90 and newer.
-    """
-
-    name: str
-    registers: int | None = None
-    barriers: int = 0
-    stack_frame: int = 0
-    spill_stores: int = 0
-    spill_loads: int = 0
-    cumulative_stack: int = 0  # stack of the entry plus every function it calls
-    shared_bytes: int = 0  # static shared memory per CTA
-    constant_bytes: dict[int, int] = field(default_factory=dict)  # constant bank -> bytes
-
-
-@dataclass(frozen=True)
-class AssembleResult:
-    """One ptxas run: ``ok`` only when ptxas exited 0 and wrote the cubin."""
-
-    ok: bool
-    arch: str
     cubin: bytes | None
-    diagnostics: tuple[Diagnostic, ...]
-    resources: dict[str, EntryResources]  # by function name
     command: tuple[str, ...]  # the argv, run inside a temporary folder holding the PTX file
-    wall_s: float  # of the ptxas run that produced this result, also when it comes from the cache
-    cached: bool
-    ptxas_version: str
-    log: str  # ptxas' stderr then stdout, unparsed
 
     @property
     def command_line(self) -> str:
         return shlex.join(self.command)
-
-    @property
-    def errors(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if d.severity in ("error", "fatal"))
-
-    @property
-    def warnings(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if d.severity == "warning")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from porter.errors import InputError
 from porter.native import NativeEvidence
 from porter.port_report import render_port_report, reproduce_command
 from porter.review import branch_name, open_review_branch
-from porter.session import CandidateRecord, PortResult, port_status
+from porter.runlog import CandidateRecord
+from porter.session import PortResult
 from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,10 +101,10 @@ def make_result(tmp_path: Path, *, passed: bool = True) -> PortResult:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "00.ptx").write_text(SOURCE.replace("sm_80", "sm_90a"))
     (folder / "01.ptx").write_text(PORTED)
-    baseline = CandidateRecord(0, "retarget", 0, _verdict(passed=False), False, "HMMA only", folder / "00.ptx")
-    model = CandidateRecord(1, "model", 1, _verdict(passed=passed), passed, "", folder / "01.ptx")
+    baseline = CandidateRecord(0, "retarget", 0, _verdict(passed=False), "HMMA only", folder / "00.ptx")
+    model = CandidateRecord(1, "model", 1, _verdict(passed=passed), "", folder / "01.ptx")
     best = model
-    return PortResult(run_id="20261202-120000-kernel_sm80-abcd", run_dir=folder.parent, status=port_status(best),
+    return PortResult(run_id="20261202-120000-kernel_sm80-abcd", run_dir=folder.parent, status=best.status,
                       stop_reason="candidate 1 passes every gate" if passed else "round budget of 1 spent",
                       source_arch="sm_80", target="sm_90a", target_reason="sm_90a, as asked", require_native=True,
                       model="openai/gpt-test", best=best, candidates=(baseline, model),

@@ -1,0 +1,79 @@
+"""The Verdict as pure data (a lossless JSON round trip) and the one judgement over it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from porter.jsonable import from_jsonable, to_jsonable
+from porter.ptx.assembly import Assembly, Diagnostic, EntryResources
+from porter.verdict import (
+    CaseResult,
+    Gate,
+    NativeEvidence,
+    OutputCheck,
+    SanitizerFinding,
+    SanitizerReport,
+    Status,
+    Timing,
+    Verdict,
+    exit_code_for,
+    judge,
+)
+
+
+def _verdict(**changes) -> Verdict:
+    fields = dict(
+        kernel="k.ptx", entry="k", arch="sm_90a", status="passed", reason="every gate passed on this GPU",
+        gates=(Gate("interface", "passed", "3 params"), Gate("assemble", "passed", "ok"),
+               Gate("equivalence", "passed", "2 cases", ("a", "b")), Gate("timing", "passed", "fast")),
+        cases=(CaseResult({"n": 1000}, 7, "passed", outputs=(
+            OutputCheck("y", True, 0.0, 0.0, float("inf"), 0, 1000, 0, 0, 1e-5, 1e-5, "ok", ("w",)),),
+            wall_s=0.1, values="wide"),),
+        timings=(Timing("candidate", 1.0, 0.9, 1.1, 10, tflops=None, tbps=2.5, roofline_fraction=0.7, sizes="n=1"),),
+        speedup_vs_source=1.5, resources={"k": {"registers": 32}}, signature_sass={"HGMMA": 4},
+        native=NativeEvidence("sm_90a", "executed", "executed", ("HGMMA",), {"HGMMA": 4}, {"HGMMA": 256},
+                              {"pipe": 0.5}, {"n": 1000}, {"HGMMA": 1e9}, 0.95, 0.9),
+        sanitizer=(SanitizerReport("memcheck", True, 1, (SanitizerFinding("memcheck", "Invalid write", "k", 16),),
+                                   digests=(1, 2), launch_sizes={"n": 10}),),
+        seeds=(3, 4),
+        assembly=Assembly(True, "sm_90a", (Diagnostic(12, "warning", "slow", "C7508", "> 12 | x"),),
+                          {"k": EntryResources("k", 32, constant_bytes={0: 368})}, 0.2, False, "13.0.88", "log"),
+    )
+    return Verdict(**{**fields, **changes})
+
+
+def test_a_verdict_round_trips_through_json_without_loss() -> None:
+    verdict = _verdict()
+    back = from_jsonable(Verdict, json.loads(json.dumps(to_jsonable(verdict))))
+    assert back == verdict
+    assert isinstance(back.status, Status) and isinstance(back.assembly.resources["k"], EntryResources)
+    assert back.assembly.resources["k"].constant_bytes == {0: 368} and back.cases[0].outputs[0].rel_l2 == float("inf")
+
+
+def test_a_record_from_an_older_porter_reads_with_defaults() -> None:
+    old = {"status": "failed", "gates": [{"name": "assemble", "status": "passed"}]}
+    verdict = from_jsonable(Verdict, old)
+    assert verdict.status == "failed" and verdict.gate("assemble").summary == "" and verdict.assembly is None
+
+
+@pytest.mark.parametrize("status, code", [("passed", 0), ("failed", 1), ("not run", 3), ("error", 3)])
+def test_a_check_is_judged_by_its_verdict(status: str, code: int) -> None:
+    judged = judge(_verdict(status=status))
+    assert (judged.status, judged.exit_code) == (status, code)
+
+
+def test_a_port_candidate_is_judged_under_the_ports_requirement() -> None:
+    absent = NativeEvidence("sm_90a", "absent", "absent", ("HGMMA",))
+    assert judge(_verdict(), require_native=True).status is Status.PASSED
+    assert judge(_verdict(native=absent), require_native=False).status is Status.PASSED
+    without = judge(_verdict(native=absent, status="failed"), require_native=True)
+    assert (without.status, without.exit_code, without.rank) == (Status.PASSED_WITHOUT_NATIVE, 1, 2)
+    gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"))
+    here = judge(_verdict(status="not run", gates=gates), require_native=True)
+    assert (here.status, here.exit_code) == (Status.NOT_RUN_ON_TARGET, 3)
+    bare = judge(_verdict(status="not run", gates=gates, signature_sass={"HGMMA": 0}), require_native=True)
+    assert (bare.status, bare.rank) == (Status.FAILED, 1)
+    assert judge(None, require_native=True).status is Status.FAILED
+    assert exit_code_for("passed without native instructions") == 1 and exit_code_for(Status.NOT_RUN_ON_TARGET) == 3
