@@ -187,9 +187,9 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
     """Run every task (x model), or check every shipped solution; rows in task order."""
     from porter.arch import get_profile
     from porter.gate import CheckOptions, run_check
-    from porter.inspect import read_ptx
     from porter.model import make_model
-    from porter.session import PortRequest, PortSession, choose_target, native_required
+    from porter.ptx import read_ptx
+    from porter.session import choose_target, native_required, run_port
     from porter.spec import load_spec
 
     rows: list[BenchRow] = []
@@ -213,10 +213,9 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
                 on_row(row)
             continue
         for model_name in models:
-            request = PortRequest(kernel=task.source, spec=spec, to_arch=task.to_arch, from_arch=task.from_arch,
-                                  runs_root=runs_root or task.folder / ".porter" / "runs")
-            result = PortSession(request, toolchain=toolchain, runner=runner,
-                                 model=make_model(model_name, api_base=api_base)).run()
+            result = run_port(task.source, spec, task.to_arch, toolchain=toolchain, runner=runner,
+                              model=make_model(model_name, api_base=api_base), from_arch=task.from_arch,
+                              runs_root=runs_root or task.folder / ".porter" / "runs")
             assert result.best is not None
             row = row_from_verdict(task.name, model_name or "none", result.best.verdict, require_native=require,
                             spend=result.spend, port=True)

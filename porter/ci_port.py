@@ -41,7 +41,7 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
     """Port every checked kernel of ``outcome`` (a CiOutcome) to ``to_arch``."""
     from porter.model import check_model, make_model
     from porter.review import open_review_branch
-    from porter.session import PortRequest, PortSession
+    from porter.session import run_port
     from porter.spec import load_spec
 
     kernels = [k for k in outcome.kernels if not k.config_error]
@@ -62,10 +62,8 @@ def port_changed(outcome: Any, repo: Path, *, to_arch: str, model: str | None, a
         for k in kernels:
             kernel, spec_path = repo / k.path, _spec_at_head(repo, k.path, k.spec)
             try:
-                request = PortRequest(kernel=kernel, spec=load_spec(spec_path), to_arch=to_arch, budget=budget,
-                                      runs_root=repo / ".porter" / "runs", repo_root=repo)
-                result = PortSession(request, toolchain=toolchain, runner=runner,
-                                     model=make_model(model, api_base=api_base)).run()
+                result = run_port(kernel, load_spec(spec_path), to_arch, toolchain=toolchain, runner=runner,
+                                  model=make_model(model, api_base=api_base), budget=budget, repo_root=repo)
             except PorterError as err:
                 ports.append(CiPort(k.path, "not ported", f"not ported: {err}"))
                 continue

@@ -96,39 +96,6 @@ def doctor(
         raise typer.Exit(3)
 
 
-def _find_spec(kernel: Path, spec: Path | None):
-    """The spec given, else the nearest porter.toml walking up from the kernel's folder to the top
-    of its repository (only its own folder outside one): the same search as ``porter ci``'s."""
-    from porter.gitcmd import repo_root_of
-    from porter.spec import load_spec
-
-    if not kernel.exists():  # say so before complaining about the spec beside it
-        raise InputError(f"{kernel}: no such file")
-    if spec is not None:
-        return load_spec(spec)
-    folder = kernel.absolute().parent
-    top = repo_root_of(folder)
-    for candidate in (folder, *folder.parents):
-        if (candidate / "porter.toml").is_file():
-            return load_spec(candidate / "porter.toml")
-        if top is None or candidate == top:
-            break
-    where = "beside the kernel" if top is None else "in its folder or any folder above it in the repository"
-    raise InputError(f"{kernel}: no spec (porter.toml {where}); give one with --spec")
-
-
-def _arch_name(arch: str | None, option: str) -> str | None:
-    """An --arch/--to value as a profile name, or one line (exit 2) for a name porter has no profile for."""
-    if arch is None:
-        return None
-    from porter.arch import get_profile
-
-    try:
-        return get_profile(arch).name
-    except InputError as err:
-        raise InputError(f"{option}: {err}") from None
-
-
 def _size_overrides(text: str, spec: Any) -> dict[str, int]:
     """``M=8192,N=8192`` -> {"M": 8192, "N": 8192}, checked against the spec's size symbols."""
     overrides: dict[str, int] = {}
@@ -186,53 +153,24 @@ def check(
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
     2 bad input, 3 not run / environment."""
-    from porter.gate import CheckOptions, run_check
+    from porter import services
+    from porter.gate import CheckOptions
     from porter.report import render_verdict
-    from porter.runner import Runner
-    from porter.toolchain import find_toolchain
     from porter.verdict import judge
 
     if against is not None and golden is not None:
         raise InputError("give --against or --golden, not both")
-    arch = _arch_name(arch, "--arch")
-    loaded = _find_spec(candidate, spec)
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
+    arch = services.arch_name(arch, "--arch")
+    loaded = services.find_spec(candidate, spec)
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
                            time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
-    runner = Runner() if gpu else None
-    try:
-        verdict = run_check(candidate, loaded, options, toolchain=toolchain, runner=runner)
-    finally:
-        if runner is not None:
-            runner.close()
+    verdict = services.check(candidate, loaded, options, gpu=gpu)
     if as_json:
         _emit_json(verdict)
     else:
         typer.echo(render_verdict(verdict))
     raise typer.Exit(judge(verdict).exit_code)
-
-
-def _kernel_on_this_gpu(kernel: Path, runner, command: str):
-    """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
-    from porter.errors import EnvironmentProblem
-    from porter.gate import runnable_cubin
-    from porter.inspect import read_ptx
-    from porter.runner import WorkerFault
-    from porter.toolchain import find_toolchain
-
-    module = read_ptx(kernel)
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
-    try:
-        device = runner.start()
-    except WorkerFault as fault:
-        raise EnvironmentProblem(f"porter {command} needs a GPU: {fault}") from fault
-    cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
-    if cubin is None:
-        raise EnvironmentProblem(f"{kernel}: {note}")
-    return device, cubin
 
 
 @app.command()
@@ -244,14 +182,10 @@ def record(
     force: Annotated[bool, typer.Option(help="Replace golden outputs already in --out.")] = False,
 ) -> None:
     """Save the source kernel's outputs for the whole sweep, to check a port later on other hardware."""
-    from porter.golden import record as record_golden
-    from porter.runner import Runner
+    from porter import services
 
-    loaded = _find_spec(source, spec)
-    with Runner() as runner:
-        device, cubin = _kernel_on_this_gpu(source, runner, "record")
-        manifest = record_golden(source, loaded, out, seeds=_seeds(seeds), runner=runner, cubin=cubin,
-                                 device=device.describe(), force=force)
+    loaded = services.find_spec(source, spec)
+    manifest = services.record(source, loaded, out, seeds=_seeds(seeds), force=force)
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
 
 
@@ -265,35 +199,14 @@ def profile(
     write: Annotated[bool, typer.Option("--write/--dry-run", help="Write the facts into the spec's [profile].")] = True,
 ) -> None:
     """Profile the hot loop under Nsight Compute and record where it spends its time in the spec."""
-    from porter.arch import get_profile
-    from porter.errors import EnvironmentProblem
-    from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
-    from porter.inspect import read_ptx
-    from porter.profiler import LaunchJob
-    from porter.runner import Runner
+    from porter import services
 
-    loaded = _find_spec(kernel, spec)
-    sizes = loaded.default_sizes()
-    if from_csv is not None:
-        metrics = import_details(from_csv)
-        gpu, tool = "imported", f"ncu export {from_csv.name}"
-        arch = read_ptx(kernel).arch
-    else:
-        with Runner() as runner:
-            device, cubin = _kernel_on_this_gpu(kernel, runner, "profile")
-        run = profile_kernel(LaunchJob(cubin, loaded.entry, loaded.path, sizes))
-        if not run.ok:
-            raise EnvironmentProblem(f"ncu: {run.reason}")
-        metrics, gpu, tool, arch = run.metrics, device.name, "ncu", device.arch
-    tflops, tbps, part = get_profile(arch).peak_for(gpu)
-    facts = {**stamp(gpu, tool), **summarise(metrics, flops=loaded.flops(sizes), nbytes=loaded.bytes(sizes),
-                                             peak_tflops=tflops, peak_tbps=tbps)}
-    facts["sizes"] = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    for key, value in facts.items():
+    loaded = services.find_spec(kernel, spec)
+    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write)
+    for key, value in profiled.facts.items():
         typer.echo(f"{key:>26}: {value}")
     if write:
-        write_profile(loaded.path, facts)
-        typer.echo(f"wrote [profile] into {loaded.path} (roofline: {part})")
+        typer.echo(f"wrote [profile] into {loaded.path} (roofline: {profiled.roofline})")
 
 
 @app.command()
@@ -332,78 +245,31 @@ def port(
     """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
     Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
     hardware / environment (no toolchain, model unreachable or without its key)."""
-    from porter.model import Budget, check_model, make_model, resolve_model
-
-    # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
-    kernel = kernel.absolute()
-    spec = spec.absolute() if spec is not None else None
-    loaded = _find_spec(kernel, spec)
-    _arch_name(to, "--to")
-    if from_arch is not None:
-        _arch_name(from_arch, "--from")
-    root = _repo_root(kernel)
-    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
-                    max_wall_s=max_minutes * 60 if max_minutes is not None else None)
-    # The model is resolved and its credentials checked before any work (and before the session's
-    # heavier imports): a missing key is one line, exit 3, in about a second.
-    name, base, _where = resolve_model(model, env=os.environ, config_path=root / ".porter" / "config.toml")
-    check_model(name, api_base=api_base or base, env=os.environ)
-    client = make_model(name, api_base=api_base or base)
-
+    from porter import services
+    from porter.model import Budget
     from porter.progress import make_progress
     from porter.report import render_port, render_review
-    from porter.review import ReviewOutcome, branch_problem
-    from porter.runner import Runner
-    from porter.session import PortRequest, PortSession
-    from porter.toolchain import find_toolchain
     from porter.verdict import exit_code_for
 
-    # A branch that cannot be made is said now, not after every round has been spent.
-    asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
-    no_branch = branch_problem(kernel) if branch is not False else ""
-    if no_branch and asked_for_branch and out is None:
-        raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
-    request = PortRequest(kernel=kernel, spec=loaded, to_arch=to, from_arch=from_arch, agent=agent, budget=budget,
-                          optimize=optimize, require_native=require_native, runs_root=root / ".porter" / "runs",
-                          repo_root=root)
-    runner = Runner() if gpu else None
-    try:
-        result = PortSession(request, toolchain=toolchain, runner=runner, model=client,
-                             on_event=make_progress(as_json=as_json)).run()
-    finally:
-        if runner is not None:
-            runner.close()
-    review = None
-    if branch is not False and (result.status == "passed" or branch_on_failure):
-        if no_branch and out is None:
-            review = ReviewOutcome(None, None, (), reason=f"{no_branch} (--out DIR writes the files instead)")
-        else:
-            from porter.review import open_review_branch
-
-            review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
-                                        branch_on_failure=branch_on_failure, push=push,
-                                        out_dir=out.absolute() if out is not None else None,
-                                        toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
+                    max_wall_s=max_minutes * 60 if max_minutes is not None else None)
+    ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base, agent=agent,
+                           budget=budget, optimize=optimize, require_native=require_native, branch=branch,
+                           branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out, gpu=gpu,
+                           on_event=make_progress(as_json=as_json))
     if as_json:
-        _emit_json({"result": result, "review": review})
+        _emit_json({"result": ported.result, "review": ported.review})
     else:
-        typer.echo(render_port(result))
-        typer.echo(render_review(review, result, branch=branch is not False))
-    raise typer.Exit(exit_code_for(result.status))
-
-
-def _repo_root(path: Path) -> Path:
-    """The git work tree holding ``path`` (for .porter/), else the current folder."""
-    from porter.gitcmd import repo_root_of
-
-    return repo_root_of(path) or Path.cwd()
+        typer.echo(render_port(ported.result))
+        typer.echo(render_review(ported.review, ported.result, branch=branch is not False))
+    raise typer.Exit(exit_code_for(ported.result.status))
 
 
 def _runs_root(root: Path | None) -> Path:
     """``--root``, else the repository holding the current folder (runs are found from any folder of it)."""
-    return root if root is not None else _repo_root(Path.cwd())
+    from porter.services import repo_root
+
+    return root if root is not None else repo_root(Path.cwd())
 
 
 @app.command()
@@ -435,41 +301,18 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
-    from porter.gate import CheckOptions, run_check
+    from porter import services
     from porter.report import table
-    from porter.runlog import candidates, find_run, read_config
-    from porter.runner import Runner
-    from porter.spec import load_spec
-    from porter.toolchain import find_toolchain
 
-    root = _runs_root(root)
-    folder = find_run(root / ".porter" / "runs", run)
-    config = read_config(folder)
-    # The spec at the same place in this clone first; the recording machine's absolute path last.
-    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
-    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
-    rows, verdicts = [], []
-    runner = Runner() if gpu else None
-    try:
-        for index, _text, record in candidates(folder):
-            verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
-                                CheckOptions(arch=config.target, native=config.require_native), toolchain=toolchain,
-                                runner=runner)
-            was = record.verdict.status if record is not None else "?"
-            rows.append([index, record.origin if record is not None else "?", was, verdict.status,
-                         "same" if was == verdict.status else "DIFFERENT", verdict.reason[:80]])
-            verdicts.append(verdict)
-    finally:
-        if runner is not None:
-            runner.close()
+    replayed = services.replay(run, _runs_root(root), gpu=gpu)
     if as_json:
-        _emit_json(verdicts)
+        _emit_json([r.verdict for r in replayed.rows])
     else:
-        typer.echo(f"replayed {folder.name} on this machine")
-        typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"], rows))
-    raise typer.Exit(0 if all(r[4] == "same" for r in rows) else 1)
+        typer.echo(f"replayed {replayed.run.name} on this machine")
+        typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
+                         [[r.index, r.origin, r.recorded, r.verdict.status, "same" if r.agrees else "DIFFERENT",
+                           r.verdict.reason[:80]] for r in replayed.rows]))
+    raise typer.Exit(0 if replayed.agrees else 1)
 
 
 @app.command()
@@ -537,20 +380,14 @@ def ci(
     """Gate the kernels a change touches: check each against its reference and time it against its base version.
     Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
     3 infrastructure (no GPU, no toolchain)."""
-    from porter.ci import run_ci
-    from porter.runner import Runner
+    from porter import services
 
     if spec_from not in ("base", "head"):
         raise InputError(f"--spec-from: 'base' or 'head' (got {spec_from!r})")
-    name, api_base = None, None
-    if port_to:
-        from porter.model import resolve_model
-
-        name, api_base, _ = resolve_model(model, env=os.environ, config_path=repo / ".porter" / "config.toml")
-    outcome = run_ci(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown, junit=junit,
-                     json_out=json_out, summary_path=summary, annotations=annotations, port_to=port_to,
-                     model=name, api_base=api_base, push=push, runner_factory=Runner if gpu else None, echo=typer.echo,
-                     allow_unchecked=allow_unchecked, sanitize=sanitize)
+    outcome = services.ci(repo, model=model, port_to=port_to, gpu=gpu, base=base, head=head, spec_from=spec_from,
+                          max_slowdown=max_slowdown, junit=junit, json_out=json_out, summary_path=summary,
+                          annotations=annotations, push=push, echo=typer.echo, allow_unchecked=allow_unchecked,
+                          sanitize=sanitize)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -566,31 +403,16 @@ def bench(
     """Port (or check the reference ports of) every task in a suite; one row per task and model, and suite rates."""
     import datetime as dt
 
-    from porter.bench import find_tasks, render_markdown, run_bench, summarise
-    from porter.model import check_model
-    from porter.runner import Runner
-    from porter.toolchain import find_toolchain
+    from porter import services
+    from porter.bench import render_markdown
 
-    tasks = find_tasks(suite)
-    if not solutions:
-        for name in model or []:
-            check_model(name, api_base=api_base, env=os.environ)  # before any task: a missing key is one line
-    toolchain = find_toolchain()
-    toolchain.require("ptxas")
-    runner = Runner() if gpu else None
-    try:
-        rows = run_bench(tasks, models=model or [None], solutions=solutions, toolchain=toolchain, runner=runner,
-                         api_base=api_base, on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
-        gpu_name = runner.info.describe() if runner is not None and runner.info is not None else "no GPU"
-    finally:
-        if runner is not None:
-            runner.close()
-    summary = summarise(rows)
+    benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu,
+                             on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
     if as_json:
-        _emit_json({"rows": rows, "summary": summary, "gpu": gpu_name})
+        _emit_json({"rows": benched.rows, "summary": benched.summary, "gpu": benched.gpu})
     else:
-        header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {gpu_name}, {dt.date.today()}"
-        typer.echo(render_markdown(rows, summary, header=header))
+        header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {benched.gpu}, {dt.date.today()}"
+        typer.echo(render_markdown(benched.rows, benched.summary, header=header))
 
 
 @app.command("spec")
@@ -600,7 +422,7 @@ def spec_scaffold(
     out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
 ) -> None:
     """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
     from porter.scaffold import choose_entry, scaffold_spec
 
     module = read_ptx(kernel)

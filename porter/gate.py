@@ -34,10 +34,10 @@ from porter.arch import cubin_runs_on, get_profile, ptx_runs_on
 from porter.compare import compare, compare_runs, format_comparison
 from porter.errors import InputError
 from porter.golden import check_golden, load_golden
-from porter.inspect import read_ptx, signature_evidence
+from porter.inspect import signature_evidence
 from porter.native import judge_native
 from porter.plan import Case, check_plan, check_seeds
-from porter.ptx import PtxModule
+from porter.ptx import PtxModule, read_ptx
 from porter.runner.client import DeviceInfo, Runner, WorkerFault
 from porter.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
 from porter.toolchain import AssembleResult, Toolchain

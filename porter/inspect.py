@@ -12,8 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from porter.arch import ArchProfile, Compatibility, FeatureUse, compatibility, features_used, load_profiles
-from porter.errors import InputError
-from porter.ptx import PtxModule, parse_ptx
+from porter.ptx import PtxModule, read_ptx
 from porter.ptx.retarget import retarget
 from porter.toolchain import AssembleResult, Diagnostic, EntryResources, Toolchain, find_toolchain
 
@@ -50,19 +49,6 @@ class InspectReport:
     features: tuple[FeatureUse, ...]
     archs: tuple[ArchInspection, ...]
     ptxas: str | None  # "path (version)" of the ptxas used, None when nothing was assembled
-
-
-def read_ptx(path: Path) -> PtxModule:
-    """Read and parse a PTX file, with one-line errors for missing or unreadable files."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder, not a PTX file")
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror}") from err
-    return parse_ptx(text, filename=str(path))
 
 
 def signature_evidence(result: AssembleResult, profile: ArchProfile, toolchain: Toolchain) -> SignatureEvidence:

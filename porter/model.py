@@ -634,8 +634,9 @@ def resolve_model(
     """(model, api_base, where it came from): ``--model``, then ``PORTER_MODEL``, then the config file.
 
     The api_base travels with its model: the config file's ``api_base`` applies only to the config
-    file's ``model``. ``PORTER_API_BASE`` applies to a model from ``--model`` or ``PORTER_MODEL``
-    (the command line has no api-base option of its own). Empty values count as unset.
+    file's ``model``. ``PORTER_API_BASE`` applies to a model from ``--model`` or ``PORTER_MODEL``;
+    a command's ``--api-base`` option overrides either (see :func:`open_model`). Empty values count
+    as unset.
     """
     env_base = env.get("PORTER_API_BASE") or None
     if cli_model:
@@ -766,3 +767,13 @@ def make_model(model: str | None, *, api_base: str | None) -> ModelClient | None
     if model.startswith("mock:"):
         return LiteLLMModel("openai/porter-mock", mock_response=model.removeprefix("mock:"))
     return LiteLLMModel(model, api_base=api_base)
+
+
+def open_model(model: str | None, *, api_base: str | None, env: Mapping[str, str],
+               config_path: Path | None) -> ModelClient | None:
+    """The model a command runs with, ready to call: resolved (``--model``, ``PORTER_MODEL``, the
+    config file; ``api_base``, the ``--api-base`` option, overrides the one resolved with it),
+    checked (:func:`check_model`: a missing key is one line, exit 3, before any work) and made."""
+    name, base, _where = resolve_model(model, env=env, config_path=config_path)
+    check_model(name, api_base=api_base or base, env=env)
+    return make_model(name, api_base=api_base or base)

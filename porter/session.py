@@ -199,8 +199,8 @@ class PortSession:
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> PortResult:
-        from porter.inspect import read_ptx
         from porter.preflight import preflight
+        from porter.ptx import read_ptx
 
         req = self.request
         module = read_ptx(req.kernel)
@@ -305,3 +305,18 @@ class PortSession:
                 return why
             messages.append({"role": "user", "content": record.feedback})
             log.message("user", record.feedback)
+
+
+def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any, model: ModelClient | None,
+             from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
+             require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
+             on_event: Event | None = None) -> PortResult:
+    """The one way a port session is built and run (``porter port``, ``porter ci --port-to``,
+    ``porter bench``): runs are recorded under ``runs_root``, by default the repository's
+    ``.porter/runs``. The caller owns the runner and the model."""
+    if runs_root is None:
+        runs_root = (repo_root if repo_root is not None else Path.cwd()) / ".porter" / "runs"
+    request = PortRequest(kernel=kernel, spec=spec, to_arch=to_arch, from_arch=from_arch, agent=agent,
+                          budget=budget or Budget(), optimize=optimize, require_native=require_native,
+                          runs_root=runs_root, repo_root=repo_root)
+    return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event).run()

@@ -138,7 +138,7 @@ def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolc
 )
 def test_a_source_kernel_is_built_for_a_target_this_gpu_runs(kernel, device_arch, builds_for, note, toolchain) -> None:
     from porter.gate import runnable_cubin
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
     from porter.runner.client import DeviceInfo
 
     device = DeviceInfo("H200", device_arch, "9.0", 132, 50 << 20, 232448, "13.0", "13.0", "14.2.0")

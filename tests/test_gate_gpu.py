@@ -25,7 +25,7 @@ def runs_here(kernel: Path, runner) -> None:
     """Skip a kernel whose target this GPU cannot run (the Blackwell GEMM on the H200); sm_80 PTX
     runs here, assembled for the device."""
     from porter.arch import ptx_runs_on
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
 
     target, device = read_ptx(kernel).arch, runner.start()
     if not ptx_runs_on(target, device.arch)[0]:
@@ -93,7 +93,7 @@ def test_ragged_kernel_passes_aligned_sizes(runner, toolchain):
 def test_record_then_check_against_golden(tmp_path, runner, toolchain):
     from porter.gate import runnable_cubin
     from porter.golden import record
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
 
     spec = load_spec(VECTOR_ADD / "porter.toml")
     kernel = VECTOR_ADD / "kernel.ptx"

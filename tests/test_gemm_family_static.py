@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from porter.inspect import read_ptx
+from porter.ptx import read_ptx
 from porter.spec import check_against_entry, launch_directive, load_spec, with_launch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

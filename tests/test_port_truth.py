@@ -140,7 +140,7 @@ def test_a_changed_target_is_said_first_and_recorded(tmp_path, toolchain):
 
 
 def test_no_require_native_means_the_plain_target(toolchain):
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
 
     wgmma = read_ptx(ROOT / "examples" / "inspect" / "wgmma_sm90a.ptx")
     assert choose_target(wgmma, "sm_100")[0] == "sm_100a"
@@ -171,8 +171,8 @@ def test_a_source_that_does_not_assemble_is_bad_input_before_any_model_call(tmp_
 
 
 def test_from_contradicting_the_target_is_a_warning(toolchain, tmp_path):
-    from porter.inspect import read_ptx
     from porter.preflight import source_arch_warning
+    from porter.ptx import read_ptx
 
     sm90a = read_ptx(GEMM / "kernel_sm90a.ptx")
     assert "contradicts the kernel's .target sm_90a" in source_arch_warning(sm90a, "sm_80")
@@ -183,8 +183,8 @@ def test_from_contradicting_the_target_is_a_warning(toolchain, tmp_path):
 
 
 def test_the_spec_must_match_the_source_block_and_shared_memory(tmp_path, toolchain):
-    from porter.inspect import read_ptx
     from porter.preflight import check_spec_matches
+    from porter.ptx import read_ptx
 
     folder = _copy(tmp_path, GEMM, ("kernel_sm80.ptx", "ref.py"))
     spec_text = (GEMM / "porter.toml").read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from porter.errors import InputError
-from porter.inspect import read_ptx
+from porter.ptx import read_ptx
 from porter.scaffold import choose_entry, scaffold_spec
 from porter.spec import check_against_entry, load_spec
 

@@ -116,7 +116,7 @@ def test_export_pairs_a_failure_with_a_later_candidate_that_passed_on_hardware(t
 
 
 def test_target_choice_for_a_family_name(toolchain):
-    from porter.inspect import read_ptx
+    from porter.ptx import read_ptx
 
     wgmma = read_ptx(ROOT / "examples" / "inspect" / "wgmma_sm90a.ptx")
     target, why = choose_target(wgmma, "sm_100")

@@ -91,7 +91,7 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
         # The candidate alone, as do_bench times it: no library or source kernel interleaved
         # (a cuBLAS run at full power between launches lowers the clocks the candidate sees).
         from porter.gate import runnable_cubin
-        from porter.inspect import read_ptx
+        from porter.ptx import read_ptx
 
         cubin, _ = runnable_cubin(read_ptx(kernel), None, runner.start(), find_toolchain(), kernel.name)
         reply = runner.call("time", 300.0, spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(),
@@ -110,7 +110,7 @@ from pathlib import Path
 from porter.spec import load_spec
 from porter.inputs import make_args
 from porter.toolchain import find_toolchain
-from porter.inspect import read_ptx
+from porter.ptx import read_ptx
 example = Path(sys.argv[2])
 spec = load_spec(example / "porter.toml")
 kernel_path = sorted(p for p in example.glob("kernel*.ptx") if f".entry {spec.entry}(" in p.read_text())[0]

@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from porter.inspect import read_ptx  # noqa: E402
 from porter.profiler import LaunchJob, _child_env, _launch_command, find_tool  # noqa: E402
+from porter.ptx import read_ptx  # noqa: E402
 from porter.spec import load_spec  # noqa: E402
 from porter.toolchain import find_toolchain  # noqa: E402
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from porter.errors import InputError
 from porter.ptx.model import Directive, Entry, Instruction, Param, PtxModule
@@ -430,3 +431,16 @@ class _HeaderReader:
                     values.append(self.number(f"a value for {tok}"))
             found.append(Directive(tok[1:], tuple(values), line))
         return tuple(found)
+
+
+def read_ptx(path: Path) -> PtxModule:
+    """Read and parse a PTX file, with one-line errors for missing or unreadable files."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a PTX file")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror}") from err
+    return parse_ptx(text, filename=str(path))

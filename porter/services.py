@@ -1,0 +1,325 @@
+"""porter's services: ``check``, ``port``, ``replay``, ``record``, ``profile``, ``bench`` and ``ci`` as
+library functions under the interfaces (the CLI, an MCP server, a notebook).
+
+Each service owns what a command needs for its whole run: the GPU worker's lifetime (one
+:func:`gpu_runner` context per command, closed whatever happens), the toolchain, the spec search and
+the model's resolution and pre-flight (:func:`porter.model.open_model`). The interfaces only parse
+arguments, call one of these and render what it returns; exit codes come from
+:func:`porter.verdict.judge`.
+
+Heavy modules are imported inside the functions, so that importing this module (and
+``porter --help``) stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from porter.errors import EnvironmentProblem, InputError
+
+if TYPE_CHECKING:
+    from porter.bench import BenchRow, BenchSummary
+    from porter.ci import CiOutcome
+    from porter.gate import CheckOptions
+    from porter.model import Budget
+    from porter.review import ReviewOutcome
+    from porter.runner import Runner
+    from porter.runner.client import DeviceInfo
+    from porter.session import PortResult
+    from porter.spec import Spec
+    from porter.toolchain import Toolchain
+    from porter.verdict import Verdict
+
+
+# -- what every command shares ------------------------------------------------------------------
+
+
+@contextmanager
+def gpu_runner(gpu: bool = True) -> Iterator[Runner | None]:
+    """The GPU worker for one command (None with ``gpu=False``: static checks only), closed on exit."""
+    if not gpu:
+        yield None
+        return
+    from porter.runner import Runner
+
+    with Runner() as runner:
+        yield runner
+
+
+def assembler() -> Toolchain:
+    """The toolchain, with ptxas (every command that checks a kernel needs it: one line, exit 3, if not)."""
+    from porter.toolchain import find_toolchain
+
+    toolchain = find_toolchain()
+    toolchain.require("ptxas")
+    return toolchain
+
+
+def find_spec(kernel: Path, spec: Path | None) -> Spec:
+    """The spec given, else the nearest porter.toml walking up from the kernel's folder to the top
+    of its repository (only its own folder outside one): the same search as ``porter ci``'s."""
+    from porter.gitcmd import repo_root_of
+    from porter.spec import load_spec
+
+    if not kernel.exists():  # say so before complaining about the spec beside it
+        raise InputError(f"{kernel}: no such file")
+    if spec is not None:
+        return load_spec(spec)
+    folder = kernel.absolute().parent
+    top = repo_root_of(folder)
+    for candidate in (folder, *folder.parents):
+        if (candidate / "porter.toml").is_file():
+            return load_spec(candidate / "porter.toml")
+        if top is None or candidate == top:
+            break
+    where = "beside the kernel" if top is None else "in its folder or any folder above it in the repository"
+    raise InputError(f"{kernel}: no spec (porter.toml {where}); give one with --spec")
+
+
+def repo_root(path: Path) -> Path:
+    """The git work tree holding ``path`` (for .porter/), else the current folder."""
+    from porter.gitcmd import repo_root_of
+
+    return repo_root_of(path) or Path.cwd()
+
+
+def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[DeviceInfo, bytes]:
+    """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
+    from porter.gate import runnable_cubin
+    from porter.ptx import read_ptx
+    from porter.runner import WorkerFault
+
+    module = read_ptx(kernel)
+    toolchain = assembler()
+    try:
+        device = runner.start()
+    except WorkerFault as fault:
+        raise EnvironmentProblem(f"porter {command} needs a GPU: {fault}") from fault
+    cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
+    if cubin is None:
+        raise EnvironmentProblem(f"{kernel}: {note}")
+    return device, cubin
+
+
+# -- check, record, profile ---------------------------------------------------------------------
+
+
+def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True) -> Verdict:
+    """``porter check``: the gate on one candidate."""
+    from porter.gate import run_check
+
+    toolchain = assembler()
+    with gpu_runner(gpu) as runner:
+        return run_check(candidate, spec, options, toolchain=toolchain, runner=runner)
+
+
+def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False) -> dict[str, Any]:
+    """``porter record``: the source kernel's outputs for the whole sweep, as a golden folder; its manifest."""
+    from porter.golden import record as record_golden
+
+    with gpu_runner() as runner:
+        assert runner is not None
+        device, cubin = _kernel_on_this_gpu(source, runner, "record")
+        return record_golden(source, spec, out, seeds=seeds, runner=runner, cubin=cubin, device=device.describe(),
+                             force=force)
+
+
+@dataclass(frozen=True)
+class Profiled:
+    facts: dict[str, object]  # what goes into the spec's [profile]
+    roofline: str  # which roofline the peaks are ("H200 SXM", ...)
+
+
+def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bool = True) -> Profiled:
+    """``porter profile``: the hot loop under Nsight Compute (or an ncu export), written into the
+    spec's ``[profile]`` unless ``write=False``."""
+    from porter.arch import get_profile
+    from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
+    from porter.profiler import LaunchJob
+    from porter.ptx import read_ptx
+
+    sizes = spec.default_sizes()
+    if from_csv is not None:
+        metrics = import_details(from_csv)
+        gpu, tool = "imported", f"ncu export {from_csv.name}"
+        arch = read_ptx(kernel).arch
+    else:
+        with gpu_runner() as runner:
+            assert runner is not None
+            device, cubin = _kernel_on_this_gpu(kernel, runner, "profile")
+        run = profile_kernel(LaunchJob(cubin, spec.entry, spec.path, sizes))
+        if not run.ok:
+            raise EnvironmentProblem(f"ncu: {run.reason}")
+        metrics, gpu, tool, arch = run.metrics, device.name, "ncu", device.arch
+    tflops, tbps, part = get_profile(arch).peak_for(gpu)
+    facts = {**stamp(gpu, tool), **summarise(metrics, flops=spec.flops(sizes), nbytes=spec.bytes(sizes),
+                                             peak_tflops=tflops, peak_tbps=tbps)}
+    facts["sizes"] = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    if write:
+        write_profile(spec.path, facts)
+    return Profiled(facts, part)
+
+
+# -- port ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ported:
+    result: PortResult
+    review: ReviewOutcome | None  # None: no branch was asked for, or the port did not pass
+
+
+def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str | None = None,
+         model: str | None = None, api_base: str | None = None, agent: str = "port", budget: Budget | None = None,
+         optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
+         branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
+         gpu: bool = True, on_event: Callable[..., None] | None = None,
+         env: Mapping[str, str] | None = None) -> Ported:
+    """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
+    branch asked for can be made), then the session, then the review branch of a port that passed."""
+    from porter.model import Budget, open_model
+    from porter.review import ReviewOutcome, branch_problem, open_review_branch
+    from porter.session import run_port
+
+    # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
+    kernel = kernel.absolute()
+    loaded = find_spec(kernel, spec.absolute() if spec is not None else None)
+    arch_name(to_arch, "--to")
+    if from_arch is not None:
+        arch_name(from_arch, "--from")
+    root = repo_root(kernel)
+    # The model is resolved and its credentials checked before any work (and before the session's
+    # heavier imports): a missing key is one line, exit 3, in about a second.
+    client = open_model(model, api_base=api_base, env=os.environ if env is None else env,
+                        config_path=root / ".porter" / "config.toml")
+    # A branch that cannot be made is said now, not after every round has been spent.
+    asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
+    no_branch = branch_problem(kernel) if branch is not False else ""
+    if no_branch and asked_for_branch and out is None:
+        raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
+    toolchain = assembler()
+    with gpu_runner(gpu) as runner:
+        result = run_port(kernel, loaded, to_arch, toolchain=toolchain, runner=runner, model=client,
+                          from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
+                          require_native=require_native, repo_root=root, on_event=on_event)
+    review = None
+    if branch is not False and (result.status == "passed" or branch_on_failure):
+        if no_branch and out is None:
+            review = ReviewOutcome(None, None, (), reason=f"{no_branch} (--out DIR writes the files instead)")
+        else:
+            review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
+                                        branch_on_failure=branch_on_failure, push=push,
+                                        out_dir=out.absolute() if out is not None else None,
+                                        toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+    return Ported(result, review)
+
+
+def arch_name(arch: str | None, option: str) -> str | None:
+    """An --arch/--to value as a profile name, or one line (exit 2) for a name porter has no profile for."""
+    if arch is None:
+        return None
+    from porter.arch import get_profile
+
+    try:
+        return get_profile(arch).name
+    except InputError as err:
+        raise InputError(f"{option}: {err}") from None
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayRow:
+    index: int
+    origin: str
+    recorded: str  # the recorded verdict's status word, "?" without a record
+    verdict: Verdict  # this machine's
+
+    @property
+    def agrees(self) -> bool:
+        return self.recorded == self.verdict.status
+
+
+@dataclass(frozen=True)
+class Replayed:
+    run: Path
+    rows: tuple[ReplayRow, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return all(r.agrees for r in self.rows)
+
+
+def replay(run: str, root: Path, *, gpu: bool = True) -> Replayed:
+    """``porter replay``: re-verify every candidate of a recorded run on this machine."""
+    from porter.gate import CheckOptions, run_check
+    from porter.runlog import candidates, find_run, read_config
+    from porter.spec import load_spec
+
+    folder = find_run(root / ".porter" / "runs", run)
+    config = read_config(folder)
+    # The spec at the same place in this clone first; the recording machine's absolute path last.
+    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
+    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
+    toolchain = assembler()
+    rows = []
+    with gpu_runner(gpu) as runner:
+        for index, _text, record in candidates(folder):
+            verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
+                                CheckOptions(arch=config.target, native=config.require_native), toolchain=toolchain,
+                                runner=runner)
+            rows.append(ReplayRow(index, record.origin if record is not None else "?",
+                                  record.verdict.status if record is not None else "?", verdict))
+    return Replayed(folder, tuple(rows))
+
+
+# -- bench and ci -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Benched:
+    rows: list[BenchRow]
+    summary: BenchSummary
+    gpu: str  # "NVIDIA H200 (sm_90), ..." or "no GPU"
+
+
+def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: bool = False,
+          api_base: str | None = None, gpu: bool = True, on_row: Callable[[BenchRow], None] | None = None,
+          env: Mapping[str, str] | None = None) -> Benched:
+    """``porter bench``: every task of a suite ported by every model (or its reference port checked)."""
+    from porter.bench import find_tasks, run_bench, summarise
+    from porter.model import check_model
+
+    tasks = find_tasks(suite)
+    if not solutions:
+        for name in models:
+            check_model(name, api_base=api_base, env=os.environ if env is None else env)  # a missing key: one line
+    toolchain = assembler()
+    with gpu_runner(gpu) as runner:
+        rows = run_bench(tasks, models=list(models) or [None], solutions=solutions, toolchain=toolchain,
+                         runner=runner, api_base=api_base, on_row=on_row)
+        name = runner.info.describe() if runner is not None and runner.info is not None else "no GPU"
+    return Benched(rows, summarise(rows), name)
+
+
+def ci(repo: Path, *, model: str | None = None, port_to: str | None = None, gpu: bool = True,
+       env: Mapping[str, str] | None = None, **options: Any) -> CiOutcome:
+    """``porter ci``: the pre-merge bot (see :mod:`porter.ci`), with the model for ``--port-to``
+    resolved as ``porter port`` resolves it."""
+    from porter.ci import run_ci
+    from porter.runner import Runner
+
+    name, base = None, None
+    if port_to:
+        from porter.model import resolve_model
+
+        name, base, _ = resolve_model(model, env=os.environ if env is None else env,
+                                      config_path=repo / ".porter" / "config.toml")
+    return run_ci(repo, port_to=port_to, model=name, api_base=base, runner_factory=Runner if gpu else None,
+                  **options)
