@@ -38,7 +38,7 @@ from porter.inspect import signature_evidence
 from porter.native import judge_native
 from porter.plan import Case, check_plan, check_seeds
 from porter.ptx import PtxModule, read_ptx
-from porter.runner.client import DeviceInfo, Runner, WorkerFault
+from porter.runner.client import DeviceInfo, GpuRunner, WorkerFault
 from porter.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
 from porter.toolchain import AssembleResult, Toolchain
 from porter.verdict import (
@@ -281,7 +281,7 @@ def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
 
 
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
-              runner: Runner | None) -> Verdict:
+              runner: GpuRunner | None) -> Verdict:
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
@@ -393,7 +393,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                     **_extra(base))
 
 
-def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: Runner, cubin: bytes, entry: str,
+def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
                launch: dict[str, Any] | None, warnings: list[str],
                reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
     """Run the plan in the worker, judging each case in a thread while the next one runs (the
@@ -432,7 +432,7 @@ def _signature(toolchain: Toolchain, result: AssembleResult, arch: str) -> dict[
     return signature_evidence(result, get_profile(arch), toolchain).found
 
 
-def _device(runner: Runner | None) -> tuple[DeviceInfo | None, str]:
+def _device(runner: GpuRunner | None) -> tuple[DeviceInfo | None, str]:
     if runner is None:
         return None, "no GPU requested (--no-gpu)"
     try:
@@ -585,7 +585,7 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
     return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({r.sizes})" for r in ran), tuple(details))
 
 
-def _timing(spec: Spec, runner: Runner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
+def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
             source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seed: int,
             verified: dict[tuple, list[int]], timed: list[dict[str, int]]) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,

@@ -4,14 +4,20 @@ Each job waits for a reply with a timeout. A worker that does not answer in time
 (a hung kernel cannot be interrupted any other way); a worker that dies, or reports a sticky CUDA
 error (illegal address, misaligned access: the context is unusable afterwards), is restarted on
 the next job. Either way the caller gets a ``WorkerFault`` with a message for the verdict.
+
+The gate, golden recording and the services talk to any :class:`GpuRunner`: :class:`Runner` is the
+one that runs the real worker (:func:`porter.runner.worker.serve`, which owns CUDA) in a child
+process; its ``target`` is injectable, so that the CPU tests run this file's timeout, kill and
+restart logic against a fake worker (:mod:`porter.runner.fake`).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 class WorkerFault(Exception):
@@ -38,12 +44,36 @@ class DeviceInfo:
         return f"{self.name} ({self.arch}), CUDA driver {self.driver}, CuPy {self.cupy}"
 
 
-class Runner:
-    """A handle on one GPU worker process. Use as a context manager, or call ``close()``."""
+class GpuRunner(Protocol):
+    """What the gate needs of a runner: start the worker (the device it owns), run one job with a
+    timeout (raising :class:`WorkerFault`), close. ``restarts`` counts workers lost to faults."""
 
-    def __init__(self, *, device: int = 0, startup_timeout_s: float = 180.0) -> None:
+    info: DeviceInfo | None
+    restarts: int
+
+    def start(self) -> DeviceInfo: ...
+
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+# A worker's body: it gets its end of the pipe and the device index, answers the start-up message
+# ({"ok": True, "device": {...}} or {"ok": False, "error": ...}), then one reply per job.
+WorkerTarget = Callable[[Any, int], None]
+
+
+class Runner:
+    """A handle on one GPU worker process. Use as a context manager, or call ``close()``.
+
+    ``target`` is the worker's body (default :func:`porter.runner.worker.serve`); it must be a
+    module-level function, since the child process is spawned."""
+
+    def __init__(self, *, device: int = 0, startup_timeout_s: float = 180.0,
+                 target: WorkerTarget | None = None) -> None:
         self.device = device
         self.startup_timeout_s = startup_timeout_s
+        self.target = target
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
@@ -62,10 +92,13 @@ class Runner:
         if self._proc is not None and self._proc.is_alive():
             assert self.info is not None
             return self.info
-        from porter.runner import worker
+        target = self.target
+        if target is None:
+            from porter.runner import worker
 
+            target = worker.serve
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=worker.serve, args=(child, self.device), daemon=True)
+        proc = self._ctx.Process(target=target, args=(child, self.device), daemon=True)
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent

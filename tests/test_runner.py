@@ -1,0 +1,72 @@
+"""The parent's side of the GPU worker on a CPU: timeouts, kills and restarts against a fake worker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from porter.runner import GpuRunner, Runner, WorkerFault
+from porter.runner.fake import FAKE_DEVICE, InProcessRunner, serve
+
+
+@pytest.fixture
+def runner():
+    with Runner(target=serve, startup_timeout_s=60) as r:
+        yield r
+
+
+def test_a_job_is_answered_and_the_device_known(runner: Runner) -> None:
+    assert runner.start() == FAKE_DEVICE
+    first = runner.call("echo", 30, value=3)
+    assert first["value"] == 3 and runner.call("echo", 30)["pid"] == first["pid"] and runner.restarts == 0
+
+
+def test_a_hung_job_is_killed_after_its_timeout_and_the_next_job_gets_a_new_worker(runner: Runner) -> None:
+    before = runner.call("echo", 30)["pid"]
+    start = time.monotonic()
+    with pytest.raises(WorkerFault) as fault:
+        runner.call("hang", 1.0)
+    assert fault.value.kind == "timeout" and "the worker was killed" in str(fault.value)
+    assert time.monotonic() - start < 10 and runner.restarts == 1
+    assert runner.call("echo", 30)["pid"] != before
+
+
+def test_a_worker_that_dies_is_reported_and_restarted(runner: Runner) -> None:
+    before = runner.call("echo", 30)["pid"]
+    with pytest.raises(WorkerFault) as fault:
+        runner.call("die", 30)
+    assert fault.value.kind == "died" and "exit code 7" in str(fault.value) and runner.restarts == 1
+    assert runner.call("echo", 30)["pid"] != before
+
+
+def test_a_sticky_error_restarts_the_worker_and_an_ordinary_one_does_not(runner: Runner) -> None:
+    before = runner.call("echo", 30)["pid"]
+    with pytest.raises(WorkerFault) as ordinary:
+        runner.call("fault", 30)
+    assert ordinary.value.kind == "fault" and runner.restarts == 0
+    assert runner.call("echo", 30)["pid"] == before
+    with pytest.raises(WorkerFault, match="IllegalAddress"):
+        runner.call("sticky", 30)
+    assert runner.restarts == 1 and runner.call("echo", 30)["pid"] != before
+
+
+def test_a_worker_that_cannot_start_is_unavailable() -> None:
+    with Runner(target=serve, device=-1) as r, pytest.raises(WorkerFault) as fault:
+        r.start()
+    assert fault.value.kind == "unavailable" and "no usable GPU" in str(fault.value)
+
+
+def test_close_ends_the_worker(runner: Runner) -> None:
+    runner.call("echo", 30)
+    proc = runner._proc
+    runner.close()
+    assert runner._proc is None and not proc.is_alive()
+
+
+def test_the_in_process_fake_is_a_runner() -> None:
+    fake: GpuRunner = InProcessRunner({"echo": lambda **p: p})
+    assert fake.call("echo", 1, x=1) == {"ok": True, "x": 1} and fake.info == FAKE_DEVICE
+    assert isinstance(InProcessRunner({}, device=None), InProcessRunner)
+    with pytest.raises(WorkerFault):
+        InProcessRunner({}, device=None).start()
