@@ -1,5 +1,6 @@
-"""porter's one way to run git: the review branch (``review.py``) and the pre-merge bot (``ci.py``)
-both go through :func:`run_git`.
+"""porter's one way to run git: the review branch (:mod:`porter.review.branch`) and the pre-merge
+bot (:mod:`porter.ci`) both go through :func:`run_git`; the bot reads revisions through
+:class:`GitRepo`.
 
 The rules every git call follows:
 
@@ -24,9 +25,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
-from porter.errors import EnvironmentProblem
+from porter.errors import EnvironmentProblem, InputError
+
+GIT_TIMEOUT_S = 300.0
 
 # Variables that point git at another repository, work tree or index than the one -C names.
 REDIRECTING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX",
@@ -77,3 +82,72 @@ def repo_root_of(path: Path) -> Path | None:
         if (candidate / ".git").exists():
             return candidate
     return None
+
+
+@dataclass(frozen=True)
+class GitRepo:
+    root: Path
+
+    @staticmethod
+    def open(repo: Path) -> GitRepo:
+        top = git_output(repo, "rev-parse", "--show-toplevel")
+        if top is None:
+            raise InputError(f"{repo}: not inside a git work tree")
+        return GitRepo(Path(top.decode().strip()))
+
+    def run(self, *args: str) -> bytes:
+        out = git_output(self.root, *args)
+        if out is None:
+            raise InputError(f"git {' '.join(args)}: failed in {self.root}")
+        return out
+
+    def commit(self, ref: str) -> str | None:
+        """The commit ``ref`` names, or None."""
+        if not ref or ref.startswith("-"):
+            return None
+        out = git_output(self.root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        return out.decode().strip() if out else None
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        out = git_output(self.root, "merge-base", a, b)
+        return out.decode().strip() if out else None
+
+    def existing(self, rev: str, paths: Collection[str]) -> frozenset[str]:
+        """Which of ``paths`` exist at ``rev``."""
+        if not paths:
+            return frozenset()
+        out = self.run("ls-tree", "-z", "--full-tree", "--name-only", rev, "--", *sorted(paths))
+        return frozenset(decode_path(p) for p in out.split(b"\0") if p)
+
+    def listing(self, rev: str, folder: str, *, recursive: bool) -> list[tuple[str, str]]:
+        """``(object, path)`` of the files in ``folder`` at ``rev`` ("." is the whole tree)."""
+        args = ["ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
+        if folder != ".":
+            args += ["--", folder + "/"]
+        entries = []
+        for item in self.run(*args).split(b"\0"):
+            if item:
+                meta, _, path = item.partition(b"\t")
+                mode, kind, obj = meta.decode().split()
+                if kind == "blob" and mode != "120000":  # no symbolic links: they could point anywhere
+                    entries.append((obj, decode_path(path)))
+        return entries
+
+    def blob(self, obj: str) -> bytes:
+        """The bytes of a blob: an object name, or ``REV:PATH``."""
+        return self.run("cat-file", "blob", obj)
+
+
+def decode_path(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+def git_output(cwd: Path, *args: str) -> bytes | None:
+    """stdout of ``git args`` run in ``cwd``, or None when git says no (with :func:`run_git`'s rules).
+    Paths are literal: a folder named ``*`` is that folder, not a pattern."""
+    try:
+        proc = run_git(cwd, *args, check=False, timeout=GIT_TIMEOUT_S, text=False, literal_pathspecs=True,
+                       what="porter ci")
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"git {args[0]} took over {GIT_TIMEOUT_S:.0f} s") from None
+    return proc.stdout if proc.returncode == 0 else None

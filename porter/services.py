@@ -3,9 +3,9 @@ library functions under the interfaces (the CLI, an MCP server, a notebook).
 
 Each service owns what a command needs for its whole run: the GPU worker's lifetime (one
 :func:`gpu_runner` context per command, closed whatever happens), the toolchain, the spec search and
-the model's resolution and pre-flight (:func:`porter.model.open_model`). The interfaces only parse
+the model's resolution and pre-flight (:func:`porter.agent.llm.open_model`). The interfaces only parse
 arguments, call one of these and render what it returns; exit codes come from
-:func:`porter.verdict.judge`.
+:func:`porter.gate.verdict.judge`.
 
 Heavy modules are imported inside the functions, so that importing this module (and
 ``porter --help``) stays fast.
@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 from porter.errors import EnvironmentProblem, InputError
 
 if TYPE_CHECKING:
-    from porter.bench import BenchRow, BenchSummary
-    from porter.ci import CiOutcome
-    from porter.gate import CheckOptions
-    from porter.model import Budget
-    from porter.review import ReviewOutcome
-    from porter.runner import Runner
-    from porter.runner.client import DeviceInfo
-    from porter.session import PortResult
-    from porter.spec import Spec
-    from porter.toolchain import Toolchain
-    from porter.verdict import Verdict
+    from porter.agent.llm import Budget
+    from porter.agent.session import PortResult
+    from porter.bench.suite import BenchRow, BenchSummary
+    from porter.ci.bot import CiOutcome
+    from porter.gate.check import CheckOptions
+    from porter.gate.runner import Runner
+    from porter.gate.runner.client import DeviceInfo
+    from porter.gate.spec import Spec
+    from porter.gate.verdict import Verdict
+    from porter.ptx.toolchain import Toolchain
+    from porter.review.branch import ReviewOutcome
 
 
 # -- what every command shares ------------------------------------------------------------------
@@ -45,7 +45,7 @@ def gpu_runner(gpu: bool = True) -> Iterator[Runner | None]:
     if not gpu:
         yield None
         return
-    from porter.runner import Runner
+    from porter.gate.runner import Runner
 
     with Runner() as runner:
         yield runner
@@ -53,7 +53,7 @@ def gpu_runner(gpu: bool = True) -> Iterator[Runner | None]:
 
 def assembler() -> Toolchain:
     """The toolchain, with ptxas (every command that checks a kernel needs it: one line, exit 3, if not)."""
-    from porter.toolchain import find_toolchain
+    from porter.ptx.toolchain import find_toolchain
 
     toolchain = find_toolchain()
     toolchain.require("ptxas")
@@ -63,8 +63,8 @@ def assembler() -> Toolchain:
 def find_spec(kernel: Path, spec: Path | None) -> Spec:
     """The spec given, else the nearest porter.toml walking up from the kernel's folder to the top
     of its repository (only its own folder outside one): the same search as ``porter ci``'s."""
+    from porter.gate.spec import load_spec
     from porter.gitcmd import repo_root_of
-    from porter.spec import load_spec
 
     if not kernel.exists():  # say so before complaining about the spec beside it
         raise InputError(f"{kernel}: no such file")
@@ -90,9 +90,9 @@ def repo_root(path: Path) -> Path:
 
 def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[DeviceInfo, bytes]:
     """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
-    from porter.gate import runnable_cubin
+    from porter.gate.check import runnable_cubin
+    from porter.gate.runner import WorkerFault
     from porter.ptx import read_ptx
-    from porter.runner import WorkerFault
 
     module = read_ptx(kernel)
     toolchain = assembler()
@@ -111,7 +111,7 @@ def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[Dev
 
 def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True) -> Verdict:
     """``porter check``: the gate on one candidate."""
-    from porter.gate import run_check
+    from porter.gate.check import run_check
 
     toolchain = assembler()
     with gpu_runner(gpu) as runner:
@@ -120,7 +120,7 @@ def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = Tru
 
 def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False) -> dict[str, Any]:
     """``porter record``: the source kernel's outputs for the whole sweep, as a golden folder; its manifest."""
-    from porter.golden import record as record_golden
+    from porter.gate.golden import record as record_golden
 
     with gpu_runner() as runner:
         assert runner is not None
@@ -138,10 +138,10 @@ class Profiled:
 def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bool = True) -> Profiled:
     """``porter profile``: the hot loop under Nsight Compute (or an ncu export), written into the
     spec's ``[profile]`` unless ``write=False``."""
-    from porter.arch import get_profile
-    from porter.hotprofile import import_details, profile_kernel, stamp, summarise, write_profile
-    from porter.profiler import LaunchJob
+    from porter.gate.hotspots import import_details, profile_kernel, stamp, summarise, write_profile
+    from porter.gate.nsight import LaunchJob
     from porter.ptx import read_ptx
+    from porter.ptx.arch import get_profile
 
     sizes = spec.default_sizes()
     if from_csv is not None:
@@ -182,9 +182,9 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          env: Mapping[str, str] | None = None) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
     branch asked for can be made), then the session, then the review branch of a port that passed."""
-    from porter.model import Budget, open_model
-    from porter.review import ReviewOutcome, branch_problem, open_review_branch
-    from porter.session import run_port
+    from porter.agent.llm import Budget, open_model
+    from porter.agent.session import run_port
+    from porter.review.branch import ReviewOutcome, branch_problem, open_review_branch
 
     # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
     kernel = kernel.absolute()
@@ -223,7 +223,7 @@ def arch_name(arch: str | None, option: str) -> str | None:
     """An --arch/--to value as a profile name, or one line (exit 2) for a name porter has no profile for."""
     if arch is None:
         return None
-    from porter.arch import get_profile
+    from porter.ptx.arch import get_profile
 
     try:
         return get_profile(arch).name
@@ -258,9 +258,9 @@ class Replayed:
 
 def replay(run: str, root: Path, *, gpu: bool = True) -> Replayed:
     """``porter replay``: re-verify every candidate of a recorded run on this machine."""
-    from porter.gate import CheckOptions, run_check
-    from porter.runlog import candidates, find_run, read_config
-    from porter.spec import load_spec
+    from porter.agent.runs import candidates, find_run, read_config
+    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.spec import load_spec
 
     folder = find_run(root / ".porter" / "runs", run)
     config = read_config(folder)
@@ -293,8 +293,8 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
           api_base: str | None = None, gpu: bool = True, on_row: Callable[[BenchRow], None] | None = None,
           env: Mapping[str, str] | None = None) -> Benched:
     """``porter bench``: every task of a suite ported by every model (or its reference port checked)."""
-    from porter.bench import find_tasks, run_bench, summarise
-    from porter.model import check_model
+    from porter.agent.llm import check_model
+    from porter.bench.suite import find_tasks, run_bench, summarise
 
     tasks = find_tasks(suite)
     if not solutions:
@@ -310,14 +310,14 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
 
 def ci(repo: Path, *, model: str | None = None, port_to: str | None = None, gpu: bool = True,
        env: Mapping[str, str] | None = None, **options: Any) -> CiOutcome:
-    """``porter ci``: the pre-merge bot (see :mod:`porter.ci`), with the model for ``--port-to``
+    """``porter ci``: the pre-merge bot (see :mod:`porter.ci.bot`), with the model for ``--port-to``
     resolved as ``porter port`` resolves it."""
-    from porter.ci import run_ci
-    from porter.runner import Runner
+    from porter.ci.bot import run_ci
+    from porter.gate.runner import Runner
 
     name, base = None, None
     if port_to:
-        from porter.model import resolve_model
+        from porter.agent.llm import resolve_model
 
         name, base, _ = resolve_model(model, env=os.environ if env is None else env,
                                       config_path=repo / ".porter" / "config.toml")

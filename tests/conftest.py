@@ -14,7 +14,7 @@ EXAMPLES = ROOT / "examples"
 @functools.lru_cache(maxsize=1)
 def gpu_unavailable_reason() -> str | None:
     """None when CuPy sees a GPU, else why not (checked once, in a child process via the runner)."""
-    from porter.doctor import detect_gpus
+    from porter.gate.doctor import detect_gpus
 
     gpus, note = detect_gpus()
     if not gpus:
@@ -45,7 +45,7 @@ class NoGpuRunner:
     """A runner whose worker cannot start, as on a CPU-only machine: for CPU tests of GPU paths."""
 
     def start(self):
-        from porter.runner import WorkerFault
+        from porter.gate.runner import WorkerFault
 
         raise WorkerFault("no usable GPU: none here", kind="unavailable")
 
@@ -60,7 +60,7 @@ def no_gpu() -> NoGpuRunner:
 
 @pytest.fixture(scope="session")
 def runner():
-    from porter.runner import Runner
+    from porter.gate.runner import Runner
 
     with Runner() as r:
         yield r
@@ -68,7 +68,7 @@ def runner():
 
 @pytest.fixture(scope="session")
 def toolchain():
-    from porter.toolchain import find_toolchain
+    from porter.ptx.toolchain import find_toolchain
 
     tc = find_toolchain()
     if tc.ptxas is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from porter._data import data_dir
-from porter.agent import (
+from porter.agent.prompts import (
     BIG_KERNEL_LINES,
     AgentDef,
     PortContext,
@@ -18,11 +18,11 @@ from porter.agent import (
     parse_agent,
     placeholder_values,
 )
-from porter.arch import compatibility, get_profile, load_features
 from porter.errors import InputError
+from porter.gate.spec import Spec, parse_spec
+from porter.gate.verdict import Gate, Verdict
 from porter.ptx import parse_ptx
-from porter.spec import Spec, parse_spec
-from porter.verdict import Gate, Verdict
+from porter.ptx.arch import compatibility, get_profile, load_features
 
 ROOT = Path(__file__).resolve().parent.parent
 WGMMA = ROOT / "examples" / "inspect" / "wgmma_sm90a.ptx"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from porter.arch import (
+from porter.errors import InputError
+from porter.ptx.arch import (
     ArchProfile,
     can_compile,
     compatibility,
@@ -17,7 +18,6 @@ from porter.arch import (
     normalize_arch,
     tensor_core_change,
 )
-from porter.errors import InputError
 from porter.ptx.model import Entry, Instruction, PtxModule
 
 PROBES = Path(__file__).resolve().parent / "probes"

@@ -14,8 +14,8 @@ import pytest
 
 from porter._toml import tomllib
 from porter.errors import InputError
-from porter.gate import CheckOptions, run_check
-from porter.spec import load_spec
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.spec import load_spec
 
 pytestmark = pytest.mark.gpu
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from porter.bench import BenchRow, find_tasks, render_markdown, row_from_verdict, run_bench, summarise
+from porter.bench.suite import BenchRow, find_tasks, render_markdown, row_from_verdict, run_bench, summarise
 from porter.errors import InputError
-from porter.native import NativeEvidence
-from porter.verdict import Gate, Timing, Verdict
+from porter.gate.native import NativeEvidence
+from porter.gate.verdict import Gate, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

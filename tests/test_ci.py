@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import NoGpuRunner
 
-import porter.ci
-from porter.ci import (
+import porter.ci.bot
+from porter.ci.bot import (
     Change,
     CiKernel,
     CiOutcome,
@@ -28,14 +28,14 @@ from porter.ci import (
     plan,
     run_ci,
 )
-from porter.ci_output import (
+from porter.ci.output import (
     MAX_ANNOTATIONS,
     annotation,
     render_annotations,
     render_junit,
     render_markdown,
 )
-from porter.verdict import Gate, Timing, Verdict
+from porter.gate.verdict import Gate, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "vector_add"
@@ -123,7 +123,7 @@ def test_a_change_to_other_files_only_ends_at_once(repo: Path, monkeypatch: pyte
     def forbidden(*_args, **_kwargs):
         raise AssertionError("no toolchain or GPU is needed when no kernel changed")
 
-    monkeypatch.setattr(porter.ci, "find_toolchain", forbidden)
+    monkeypatch.setattr(porter.ci.bot, "find_toolchain", forbidden)
     started = time.perf_counter()
     outcome, printed = ci(repo, None, runner_factory=forbidden)
     assert outcome.exit_code == 0
@@ -522,7 +522,7 @@ def test_markdown_table_cells_cannot_break_the_table() -> None:
 
 @pytest.mark.gpu
 def test_a_slower_kernel_fails_with_the_ratio(repo: Path, toolchain) -> None:
-    from porter.runner import Runner
+    from porter.gate.runner import Runner
 
     commit(repo, "slower", {KERNEL: SLOW.read_text()})
     outcome, _ = ci(repo, toolchain, base="HEAD~1", runner_factory=Runner)
@@ -535,7 +535,7 @@ def test_a_slower_kernel_fails_with_the_ratio(repo: Path, toolchain) -> None:
 
 @pytest.mark.gpu
 def test_an_unchanged_kernel_keeps_its_speed(repo: Path, toolchain) -> None:
-    from porter.runner import Runner
+    from porter.gate.runner import Runner
 
     commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
     outcome, _ = ci(repo, toolchain, base="HEAD~1", runner_factory=Runner)
@@ -547,7 +547,7 @@ def test_an_unchanged_kernel_keeps_its_speed(repo: Path, toolchain) -> None:
 @pytest.mark.gpu
 def test_a_change_that_fixes_a_wrong_kernel_passes_and_is_timed(repo: Path, toolchain) -> None:
     """The base kernel is the speed baseline only: a head that differs from it because it is right passes."""
-    from porter.runner import Runner
+    from porter.gate.runner import Runner
 
     wrong = kernel_text().replace("%f4, %f2, %f1, %f3;", "%f4, %f3, %f1, %f2;")  # alpha * y + x
     assert wrong != kernel_text()

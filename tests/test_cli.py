@@ -84,7 +84,7 @@ def test_profile_imports_an_ncu_export_into_the_spec(tmp_path: Path) -> None:
     after = (tmp_path / "porter.toml").read_text()
     assert after.startswith(before.rstrip("\n"))  # the user's spec is kept, [profile] appended
     assert "[profile]" in after and "time_us = 2.02" in after and "registers = 16" in after
-    from porter.spec import load_spec
+    from porter.gate.spec import load_spec
 
     assert load_spec(tmp_path / "porter.toml").profile["time_us"] == 2.02
     again = porter("profile", str(tmp_path / "kernel.ptx"), "--from-csv", str(export))

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from porter.compare import compare, compare_runs, format_comparison, reference_warnings
+from porter.gate.compare import compare, compare_runs, format_comparison, reference_warnings
 
 F32 = {"atol": 1e-5, "rtol": 1e-4}
 BF16 = {"atol": 1e-2, "rtol": 2e-2}

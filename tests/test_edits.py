@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from porter.edits import apply_reply, format_instructions
+from porter.agent.edits import apply_reply, format_instructions
 
 KERNEL = """\
 .version 8.0

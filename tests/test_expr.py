@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from porter.errors import InputError
-from porter.expr import MAX_INT, check_symbols, evaluate, free_symbols, resolve_sizes
+from porter.gate.expr import MAX_INT, check_symbols, evaluate, free_symbols, resolve_sizes
 
 SIZES = {"M": 1000, "N": 999, "K": 72, "Z": 0}
 

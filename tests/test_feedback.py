@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from porter.edits import apply_reply
-from porter.feedback import feedback_for, format_error_feedback, middle_cut
-from porter.native import NativeEvidence
-from porter.toolchain import AssembleResult, Diagnostic, EntryResources
-from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.agent.edits import apply_reply
+from porter.agent.feedback import feedback_for, format_error_feedback, middle_cut
+from porter.gate.native import NativeEvidence
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.ptx.toolchain import AssembleResult, Diagnostic, EntryResources
 
 CANDIDATE = "\n".join(f"line {n} of the kernel" for n in range(1, 41)) + "\n"
 

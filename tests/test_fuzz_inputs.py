@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from porter.agent import parse_agent
+from porter.agent.prompts import parse_agent
 from porter.errors import InputError
-from porter.profiler import parse_details_csv, parse_sanitizer, parse_source_csv
-from porter.spec import launch_directive, parse_spec, with_launch
+from porter.gate.nsight import parse_details_csv, parse_sanitizer, parse_source_csv
+from porter.gate.spec import launch_directive, parse_spec, with_launch
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,7 +35,7 @@ def test_spec_parser_takes_any_table(data) -> None:
 
 
 def _vector_add_spec():
-    from porter.spec import load_spec
+    from porter.gate.spec import load_spec
 
     return load_spec(ROOT / "examples" / "vector_add" / "porter.toml")
 
@@ -85,8 +85,8 @@ def test_agent_files_take_any_text(body: str) -> None:
 @FUZZ
 @given(st.text(max_size=300))
 def test_script_and_task_files_take_any_text(tmp_path_factory, body: str) -> None:
-    from porter.bench import load_tasks
-    from porter.model import ReplayModel
+    from porter.agent.llm import ReplayModel
+    from porter.bench.suite import load_tasks
 
     folder = tmp_path_factory.mktemp("fuzz")
     for text in (body, f'label = "scripted"\n[[reply]]\n{body}\n', f"[task]\n{body}\n"):

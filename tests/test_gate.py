@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from porter.arch import cubin_runs_on
 from porter.errors import InputError
-from porter.gate import CheckOptions, block_tile, run_check
-from porter.spec import load_spec
-from porter.verdict import Gate, overall_status
+from porter.gate.check import CheckOptions, block_tile, run_check
+from porter.gate.spec import load_spec
+from porter.gate.verdict import Gate, overall_status
+from porter.ptx.arch import cubin_runs_on
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,9 +137,9 @@ def test_a_candidate_with_its_own_launch_is_checked_under_the_sources_spec(toolc
     ],
 )
 def test_a_source_kernel_is_built_for_a_target_this_gpu_runs(kernel, device_arch, builds_for, note, toolchain) -> None:
-    from porter.gate import runnable_cubin
+    from porter.gate.check import runnable_cubin
+    from porter.gate.runner.client import DeviceInfo
     from porter.ptx import read_ptx
-    from porter.runner.client import DeviceInfo
 
     device = DeviceInfo("H200", device_arch, "9.0", 132, 50 << 20, 232448, "13.0", "13.0", "14.2.0")
     cubin, why = runnable_cubin(read_ptx(ROOT / kernel), None, device, toolchain, Path(kernel).name)
@@ -152,8 +152,8 @@ def test_a_source_kernel_is_built_for_a_target_this_gpu_runs(kernel, device_arch
 
 
 def test_timings_at_several_sizes_are_told_apart_in_the_report() -> None:
-    from porter.report import render_verdict
-    from porter.verdict import Timing, Verdict
+    from porter.gate.verdict import Timing, Verdict
+    from porter.report.terminal import render_verdict
 
     timings = (Timing("candidate", 0.2, 0.19, 0.21, 200, sizes="M=4096"), Timing("library", 0.18, 0.17, 0.19, 200, sizes="M=4096"),
                Timing("candidate", 1.6, 1.5, 1.7, 150, sizes="M=8192"), Timing("library", 1.5, 1.4, 1.6, 150, sizes="M=8192"))

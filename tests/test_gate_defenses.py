@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from porter.errors import InputError
-from porter.gate import CheckOptions, _judge_case, _timed_outputs_problems, run_check
-from porter.golden import check_golden, load_golden
-from porter.inputs import fresh_seed, make_args
-from porter.native import instruction_flops, judge_native
-from porter.plan import Case, check_plan, check_seeds
-from porter.profiler import opcode_bases, parse_source_csv
-from porter.runner import WorkerFault
-from porter.runner.client import DeviceInfo
-from porter.runner.cubin import module_globals
-from porter.spec import load_spec
+from porter.gate.check import CheckOptions, _judge_case, _timed_outputs_problems, run_check
+from porter.gate.golden import check_golden, load_golden
+from porter.gate.inputs import fresh_seed, make_args
+from porter.gate.native import instruction_flops, judge_native
+from porter.gate.nsight import opcode_bases, parse_source_csv
+from porter.gate.plan import Case, check_plan, check_seeds
+from porter.gate.runner import WorkerFault
+from porter.gate.runner.client import DeviceInfo
+from porter.gate.runner.cubin import module_globals
+from porter.gate.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTOR_ADD = ROOT / "examples" / "vector_add"
@@ -323,7 +323,7 @@ def test_the_attack_family_golden_folders_are_refused() -> None:
 # --- a size set the spec does not list -------------------------------------------------------------
 
 def test_the_unannounced_size_set_stays_inside_the_contract_the_sweep_implies() -> None:
-    from porter.plan import unannounced_sizes
+    from porter.gate.plan import unannounced_sizes
 
     spec = load_spec(GEMM / "porter.toml")
     listed = [sorted(s.items()) for s in spec.size_sets()]
@@ -338,7 +338,7 @@ def test_the_unannounced_size_set_stays_inside_the_contract_the_sweep_implies() 
 
 
 def test_a_symbol_the_sweep_never_varies_keeps_its_value(tmp_path: Path) -> None:
-    from porter.plan import unannounced_sizes
+    from porter.gate.plan import unannounced_sizes
 
     folder = spec_with(tmp_path, VECTOR_ADD, "[sizes]\nn = 16777216", "[sizes]\nn = 16777216\nd = 64")
     spec = load_spec(folder / "porter.toml")
@@ -349,8 +349,8 @@ def test_a_symbol_the_sweep_never_varies_keeps_its_value(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["f64", "f32", "f16", "bf16", "e4m3", "e5m2", "i32", "u8"])
 def test_random_initial_outputs_are_finite_and_cover_every_magnitude(name: str) -> None:
-    from porter.dtypes import DTYPES
-    from porter.runner.worker import random_finite
+    from porter.gate.dtypes import DTYPES
+    from porter.gate.runner.worker import random_finite
 
     dtype = DTYPES[name]
     raw = random_finite(np, dtype, 4096 * dtype.itemsize, 7)  # NumPy stands in for CuPy: the same calls

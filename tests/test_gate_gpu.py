@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from porter.gate import CheckOptions, run_check
-from porter.spec import load_spec
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.spec import load_spec
 
 pytestmark = pytest.mark.gpu
 
@@ -24,8 +24,8 @@ EXAMPLE_KERNELS = sorted(p for p in EXAMPLES.glob("*/kernel*.ptx") if (p.parent 
 def runs_here(kernel: Path, runner) -> None:
     """Skip a kernel whose target this GPU cannot run (the Blackwell GEMM on the H200); sm_80 PTX
     runs here, assembled for the device."""
-    from porter.arch import ptx_runs_on
     from porter.ptx import read_ptx
+    from porter.ptx.arch import ptx_runs_on
 
     target, device = read_ptx(kernel).arch, runner.start()
     if not ptx_runs_on(target, device.arch)[0]:
@@ -91,8 +91,8 @@ def test_ragged_kernel_passes_aligned_sizes(runner, toolchain):
 
 
 def test_record_then_check_against_golden(tmp_path, runner, toolchain):
-    from porter.gate import runnable_cubin
-    from porter.golden import record
+    from porter.gate.check import runnable_cubin
+    from porter.gate.golden import record
     from porter.ptx import read_ptx
 
     spec = load_spec(VECTOR_ADD / "porter.toml")

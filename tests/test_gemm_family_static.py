@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from porter.gate.spec import check_against_entry, launch_directive, load_spec, with_launch
 from porter.ptx import read_ptx
-from porter.spec import check_against_entry, launch_directive, load_spec, with_launch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FAMILY = EXAMPLES / "gemm_bf16"

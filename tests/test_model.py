@@ -15,8 +15,7 @@ from types import SimpleNamespace
 import pytest
 from openai_stub import OpenAIStub, Scripted, chat, error, raw, stall
 
-from porter.errors import EnvironmentProblem, InputError
-from porter.model import (
+from porter.agent.llm import (
     Budget,
     BudgetExhausted,
     LiteLLMModel,
@@ -34,6 +33,7 @@ from porter.model import (
     price_per_token,
     resolve_model,
 )
+from porter.errors import EnvironmentProblem, InputError
 
 MESSAGES = [{"role": "system", "content": "You port PTX."}, {"role": "user", "content": "Port this kernel."}]
 
@@ -457,7 +457,7 @@ def test_make_model() -> None:
 
 
 def test_importing_the_module_loads_neither_litellm_nor_tenacity() -> None:
-    code = "import sys, porter.model; print(sorted({'litellm', 'tenacity'} & set(sys.modules)))"
+    code = "import sys, porter.agent.llm; print(sorted({'litellm', 'tenacity'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -472,7 +472,7 @@ def _closed_port() -> int:
 
 
 def test_a_missing_key_is_named_without_importing_litellm() -> None:
-    code = ("import sys\nfrom porter.model import check_model, ModelError\n"
+    code = ("import sys\nfrom porter.agent.llm import check_model, ModelError\n"
             "try:\n    check_model('openai/gpt-4o', api_base=None, env={})\nexcept ModelError as e:\n"
             "    print(e.exit_code, e)\nprint('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -517,7 +517,7 @@ def test_an_unknown_provider_is_bad_input() -> None:
 
 def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
     """porter names the variables without importing litellm; litellm's validate_environment is the truth."""
-    from porter.model import BARE_PREFIXES, PROVIDER_KEYS, _litellm
+    from porter.agent.llm import BARE_PREFIXES, PROVIDER_KEYS, _litellm
 
     litellm = _litellm()
     for key in {k for keys in PROVIDER_KEYS.values() for k in keys}:

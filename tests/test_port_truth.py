@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import NoGpuRunner
 
+from porter.agent.llm import Budget, ReplayModel
+from porter.agent.session import PortRequest, PortSession, choose_target
+from porter.cli.progress import PlainProgress
 from porter.errors import InputError
-from porter.model import Budget, ReplayModel
-from porter.progress import PlainProgress
-from porter.session import PortRequest, PortSession, choose_target
-from porter.spec import load_spec
+from porter.gate.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 VADD = ROOT / "examples" / "vector_add"
@@ -122,7 +122,7 @@ def test_zero_minutes_on_the_command_line_is_a_budget(tmp_path):
 
 
 def test_a_changed_target_is_said_first_and_recorded(tmp_path, toolchain):
-    from porter.port_report import render_port_report
+    from porter.review.port_report import render_port_report
 
     stream = io.StringIO()
     request = PortRequest(kernel=TILE / "kernel_sm80.ptx", spec=load_spec(TILE / "porter.toml"), to_arch="sm_100",
@@ -171,7 +171,7 @@ def test_a_source_that_does_not_assemble_is_bad_input_before_any_model_call(tmp_
 
 
 def test_from_contradicting_the_target_is_a_warning(toolchain, tmp_path):
-    from porter.preflight import source_arch_warning
+    from porter.agent.preflight import source_arch_warning
     from porter.ptx import read_ptx
 
     sm90a = read_ptx(GEMM / "kernel_sm90a.ptx")
@@ -183,7 +183,7 @@ def test_from_contradicting_the_target_is_a_warning(toolchain, tmp_path):
 
 
 def test_the_spec_must_match_the_source_block_and_shared_memory(tmp_path, toolchain):
-    from porter.preflight import check_spec_matches
+    from porter.agent.preflight import check_spec_matches
     from porter.ptx import read_ptx
 
     folder = _copy(tmp_path, GEMM, ("kernel_sm80.ptx", "ref.py"))
@@ -264,7 +264,7 @@ def test_port_from_a_subdirectory_with_a_relative_path(tmp_path):
 
 
 def test_runs_of_two_kernel_ptx_files_are_told_apart_by_their_entries(tmp_path, toolchain):
-    from porter.runlog import new_run_id
+    from porter.agent.runs import new_run_id
 
     a, b = new_run_id("softmax_kernel", "sm_100a"), new_run_id("matmul_kernel", "sm_100a")
     assert "softmax_kernel-sm_100a" in a and "matmul_kernel-sm_100a" in b
@@ -325,7 +325,7 @@ def test_a_missing_key_ends_in_under_two_seconds_naming_the_variable(tmp_path):
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["port", "--help"], ["ci", "--help"]])
 def test_help_and_version_import_neither_litellm_nor_cupy_nor_git(args):
-    code = ("import sys\nfrom porter.cli import main\nsys.argv = ['porter', *sys.argv[1:]]\n"
+    code = ("import sys\nfrom porter.cli.app import main\nsys.argv = ['porter', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(sorted({'litellm', 'cupy', 'git', 'tenacity'} & set(sys.modules)), file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from porter.hotprofile import replace_profile_table, summarise
-from porter.native import judge_native
-from porter.profiler import opcode_bases, parse_details_csv, parse_sanitizer, parse_source_csv, sass_opcode
+from porter.gate.hotspots import replace_profile_table, summarise
+from porter.gate.native import judge_native
+from porter.gate.nsight import opcode_bases, parse_details_csv, parse_sanitizer, parse_source_csv, sass_opcode
 
 NCU = Path(__file__).resolve().parent / "data" / "ncu"
 

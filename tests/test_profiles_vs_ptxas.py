@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from porter.arch import can_compile, features_used, load_features, load_profiles
+from porter.ptx.arch import can_compile, features_used, load_features, load_profiles
 from porter.ptx.model import Instruction
 
 PROBES = Path(__file__).resolve().parent / "probes"

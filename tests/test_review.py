@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from porter.agent.runs import CandidateRecord
+from porter.agent.session import PortResult
 from porter.errors import InputError
-from porter.native import NativeEvidence
-from porter.port_report import render_port_report, reproduce_command
-from porter.review import branch_name, open_review_branch
-from porter.runlog import CandidateRecord
-from porter.session import PortResult
-from porter.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.gate.native import NativeEvidence
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.review.branch import branch_name, open_review_branch
+from porter.review.port_report import render_port_report, reproduce_command
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_bt_tile"
@@ -346,9 +346,9 @@ def test_a_failing_hand_made_session_is_branched_only_when_asked(tmp_path):
 
 
 def test_a_real_failing_session_is_committed_marked_not_verified(tmp_path, toolchain, no_gpu):
-    from porter.model import Budget
-    from porter.session import PortRequest, PortSession
-    from porter.spec import load_spec
+    from porter.agent.llm import Budget
+    from porter.agent.session import PortRequest, PortSession
+    from porter.gate.spec import load_spec
 
     repo = make_repo(tmp_path)
     for name in ("kernel_sm80.ptx", "porter.toml", "ref.py"):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from porter.runner import GpuRunner, Runner, WorkerFault
-from porter.runner.fake import FAKE_DEVICE, InProcessRunner, serve
+from porter.gate.runner import GpuRunner, Runner, WorkerFault
+from porter.gate.runner.fake import FAKE_DEVICE, InProcessRunner, serve
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from porter.errors import InputError
+from porter.gate.scaffold import choose_entry, scaffold_spec
+from porter.gate.spec import check_against_entry, load_spec
 from porter.ptx import read_ptx
-from porter.scaffold import choose_entry, scaffold_spec
-from porter.spec import check_against_entry, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

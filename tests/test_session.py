@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from porter.model import Budget, ReplayModel
-from porter.runlog import find_run, list_runs, no_pairs_reason, repair_pairs
-from porter.session import PortRequest, PortSession, choose_target
-from porter.spec import load_spec
+from porter.agent.llm import Budget, ReplayModel
+from porter.agent.runs import find_run, list_runs, no_pairs_reason, repair_pairs
+from porter.agent.session import PortRequest, PortSession, choose_target
+from porter.gate.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_bt_tile"

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from porter.dtypes import ALIASES, DTYPES, parse_dtype
 from porter.errors import InputError
-from porter.ptx.model import Entry, Param
-from porter.spec import (
+from porter.gate.dtypes import ALIASES, DTYPES, parse_dtype
+from porter.gate.spec import (
     CallableRef,
     FillSpec,
     LaunchDims,
@@ -24,6 +23,7 @@ from porter.spec import (
     load_spec,
     parse_spec,
 )
+from porter.ptx.model import Entry, Param
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -768,7 +768,7 @@ def test_check_against_entry_struct_param_and_name(folder: Path) -> None:
 
 
 def test_a_candidate_declares_its_own_launch_and_entry() -> None:
-    from porter.spec import launch_directive, with_launch
+    from porter.gate.spec import launch_directive, with_launch
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "gemm_bf16" / "porter.toml")
     text = ('.version 8.0\n// porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], '
@@ -782,7 +782,7 @@ def test_a_candidate_declares_its_own_launch_and_entry() -> None:
 
 
 def test_a_bad_launch_directive_names_the_line_and_key() -> None:
-    from porter.spec import launch_directive, with_launch
+    from porter.gate.spec import launch_directive, with_launch
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "vector_add" / "porter.toml")
     with pytest.raises(InputError, match=r"k\.ptx:2: porter-launch: not the inside of a TOML inline table"):
@@ -800,7 +800,7 @@ TMA_A = 'name = "tmA", kind = "tensormap", tensor = "A", dims = ["M", "K"], box 
 
 
 def _with_params(*bodies: str):
-    from porter.spec import launch_directive, with_launch
+    from porter.gate.spec import launch_directive, with_launch
 
     text = "".join(f"// porter-param: {body}\n" for body in bodies) + ".version 8.0\n"
     return with_launch(load_spec(GEMM_SPEC), launch_directive(text, source="k.ptx"), source="k.ptx")

@@ -1,4 +1,4 @@
-"""porter.toolchain against the real ptxas / nvdisasm / cuobjdump (skipped, with the reason, when absent).
+"""porter.ptx.toolchain against the real ptxas / nvdisasm / cuobjdump (skipped, with the reason, when absent).
 
 Every probe kernel stores its results to global memory: otherwise ptxas eliminates the
 instructions under test and the SASS checks would look at nothing.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.toolchain import Toolchain, find_toolchain, search_dirs
+from porter.ptx.toolchain import Toolchain, find_toolchain, search_dirs
 
 WGMMA_PTX = """\
 .version 8.0

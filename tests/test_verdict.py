@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from porter.jsonable import from_jsonable, to_jsonable
-from porter.ptx.assembly import Assembly, Diagnostic, EntryResources
-from porter.verdict import (
+from porter.gate.verdict import (
     CaseResult,
     Gate,
     NativeEvidence,
@@ -21,6 +19,8 @@ from porter.verdict import (
     exit_code_for,
     judge,
 )
+from porter.jsonable import from_jsonable, to_jsonable
+from porter.ptx.assembly import Assembly, Diagnostic, EntryResources
 
 
 def _verdict(**changes) -> Verdict:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 def spec_kernel(example: Path) -> Path:
     """The example's kernel that its spec describes (a family folder holds one per generation)."""
-    from porter.spec import load_spec
+    from porter.gate.spec import load_spec
 
     entry = load_spec(example / "porter.toml").entry
     return next(p for p in sorted(example.glob("kernel*.ptx")) if f".entry {entry}(" in p.read_text())
@@ -65,10 +65,10 @@ class PhaseClock:
 
 
 def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float, float]:
-    from porter.gate import CheckOptions, run_check
-    from porter.runner import Runner
-    from porter.spec import load_spec
-    from porter.toolchain import find_toolchain
+    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.runner import Runner
+    from porter.gate.spec import load_spec
+    from porter.ptx.toolchain import find_toolchain
 
     spec = load_spec(example / "porter.toml")
     kernel = spec_kernel(example)
@@ -90,7 +90,7 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
             median_ms = verdict.timings[0].median_ms
         # The candidate alone, as do_bench times it: no library or source kernel interleaved
         # (a cuBLAS run at full power between launches lowers the clocks the candidate sees).
-        from porter.gate import runnable_cubin
+        from porter.gate.check import runnable_cubin
         from porter.ptx import read_ptx
 
         cubin, _ = runnable_cubin(read_ptx(kernel), None, runner.start(), find_toolchain(), kernel.name)
@@ -107,9 +107,9 @@ DO_BENCH = r'''
 import sys, numpy as np, cupy as cp, torch, triton.testing
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from porter.spec import load_spec
-from porter.inputs import make_args
-from porter.toolchain import find_toolchain
+from porter.gate.spec import load_spec
+from porter.gate.inputs import make_args
+from porter.ptx.toolchain import find_toolchain
 from porter.ptx import read_ptx
 example = Path(sys.argv[2])
 spec = load_spec(example / "porter.toml")

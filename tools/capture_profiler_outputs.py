@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from porter.profiler import LaunchJob, _child_env, _launch_command, find_tool  # noqa: E402
+from porter.gate.nsight import LaunchJob, _child_env, _launch_command, find_tool  # noqa: E402
+from porter.gate.spec import load_spec  # noqa: E402
 from porter.ptx import read_ptx  # noqa: E402
-from porter.spec import load_spec  # noqa: E402
-from porter.toolchain import find_toolchain  # noqa: E402
+from porter.ptx.toolchain import find_toolchain  # noqa: E402
 
 
 def job_for(ptx: Path, spec_dir: Path, arch: str) -> LaunchJob:

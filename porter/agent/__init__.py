@@ -1,0 +1,1 @@
+"""The agent loop: the model client, agents and prompts, edit formats, feedback, the session, run records."""

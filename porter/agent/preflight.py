@@ -1,0 +1,146 @@
+"""Pre-flight for ``porter port``: what can be known about the source kernel and its spec before
+anything is spent (no model call, no GPU, no run record).
+
+- the source assembles: for ``--from`` when its ``.target`` can be assembled there, else for its
+  own ``.target``. A ptxas error in the source is the source's fault, reported as such (exit 2),
+  not left for the model to "repair" or blamed on whatever the session did next;
+- ``--from`` agrees with the PTX's ``.target`` (a contradiction, ``--from sm_80`` for a
+  ``.target sm_90a`` kernel, is a warning: the flag decides the source profile, the PTX what runs);
+- the spec matches the source as the source says it runs (its own ``// porter-launch:`` line
+  applied): the entry exists, the params agree (count, widths, kinds), the block agrees with the
+  entry's ``.reqntid`` (exactly) and ``.maxntid`` (at most) for every size set, and the dynamic
+  shared memory is not less than the kernel declares: an ``.extern .shared`` array needs some, and a
+  compiler's metadata beside the kernel (Triton's ``<name>.json`` with ``"shared"``) says how much.
+
+Each problem is an :class:`~porter.errors.InputError` naming the file and, where there is one, the
+line. Pure apart from ptxas; nothing here imports the gate's runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from porter.errors import InputError
+from porter.gate.spec import Spec, check_against_entry, declared_spec
+from porter.ptx import PtxModule
+from porter.ptx.arch import can_compile, normalize_arch
+from porter.ptx.model import Entry
+from porter.ptx.toolchain import Toolchain
+
+_EXTERN_SHARED = re.compile(r"^[ \t]*\.extern[ \t]+\.shared\b[^;\n]*?([A-Za-z_$%][\w$]*)[ \t]*\[[ \t]*\]", re.M)
+
+
+def source_arch_warning(module: PtxModule, from_arch: str | None) -> str | None:
+    """A warning when ``--from`` contradicts the PTX's ``.target``, else None."""
+    if from_arch is None:
+        return None
+    asked = normalize_arch(from_arch)
+    if asked == module.arch:
+        return None
+    ok, _ = can_compile(module.arch, asked)
+    if ok:
+        return None  # plain PTX for an older target runs on the newer one: --from says where it runs today
+    return (f"--from {asked} contradicts the kernel's .target {module.arch}: porter ports from the {asked} profile, "
+            f"but the kernel is assembled as written, for {module.arch}")
+
+
+def check_source_assembles(module: PtxModule, from_arch: str | None, toolchain: Toolchain, path: Path) -> str:
+    """Assemble the source; returns the architecture it was assembled for, raises InputError on a ptxas error."""
+    arch = module.arch
+    if from_arch is not None and can_compile(module.arch, normalize_arch(from_arch))[0]:
+        arch = normalize_arch(from_arch)
+    result = toolchain.assemble(module.text, arch, filename=path.name)
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        where = f" line {first.line}:" if first is not None and first.line else ""
+        message = first.message if first is not None else (result.log.strip().splitlines() or ["ptxas failed"])[-1]
+        raise InputError(f"{path}: the source kernel does not assemble for {arch} (ptxas:{where} {message}); "
+                         f"fix the source first: porter ports a kernel that assembles")
+    return arch
+
+
+def _dims(values: tuple[int, ...]) -> tuple[int, int, int]:
+    padded = (*values, 1, 1, 1)[:3]
+    return int(padded[0]), int(padded[1]), int(padded[2])
+
+
+def block_problems(spec: Spec, entry: Entry) -> list[str]:
+    """The spec's block against ``.reqntid`` (must equal it) and ``.maxntid`` (must not exceed it), per size set."""
+    req, most = entry.directive("reqntid"), entry.directive("maxntid")
+    if req is None and most is None:
+        return []
+    problems: list[str] = []
+    for sizes in spec.size_sets():
+        block = tuple(spec.launch_dims(sizes).block)
+        label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        if req is not None and tuple(block) != _dims(req.values):
+            problems.append(f"the spec launches blocks of {block} at {label}, but .entry {entry.name} requires "
+                            f".reqntid {_dims(req.values)} (line {req.line})")
+        if most is not None and math.prod(block) > math.prod(_dims(most.values)):
+            problems.append(f"the spec launches {math.prod(block)} threads a block at {label}, but .entry "
+                            f"{entry.name} allows at most .maxntid {_dims(most.values)} = "
+                            f"{math.prod(_dims(most.values))} (line {most.line})")
+        if problems:
+            break  # one size set says it; the others would repeat it
+    return problems
+
+
+def declared_dynamic_shared(path: Path, entry: str) -> int | None:
+    """Dynamic shared bytes a compiler's metadata beside the kernel declares: Triton writes
+    ``<stem>.json`` with ``"name"`` and ``"shared"`` next to the PTX in its cache. None without one."""
+    meta = path.with_suffix(".json")
+    if not meta.is_file():
+        return None
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("name") not in (None, entry):
+        return None
+    shared = data.get("shared")
+    return shared if isinstance(shared, int) and not isinstance(shared, bool) and shared >= 0 else None
+
+
+def shared_problems(spec: Spec, module: PtxModule, entry: Entry, path: Path) -> list[str]:
+    """The spec's dynamic shared memory against what the kernel declares it needs."""
+    extern = _EXTERN_SHARED.search(module.text)
+    declared = declared_dynamic_shared(path, entry.name)
+    for sizes in spec.size_sets():
+        shared = spec.launch_dims(sizes).shared
+        label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        if declared is not None and shared < declared:
+            return [f"the spec gives {shared} bytes of dynamic shared memory at {label}, but "
+                    f"{path.with_suffix('.json').name} declares {declared} for {entry.name}"]
+        if extern is not None and shared == 0:
+            line = module.text.count("\n", 0, extern.start()) + 1
+            return [f"the kernel declares dynamic shared memory (.extern .shared {extern.group(1)}[] at line {line}), "
+                    f"but the spec launches it with none at {label} (set [launch] shared)"]
+    return []
+
+
+def check_spec_matches(spec: Spec, module: PtxModule, path: Path) -> None:
+    """The spec describes the source as the source runs; InputError listing the first problems."""
+    declared, _ = declared_spec(spec, module.text, source=str(path))
+    try:
+        entry = module.entry(declared.entry)
+    except KeyError:
+        names = ", ".join(e.name for e in module.kernels) or "none"
+        raise InputError(f"{path}: no .entry {declared.entry!r}, which {spec.path.name} names (entries: {names})") from None
+    problems = check_against_entry(declared, entry)
+    problems += block_problems(declared, entry)
+    problems += shared_problems(declared, module, entry, path)
+    if problems:
+        more = f" (+{len(problems) - 2} more)" if len(problems) > 2 else ""
+        raise InputError(f"{path}: the spec {spec.path} does not match the source kernel: "
+                         f"{'; '.join(problems[:2])}{more}")
+
+
+def preflight(module: PtxModule, spec: Spec, path: Path, from_arch: str | None, toolchain: Toolchain) -> list[str]:
+    """Every check above, in order; returns the warnings, raises InputError on the first problem."""
+    warnings = [w for w in (source_arch_warning(module, from_arch),) if w]
+    check_spec_matches(spec, module, path)
+    check_source_assembles(module, from_arch, toolchain, path)
+    return warnings

@@ -1,0 +1,1 @@
+"""porter ci, the pre-merge bot: plan, check, port, and its reports."""

@@ -1,0 +1,463 @@
+"""The ``porter`` command line. Thin: parse options, call the core, render, map errors to exit codes.
+
+Exit codes: 0 passed / ok, 1 the kernel failed the gate, 2 bad input or usage, 3 environment
+(no toolchain, no GPU) or an internal error. Heavy modules are imported inside each command so
+that ``porter --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from porter.errors import InputError, PorterError
+
+app = typer.Typer(
+    name="porter",
+    help="Port PTX hot loops across NVIDIA GPU generations, verified on measured evidence.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from porter import __version__
+
+        try:
+            from importlib.metadata import PackageNotFoundError, version
+
+            installed = version("porter-kernels")
+        except PackageNotFoundError:  # run from a checkout without installing
+            installed = __version__
+        typer.echo(f"porter {installed}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print porter's version and exit.")
+    ] = False,
+) -> None:
+    """Port PTX hot loops across NVIDIA GPU generations, verified on measured evidence."""
+
+
+def _emit_json(data: object) -> None:
+    from porter.jsonable import to_jsonable
+
+    typer.echo(json.dumps(to_jsonable(data), indent=2))
+
+
+@app.command()
+def inspect(
+    kernel: Annotated[Path, typer.Argument(help="PTX file to inspect.")],
+    arch: Annotated[
+        list[str] | None,
+        typer.Option("--arch", "-a", help="Architecture to check (repeatable); default: every profile."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    no_assemble: Annotated[
+        bool, typer.Option("--no-assemble", help="Skip ptxas; report the static verdicts only.")
+    ] = False,
+) -> None:
+    """Entries, params, features used, and for each architecture: can it go there, and what it costs."""
+    from porter.ptx.inspection import inspect_file
+    from porter.report.terminal import render_inspect
+
+    report = inspect_file(kernel, archs=arch or None, assemble=not no_assemble)
+    if as_json:
+        _emit_json(report)
+    else:
+        typer.echo(render_inspect(report))
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Toolchain paths and versions, GPU, driver and CuPy; how to install what is missing."""
+    from porter.gate.doctor import diagnose
+    from porter.report.terminal import render_doctor
+
+    report = diagnose()
+    if as_json:
+        _emit_json(report)
+    else:
+        typer.echo(render_doctor(report))
+    if not report.ok:
+        raise typer.Exit(3)
+
+
+def _size_overrides(text: str, spec: Any) -> dict[str, int]:
+    """``M=8192,N=8192`` -> {"M": 8192, "N": 8192}, checked against the spec's size symbols."""
+    overrides: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip().isdigit():
+            raise InputError(f"--time-at: expected NAME=INTEGER pairs separated by commas, got {text!r}")
+        overrides[name.strip()] = int(value)
+    spec.timing_sizes(overrides)  # unknown symbols and bad sizes fail here, before any GPU work
+    return overrides
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    """--seeds: comma-separated non-negative integers; "" gives () (fresh seeds for this run)."""
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"--seeds: expected comma-separated integers, got {text!r}") from None
+    if text.strip() and not seeds:
+        raise InputError("--seeds: give at least one seed")
+    if any(s < 0 for s in seeds):
+        raise InputError(f"--seeds: seeds are non-negative integers (got {text!r})")
+    return seeds
+
+
+SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default: a fresh pair every run, "
+              "printed with the verdict; give them back here to reproduce its inputs).")
+
+
+@app.command()
+def check(
+    candidate: Annotated[Path, typer.Argument(help="Candidate PTX file.")],
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    arch: Annotated[str | None, typer.Option(help="Assemble for this target (default: the PTX's .target).")] = None,
+    against: Annotated[
+        Path | None, typer.Option(help="Source kernel: the reference (instead of the spec's) and a speed baseline.")
+    ] = None,
+    golden: Annotated[Path | None, typer.Option(help="Golden outputs recorded by `porter record`.")] = None,
+    seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
+    timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the kernel after it passes.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds one case may take before the kernel counts as hung.")] = 60.0,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
+    native: Annotated[
+        bool, typer.Option("--native", help="Profile one case with ncu: were the target's own instructions executed?")
+    ] = False,
+    sanitize: Annotated[
+        bool, typer.Option("--sanitize", help="memcheck on the smallest and the middle size set; racecheck, initcheck "
+                           "and synccheck on the smallest.")
+    ] = False,
+    time_at: Annotated[
+        list[str] | None,
+        typer.Option("--time-at", help="Time at these sizes instead of [sizes], e.g. M=8192,N=8192,K=8192 (repeatable)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+) -> None:
+    """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
+    2 bad input, 3 not run / environment."""
+    from porter import services
+    from porter.gate.check import CheckOptions
+    from porter.gate.verdict import judge
+    from porter.report.terminal import render_verdict
+
+    if against is not None and golden is not None:
+        raise InputError("give --against or --golden, not both")
+    arch = services.arch_name(arch, "--arch")
+    loaded = services.find_spec(candidate, spec)
+    options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds), timing=timing,
+                           case_timeout_s=timeout, native=native, sanitize=sanitize,
+                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
+    verdict = services.check(candidate, loaded, options, gpu=gpu)
+    if as_json:
+        _emit_json(verdict)
+    else:
+        typer.echo(render_verdict(verdict))
+    raise typer.Exit(judge(verdict).exit_code)
+
+
+@app.command()
+def record(
+    source: Annotated[Path, typer.Argument(help="Source PTX whose outputs become the golden reference.")],
+    out: Annotated[Path, typer.Option(help="Folder to write the golden outputs to.")],
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
+    force: Annotated[bool, typer.Option(help="Replace golden outputs already in --out.")] = False,
+) -> None:
+    """Save the source kernel's outputs for the whole sweep, to check a port later on other hardware."""
+    from porter import services
+
+    loaded = services.find_spec(source, spec)
+    manifest = services.record(source, loaded, out, seeds=_seeds(seeds), force=force)
+    typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
+
+
+@app.command()
+def profile(
+    kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    from_csv: Annotated[
+        Path | None, typer.Option("--from-csv", help="Import an `ncu --csv --page details` export instead of running ncu.")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write/--dry-run", help="Write the facts into the spec's [profile].")] = True,
+) -> None:
+    """Profile the hot loop under Nsight Compute and record where it spends its time in the spec."""
+    from porter import services
+
+    loaded = services.find_spec(kernel, spec)
+    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write)
+    for key, value in profiled.facts.items():
+        typer.echo(f"{key:>26}: {value}")
+    if write:
+        typer.echo(f"wrote [profile] into {loaded.path} (roofline: {profiled.roofline})")
+
+
+@app.command()
+def port(
+    kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
+    to: Annotated[str, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")],
+    from_arch: Annotated[str | None, typer.Option("--from", help="Source architecture (default: the PTX's .target).")] = None,
+    spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
+    model: Annotated[str | None, typer.Option(help="litellm model (openai/..., anthropic/..., ollama_chat/...), or replay:FILE.")] = None,
+    api_base: Annotated[str | None, typer.Option(help="API base URL for local servers (vLLM, Ollama, ...).")] = None,
+    agent: Annotated[str, typer.Option(help="Agent name (agents/*.md or .porter/agents/*.md).")] = "port",
+    max_rounds: Annotated[int | None, typer.Option(help="Model replies at most (default: the agent's).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens at most, prompts and replies together.")] = None,
+    max_usd: Annotated[float | None, typer.Option(help="Spend at most this many US dollars.")] = None,
+    max_minutes: Annotated[float | None, typer.Option(help="Wall-clock minutes at most.")] = None,
+    optimize: Annotated[bool, typer.Option(help="Keep improving speed among passing candidates until the budget ends.")] = False,
+    require_native: Annotated[
+        bool | None, typer.Option("--require-native/--no-require-native",
+                                  help="Require the target's own tensor-core instructions (default: when the model changes).")
+    ] = None,
+    branch: Annotated[
+        bool | None, typer.Option("--branch/--no-branch",
+                                  help="End in a review branch porter/<entry>-<arch> (default: when in a git repository).")
+    ] = None,
+    branch_on_failure: Annotated[
+        bool, typer.Option(help="Also make a branch for a port that did not pass (its title says NOT VERIFIED).")
+    ] = False,
+    in_place: Annotated[bool, typer.Option(help="On the branch, replace the kernel instead of adding <stem>.<arch>.ptx.")] = False,
+    push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branch to this remote.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Where no branch can be made (not a git repository...), write the files here.")
+    ] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Result as JSON on stdout; events as JSON lines on stderr.")] = False,
+) -> None:
+    """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
+    Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
+    hardware / environment (no toolchain, model unreachable or without its key)."""
+    from porter import services
+    from porter.agent.llm import Budget
+    from porter.cli.progress import make_progress
+    from porter.gate.verdict import exit_code_for
+    from porter.report.terminal import render_port, render_review
+
+    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
+                    max_wall_s=max_minutes * 60 if max_minutes is not None else None)
+    ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base, agent=agent,
+                           budget=budget, optimize=optimize, require_native=require_native, branch=branch,
+                           branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out, gpu=gpu,
+                           on_event=make_progress(as_json=as_json))
+    if as_json:
+        _emit_json({"result": ported.result, "review": ported.review})
+    else:
+        typer.echo(render_port(ported.result))
+        typer.echo(render_review(ported.review, ported.result, branch=branch is not False))
+    raise typer.Exit(exit_code_for(ported.result.status))
+
+
+def _runs_root(root: Path | None) -> Path:
+    """``--root``, else the repository holding the current folder (runs are found from any folder of it)."""
+    from porter.services import repo_root
+
+    return root if root is not None else repo_root(Path.cwd())
+
+
+@app.command()
+def runs(
+    root: Annotated[Path | None, typer.Option(help="Repository whose .porter/runs to list (default: this one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List recorded port runs."""
+    from porter.agent.runs import list_runs
+    from porter.report.terminal import table
+
+    root = _runs_root(root)
+    found = list_runs(root / ".porter" / "runs")
+    if as_json:
+        _emit_json(found)
+        return
+    if not found:
+        typer.echo(f"no runs under {root / '.porter' / 'runs'}")
+        return
+    typer.echo(table(["run", "kernel", "target", "model", "candidates", "status"],
+                     [[r.id, r.kernel, r.target, r.model, r.candidates, r.status] for r in found]))
+
+
+@app.command()
+def replay(
+    run: Annotated[str, typer.Argument(help="Run id (or unique prefix, or its folder).")],
+    root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
+    from porter import services
+    from porter.report.terminal import table
+
+    replayed = services.replay(run, _runs_root(root), gpu=gpu)
+    if as_json:
+        _emit_json([r.verdict for r in replayed.rows])
+    else:
+        typer.echo(f"replayed {replayed.run.name} on this machine")
+        typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
+                         [[r.index, r.origin, r.recorded, r.verdict.status, "same" if r.agrees else "DIFFERENT",
+                           r.verdict.reason[:80]] for r in replayed.rows]))
+    raise typer.Exit(0 if replayed.agrees else 1)
+
+
+@app.command()
+def export(
+    run_refs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs to export (ids, prefixes or folders).")],
+    format: Annotated[str, typer.Option("--format", help="Export format: sft (chat-format repair pairs, JSONL).")] = "sft",
+    root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    include_unverified: Annotated[
+        bool, typer.Option("--include-unverified",
+                           help="Also pair with later candidates that did not pass on hardware (marked verified: false).")
+    ] = False,
+) -> None:
+    """Export repair pairs (a failing candidate and its feedback -> a later candidate that passed on
+    hardware) for fine-tuning. Says so on stderr for each run that yields none."""
+    import json as _json
+
+    from porter.agent.runs import find_run, no_pairs_reason, repair_pairs
+
+    if format != "sft":
+        raise InputError(f"--format: only 'sft' is supported (got {format!r})")
+    if output is not None and output.exists():
+        raise InputError(f"{output}: exists; choose another file")
+    runs_root = _runs_root(root) / ".porter" / "runs"
+    lines = []
+    for ref in run_refs:
+        folder = find_run(runs_root, ref)
+        pairs = [_json.dumps(pair) for pair in repair_pairs(folder, include_unverified=include_unverified)]
+        if not pairs:
+            typer.echo(f"porter: run {folder.name}: no repair pairs: "
+                       f"{no_pairs_reason(folder, include_unverified=include_unverified)}", err=True)
+        lines += pairs
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        typer.echo(f"wrote {len(lines)} repair pairs to {output}", err=True)
+
+
+@app.command()
+def ci(
+    base: Annotated[str | None, typer.Option(help="Base revision (default: merge-base with the upstream main).")] = None,
+    head: Annotated[str, typer.Option(help="Head revision.")] = "HEAD",
+    spec_from: Annotated[str, typer.Option(help="Take specs and reference code from 'base' (default) or 'head'.")] = "base",
+    max_slowdown: Annotated[float, typer.Option(help="Fail a kernel slower than its base version by more than this.")] = 0.03,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the outcome as JSON here.")] = None,
+    summary: Annotated[Path | None, typer.Option(help="Append the markdown summary here (default: $GITHUB_STEP_SUMMARY).")] = None,
+    annotations: Annotated[
+        bool | None, typer.Option("--annotations/--no-annotations", help="GitHub ::error lines (default: on GitHub Actions).")
+    ] = None,
+    port_to: Annotated[str | None, typer.Option(help="Also port each changed kernel to this architecture.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for --port-to (default: PORTER_MODEL or .porter/config.toml).")] = None,
+    push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branches of passing ports here.")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
+    repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
+    allow_unchecked: Annotated[
+        bool, typer.Option("--allow-unchecked", help="A changed kernel with no spec to check it against does not fail the bot.")
+    ] = False,
+    sanitize: Annotated[
+        bool, typer.Option("--sanitize/--no-sanitize", help="Run memcheck, racecheck, initcheck and synccheck on each kernel.")
+    ] = True,
+) -> None:
+    """Gate the kernels a change touches: check each against its reference and time it against its base version.
+    Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
+    3 infrastructure (no GPU, no toolchain)."""
+    from porter import services
+
+    if spec_from not in ("base", "head"):
+        raise InputError(f"--spec-from: 'base' or 'head' (got {spec_from!r})")
+    outcome = services.ci(repo, model=model, port_to=port_to, gpu=gpu, base=base, head=head, spec_from=spec_from,
+                          max_slowdown=max_slowdown, junit=junit, json_out=json_out, summary_path=summary,
+                          annotations=annotations, push=push, echo=typer.echo, allow_unchecked=allow_unchecked,
+                          sanitize=sanitize)
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def bench(
+    suite: Annotated[Path, typer.Argument(help="A folder of tasks (each a folder with task.toml).")] = Path("examples"),
+    model: Annotated[list[str] | None, typer.Option("--model", help="Model to port with (repeatable); none: retarget only.")] = None,
+    solutions: Annotated[bool, typer.Option(help="Check the tasks' shipped reference ports instead of porting.")] = False,
+    api_base: Annotated[str | None, typer.Option(help="API base URL for local servers.")] = None,
+    gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: static checks only).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows and rates as JSON.")] = False,
+) -> None:
+    """Port (or check the reference ports of) every task in a suite; one row per task and model, and suite rates."""
+    import datetime as dt
+
+    from porter import services
+    from porter.bench.suite import render_markdown
+
+    benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu,
+                             on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
+    if as_json:
+        _emit_json({"rows": benched.rows, "summary": benched.summary, "gpu": benched.gpu})
+    else:
+        header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {benched.gpu}, {dt.date.today()}"
+        typer.echo(render_markdown(benched.rows, benched.summary, header=header))
+
+
+@app.command("spec")
+def spec_scaffold(
+    kernel: Annotated[Path, typer.Argument(help="The PTX whose entry the spec describes.")],
+    entry: Annotated[str | None, typer.Option(help="The .entry to describe (needed when there are several).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
+) -> None:
+    """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
+    from porter.gate.scaffold import choose_entry, scaffold_spec
+    from porter.ptx import read_ptx
+
+    module = read_ptx(kernel)
+    target = out or kernel.parent / "porter.toml"
+    if target.exists():
+        raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
+    text = scaffold_spec(module, choose_entry(module, entry))
+    target.write_text(text)
+    typer.echo(f"wrote {target}: edit every TODO, then `porter check {kernel} --spec {target} --against {kernel}`")
+
+
+def main() -> None:
+    """Console entry point: run the app, turning porter's errors into one line and an exit code."""
+    try:
+        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+    except PorterError as err:
+        typer.echo(f"porter: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except typer.Exit as ex:
+        sys.exit(ex.exit_code)
+    except typer.Abort:
+        typer.echo("porter: aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        typer.echo("porter: interrupted", err=True)
+        sys.exit(130)
+    except Exception as err:  # a usage error from click (vendored by newer typer), or a bug in porter
+        if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
+            err.show()
+            sys.exit(err.exit_code)
+        if os.environ.get("PORTER_DEBUG"):
+            raise
+        typer.echo(
+            f"porter: internal error: {type(err).__name__}: {err} (set PORTER_DEBUG=1 for the traceback)",
+            err=True,
+        )
+        sys.exit(3)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,685 @@
+"""The gate: assemble a candidate, run it over the sweep against a reference, time it -> Verdict.
+
+Order of work, each step feeding the Verdict:
+1. interface: the PTX entry exists and its params match the spec;
+2. assemble: ptxas for the candidate's target (diagnostics, resources, signature SASS);
+3. equivalence: every case in the plan (:func:`check_plan`) on this GPU, in the worker: each size
+   set of the sweep x seed, plus every size set that is timed or profiled, plus the value cases
+   (wider inputs); each case runs once per initial output state (NaN poison, random values);
+4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
+   and what share of the spec's FLOPs did they do?
+5. sanitize (``--sanitize``): memcheck on the smallest and the middle case; racecheck, initcheck,
+   synccheck on the smallest;
+6. timing: candidate, source kernel and library interleaved in one run, every timed launch from a
+   restored state and digested: a timed launch whose outputs differ from the verified ones fails.
+Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
+can run the candidate, steps 3-6 are ``not run`` with the reason, never passed (except that
+native instructions absent from the SASS are judged absent without a GPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from porter.errors import InputError
+from porter.gate.compare import compare, compare_runs, format_comparison
+from porter.gate.golden import check_golden, load_golden
+from porter.gate.native import judge_native
+from porter.gate.plan import Case, check_plan, check_seeds
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault
+from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
+from porter.gate.verdict import (
+    CaseResult,
+    Gate,
+    NativeEvidence,
+    OutputCheck,
+    SanitizerFinding,
+    SanitizerReport,
+    Timing,
+    Verdict,
+    overall_status,
+)
+from porter.ptx import PtxModule, read_ptx
+from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on
+from porter.ptx.inspection import signature_evidence
+from porter.ptx.toolchain import AssembleResult, Toolchain
+
+
+def timed_sizes(spec: Spec, options: CheckOptions) -> list[dict[str, int]]:
+    """The size sets the timing gate runs at: each --time-at set, or [sizes]."""
+    return [spec.timing_sizes(o) for o in options.time_at] or [spec.default_sizes()]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    arch: str | None = None  # assemble for this target; default: the candidate's .target
+    against: Path | None = None  # source kernel: the reference (unless golden) and a speed baseline
+    speed_baseline: Path | None = None  # source kernel timed beside the candidate, not used as reference
+    golden: Path | None = None  # outputs recorded by `porter record`
+    seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see check_seeds)
+    timing: bool = True
+    case_timeout_s: float = 60.0
+    timing_budget_s: float = 1.0
+    # Profile with ncu: were the target's own instructions executed, and did they do the work?
+    # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
+    native: bool | None = False
+    sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
+    time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
+
+
+def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
+    """Infer the output tile one thread block covers, from the output's shape and the grid.
+
+    CUDA's x is the fastest dimension, so for a 2-D output grid.x spans columns and grid.y rows.
+    A launch of one block per row (grid.x == rows) gets a tile of one row. The result rounds up to
+    a power of two, since ragged sizes otherwise blur the block boundaries.
+    """
+    def p2(n: int) -> int:
+        return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+    gx, gy, _ = grid
+    if len(shape) == 1:
+        return (p2(math.ceil(shape[0] / gx)),) if gx > 1 else None
+    if len(shape) == 2:
+        rows, cols = shape
+        if gy > 1:
+            return (p2(math.ceil(rows / gy)), p2(math.ceil(cols / gx)))
+        if gx == rows:
+            return (1, cols)
+        return (rows, p2(math.ceil(cols / gx))) if gx > 1 else None
+    return None
+
+
+def cluster_problems(spec: Spec, entry: Any) -> list[str]:
+    """Clusters are launched through the entry's own .reqnctapercluster (CuPy's launch has no
+    cluster argument): a spec asking for clusters the entry does not declare cannot be honoured."""
+    cluster = spec.launch_dims(spec.default_sizes()).cluster
+    if cluster is None or math.prod(cluster) == 1:
+        return []
+    directive = entry.directive("reqnctapercluster")
+    declared = tuple(directive.values) + (1,) * (3 - len(directive.values)) if directive else None
+    if declared == tuple(cluster):
+        return []
+    have = f".reqnctapercluster {', '.join(map(str, declared))}" if declared else "no .reqnctapercluster"
+    return [f"the spec launches clusters of {tuple(cluster)} but the entry has {have}: porter forms clusters "
+            "through that directive, so the kernel must declare the same shape"]
+
+
+def _assemble_gate(result: AssembleResult) -> Gate:
+    if result.ok:
+        warnings = [d for d in result.diagnostics if d.severity == "warning"]
+        spills = [f"{n}: {r.spill_stores}/{r.spill_loads} B spilled" for n, r in result.resources.items()
+                  if r.spill_stores or r.spill_loads]
+        extra = f"; {len(warnings)} warnings" if warnings else ""
+        return Gate("assemble", "passed", f"ptxas -arch={result.arch} ok in {result.wall_s:.2f} s{extra}",
+                    tuple(spills + [d.message for d in warnings[:5]]))
+    errors = [d for d in result.diagnostics if d.severity in ("error", "fatal")]
+    details = tuple(f"line {d.line}: {d.message}" if d.line else d.message for d in errors[:10])
+    return Gate("assemble", "failed", f"ptxas -arch={result.arch}: {len(errors)} errors", details)
+
+
+def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
+    return {
+        name: {
+            "registers": r.registers,
+            "shared_bytes": r.shared_bytes,
+            "spill_stores": r.spill_stores,
+            "spill_loads": r.spill_loads,
+            "stack_frame": r.stack_frame,
+        }
+        for name, r in result.resources.items()
+    }
+
+
+def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
+                   golden: dict[str, Any] | None, case_index: int,
+                   source_launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    if golden is not None:
+        return {"kind": "golden", "path": str(options.golden / golden["cases"][case_index]["file"]),
+                "key": "golden:" + str(options.golden)}
+    if source_cubin is not None:
+        return {"kind": "source", "cubin": source_cubin, "entry": source_entry, "launch": source_launch,
+                "key": "source:" + hashlib.sha256(source_cubin).hexdigest()}
+    ref = spec.reference
+    if ref is None or ref.callable is None:
+        raise InputError(f"{spec.source}: no reference: give [reference] python = 'ref.py:fn', --against SOURCE.ptx or --golden DIR")
+    return {"kind": "python", "path": str(ref.callable.path), "function": ref.callable.function,
+            "key": f"python:{ref.callable.path}:{ref.callable.function}:{ref.callable.path.stat().st_mtime_ns}"}
+
+
+_INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
+
+
+def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
+    """Why a widened value case cannot be judged (the reference itself leaves the outputs'
+    dtypes, or is not finite), or ''."""
+    for p in spec.outputs:
+        ref = np.asarray(reference.get(p.name, np.zeros(0)), dtype=np.float64)
+        if p.dtype is not None and p.dtype.is_float and ref.size and (
+                not np.isfinite(ref).all() or np.abs(ref).max() > p.dtype.max_finite):
+            return f"{p.name}: the reference leaves {p.dtype}'s finite range on these inputs"
+    return ""
+
+
+def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
+    sizes = case.sizes
+    runs: list[dict[str, np.ndarray]] = reply["outputs"]
+    initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
+    reference: dict[str, np.ndarray] = reply["reference"]
+    scale = spec.value_case(case.values).atol_scale if case.values else 1.0
+    if case.values:
+        overflow = _reference_overflows(spec, reference)
+        if overflow:
+            return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values,
+                              reason=f"value case {case.values!r} not judged: {overflow}")
+    checks = []
+    problems: list[str] = []
+    nondet = []
+    grid = spec.launch_dims(sizes).grid
+    for p in spec.outputs:
+        atol, rtol = spec.tolerance(p.name, sizes)
+        atol *= scale
+        if p.name not in reference:
+            raise InputError(f"the reference returned no output {p.name!r}")
+        ref = np.asarray(reference[p.name])
+        tile = block_tile(runs[0][p.name].shape, grid)
+        c = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
+        check = OutputCheck(
+            name=p.name, passed=c.passed, max_abs_err=c.max_abs_err, max_rel_err=c.max_rel_err,
+            rel_l2=c.rel_l2, mismatches=c.mismatches, total=c.total, nan_count=c.nan_count,
+            inf_count=c.inf_count, atol=atol, rtol=rtol, summary=format_comparison(c), warnings=c.warnings,
+        )
+        if not c.passed:
+            problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
+        # A later run (another initial state) bit-identical to the first shares its judgement; one
+        # that differs is compared with the reference, to tell initial-state dependence from a race.
+        for initial, later in zip(initials[1:], runs[1:], strict=True):
+            diff = compare_runs(runs[0][p.name], later[p.name])
+            if not diff:
+                continue
+            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile)
+            if again.passed == c.passed:
+                nondet.append(f"{p.name}: {diff}")
+                continue
+            bad, good = (initial, initials[0]) if c.passed else (initials[0], initial)
+            wrong = again if c.passed else c
+            problems.append(
+                f"{p.name}: {wrong.mismatches} of {wrong.total} elements wrong when the output starts as "
+                f"{_INITIAL_WORDS.get(bad, bad)} but right when it starts as {_INITIAL_WORDS.get(good, good)}: "
+                "the kernel depends on the output's initial contents (it must write every element from the inputs alone)")
+            check = replace(check, passed=False, summary=f"(starting from {_INITIAL_WORDS.get(bad, bad)}) "
+                            + format_comparison(wrong))
+        checks.append(check)
+    reasons = []
+    if reply["guards"]:
+        reasons.append("out-of-bounds write: " + "; ".join(reply["guards"]))
+    if reply["modified"]:
+        reasons.append("wrote its input: " + "; ".join(reply["modified"]))
+    reasons += problems
+    if nondet:
+        reasons.append("nondeterministic: " + "; ".join(nondet))
+    return CaseResult(
+        sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
+        outputs=tuple(checks), guard_violations=tuple(reply["guards"]), inputs_modified=tuple(reply["modified"]),
+        nondeterminism="; ".join(nondet), wall_s=reply.get("kernel_s", 0.0), values=case.values,
+    )
+
+
+def _case_label(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
+    if not cases:
+        return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
+    failed = [c for c in cases if c.status not in ("passed", "not run")]
+    unjudged = [c.reason for c in cases if c.status == "not run"]
+    if not failed and len(cases) == planned:
+        judged = len(cases) - len(unjudged)
+        return Gate("equivalence", "passed", f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
+                    "from two initial output states) equal to the reference", tuple(unjudged))
+    details = []
+    for c in failed[:6]:
+        values = f"; values {c.values}" if c.values else ""
+        details.append(f"[{_case_label(c.sizes)}; seed {c.seed}{values}] {c.reason or c.fault}")
+    skipped = planned - len(cases)
+    if skipped:
+        details.append(f"{skipped} cases not run after the fault")
+    if not failed:
+        return Gate("equivalence", "failed", f"{planned - len(cases)} of {planned} cases not run", tuple(details))
+    first = failed[0]
+    return Gate("equivalence", "failed", f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
+                tuple(details))
+
+
+def _timing_stats(name: str, samples: list[float], flops: float | None, nbytes: float | None,
+                  peak_tflops: float, peak_tbps: float) -> Timing:
+    ordered = sorted(samples)
+    median = statistics.median(ordered)
+    q = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
+    seconds = median / 1e3
+    tflops = flops / seconds / 1e12 if flops else None
+    tbps = nbytes / seconds / 1e12 if nbytes else None
+    shares = [x for x in ((tflops / peak_tflops) if tflops else None, (tbps / peak_tbps) if tbps else None) if x]
+    return Timing(name=name, median_ms=median, p10_ms=q(0.1), p90_ms=q(0.9), count=len(samples),
+                  tflops=tflops, tbps=tbps, roofline_fraction=max(shares) if shares else None)
+
+
+def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
+    """Peak bf16 TFLOP/s and memory TB/s of this GPU, from its arch profile's parts."""
+    profile = get_profile(device.arch)
+    return profile.peak_for(device.name)
+
+
+def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
+              runner: GpuRunner | None) -> Verdict:
+    start = time.perf_counter()
+    module = read_ptx(candidate)
+    source_spec = spec  # the spec describes the source; a candidate may declare its own launch
+    source_entry = spec.entry
+    spec, launch = declared_spec(spec, module.text, source=str(candidate))
+    entry_name = spec.entry
+    try:
+        entry = module.entry(entry_name)
+    except KeyError:
+        names = ", ".join(e.name for e in module.kernels) or "none"
+        raise InputError(f"{candidate}: no .entry {entry_name!r} (entries: {names})") from None
+    gates: list[Gate] = []
+    warnings: list[str] = []
+    problems = check_against_entry(spec, entry) + cluster_problems(spec, entry)
+    target = options.arch or module.arch
+    # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
+    # when the interface fails and no assemble gate is judged.
+    assembled = toolchain.assemble(module.text, target, filename=candidate.name)
+    if problems:
+        gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
+        return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
+    gates.append(Gate("interface", "passed", f"{len(entry.params)} params match the spec"))
+
+    gates.append(_assemble_gate(assembled))
+    base = dict(kernel=str(candidate), entry=entry_name, arch=target, resources=_resources(assembled),
+                toolchain=f"ptxas {assembled.ptxas_version}", assembly=assembled.summary())
+    if not assembled.ok:
+        return _verdict(candidate, entry_name, target, gates, start=start, **_extra(base))
+    signature = _signature(toolchain, assembled, target)
+    if options.native is None:
+        options = replace(options, native=any(signature.values()))
+
+    device, why_not = _device(runner)
+    if device is None:
+        gates.append(Gate("equivalence", "not run", why_not))
+        more, extras = _unmeasured(options, why_not, target, signature)
+        gates.extend(more)
+        return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
+                        **_extra(base))
+    # An explicit --arch is a claim about that target: only its own cubin may stand for it.
+    run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
+                                         fallback=options.arch is None)
+    if run_cubin is None:
+        gates.append(Gate("equivalence", "not run", run_note))
+        more, extras = _unmeasured(options, run_note, target, signature)
+        gates.extend(more)
+        return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
+                        gpu=device.describe(), **extras, **_extra(base))
+    if run_note:
+        warnings.append(run_note)
+
+    source_cubin, source_launch = None, None
+    source_path = options.against or options.speed_baseline
+    if source_path is not None:
+        source_module = read_ptx(source_path)
+        # A source that is itself a port (sm_90a -> sm_100a) runs with its own declared launch.
+        declared, source_launch = declared_spec(source_spec, source_module.text, source=str(source_path))
+        source_entry = declared.entry
+        source_cubin, note = runnable_cubin(source_module, None, device, toolchain, source_path.name)
+        if source_cubin is None:
+            warnings.append(f"source kernel {source_path}: {note}")
+    reference_cubin = source_cubin if options.against is not None and options.golden is None else None
+    golden = load_golden(options.golden) if options.golden else None
+    timed = timed_sizes(spec, options) if options.timing else []
+    profiled = spec.default_sizes() if options.native else None
+    if golden is not None:
+        check_golden(golden, source_spec, options.golden)
+        plan = [Case(c["sizes"], c["seed"], c.get("values", "")) for c in golden["cases"]]
+        seeds = tuple(dict.fromkeys(c.seed for c in plan))
+        recorded = {c.key() for c in plan}
+        missing = [sizes for sizes in [*timed, *([profiled] if profiled else [])]
+                   if Case(sizes, seeds[0]).key() not in recorded]
+        if missing:
+            raise InputError(f"{options.golden}: no recorded case at {_case_label(missing[0])} (seed {seeds[0]}), "
+                             "which this check times or profiles: what is timed must be verified; record with the "
+                             "same --time-at, or check with --no-timing")
+    else:
+        seeds = check_seeds(options.seeds)
+        plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
+
+    assert runner is not None
+    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings,
+                                lambda index: _reference_job(spec, options, reference_cubin, source_entry, golden,
+                                                             index, source_launch))
+    gates.append(_equivalence_gate(cases, len(plan)))
+
+    extras: dict[str, Any] = {"seeds": seeds}
+    if options.native:
+        evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
+        gates.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
+                                                            seeds[0], digests)))
+        extras["native"] = evidence
+    if options.sanitize:
+        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
+        differs = [problem for r in reports if r.ran and not r.errors and r.digests
+                   and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.launch_sizes, seeds[0], digests))]
+        gates.append(_sanitize_gate(reports, differs))
+        extras["sanitizer"] = reports
+
+    timings: tuple[Timing, ...] = ()
+    speed: dict[str, float | None] = {}
+    if options.timing and gates_passed(gates, "equivalence"):
+        timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
+                                              (source_cubin, source_entry, source_launch), options, seeds[0],
+                                              digests, timed)
+        gates.append(timing_gate)
+    return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
+                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
+                    **_extra(base))
+
+
+def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
+               launch: dict[str, Any] | None, warnings: list[str],
+               reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
+    """Run the plan in the worker, judging each case in a thread while the next one runs (the
+    comparison is NumPy work that releases the GIL), and stop at the first fault."""
+    pending = []
+    digests: dict[tuple, list[int]] = {}
+    faulted: list[CaseResult] = []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge") as judges:
+        for index, case in enumerate(plan):
+            try:
+                reply = runner.call("case", options.case_timeout_s, cubin=cubin, entry=entry,
+                                    spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
+                                    reference=reference_job(index), launch=launch, first=index == 0)
+            except WorkerFault as fault:
+                faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                                          values=case.values, reason=f"{fault.kind}: {fault}", fault=str(fault)))
+                break
+            digests[case.key()] = reply.get("digests", [])
+            if reply.get("fence") and reply["fence"] not in warnings:
+                warnings.append(reply["fence"])
+            pending.append(judges.submit(_judge_case, spec, case, reply))
+        cases = [future.result() for future in pending] + faulted
+    for result in cases:
+        for c in result.outputs:
+            warnings.extend(w for w in c.warnings if w not in warnings)
+    return cases, digests
+
+
+def _extra(base: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in base.items() if k in ("resources", "toolchain", "assembly")}
+
+
+def _signature(toolchain: Toolchain, result: AssembleResult, arch: str) -> dict[str, int]:
+    if not toolchain.can_disassemble or result.cubin is None:
+        return {}
+    return signature_evidence(result, get_profile(arch), toolchain).found
+
+
+def _device(runner: GpuRunner | None) -> tuple[DeviceInfo | None, str]:
+    if runner is None:
+        return None, "no GPU requested (--no-gpu)"
+    try:
+        return runner.start(), ""
+    except WorkerFault as fault:
+        return None, str(fault)
+
+
+def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: DeviceInfo,
+                   toolchain: Toolchain, filename: str, *, fallback: bool = True) -> tuple[bytes | None, str]:
+    """A cubin of this module that this GPU can load, and a note on how it was obtained.
+
+    With ``fallback``, a module whose own target cannot load here (sm_80 PTX on an sm_90 GPU) is
+    assembled for this GPU instead, and the note says so; without it, only ``assembled`` counts.
+    """
+    if assembled is not None and assembled.ok and cubin_runs_on(assembled.arch, device.arch):
+        return assembled.cubin, ""
+    ok, why = ptx_runs_on(module.arch, device.arch)
+    if not fallback and assembled is not None:
+        ok, why = False, f"a {assembled.arch} cubin does not load on {device.arch}"
+    if not ok:
+        target = assembled.arch if assembled is not None else module.arch
+        return None, (f"needs a {target} GPU to run; this machine has {device.name} ({device.arch}), and {why}. "
+                      "Record golden outputs on the source GPU with `porter record` and check on target hardware")
+    build = module.arch if cubin_runs_on(module.arch, device.arch) else device.arch
+    result = toolchain.assemble(module.text, build, filename=filename)
+    if not result.ok:
+        first = next((d.message for d in result.diagnostics if d.severity in ("error", "fatal")), "ptxas failed")
+        return None, f"does not assemble for this GPU ({build}): {first}"
+    if build == module.arch:
+        return result.cubin, ""
+    return result.cubin, f"ran as {device.arch} (the .target {module.arch} PTX assembled for this GPU)"
+
+
+def _unmeasured(options: CheckOptions, reason: str, target: str, signature: dict[str, int]) -> tuple[list[Gate], dict[str, Any]]:
+    """The runtime evidence that was asked for but cannot be had here, said as such. Native
+    instructions absent from the SASS need no GPU to be judged: that verdict stands."""
+    gates, extras = [], {}
+    if options.native:
+        evidence = judge_native(target, get_profile(target).signature_sass, signature, None, not_measured_reason=reason)
+        gates.append(_native_gate(evidence))
+        extras["native"] = evidence
+    if options.sanitize:
+        gates.append(Gate("sanitize", "not run", reason))
+    return gates, extras
+
+
+def smallest_case(spec: Spec) -> dict[str, int]:
+    """The sweep's size set that moves the fewest bytes: where the sanitizers run (they are slow)."""
+    return min(spec.size_sets(), key=lambda sizes: sum(spec.buffer_bytes(p, sizes) for p in spec.params
+                                                        if p.kind == "buffer"))
+
+
+def gates_passed(gates: list[Gate], name: str) -> bool:
+    return any(g.name == name and g.status == "passed" for g in gates)
+
+
+def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
+            device: DeviceInfo, launch: dict[str, Any] | None, seed: int) -> tuple[NativeEvidence, tuple[int, ...]]:
+    """Profile the default size set once under ncu: did the signature instructions execute, and
+    what share of the spec's FLOPs did they do? Also the digests of the profiled launch's outputs."""
+    from porter.gate.nsight import LaunchJob, opcode_bases, run_ncu
+
+    profile = get_profile(target)
+    sizes = spec.default_sizes()
+    required = spec.cost.native_share if spec.cost is not None else DEFAULT_NATIVE_SHARE
+    if not any(signature.values()):  # absent from the SASS: nothing to profile
+        return judge_native(target, profile.signature_sass, signature, {}), ()
+    if not cubin_runs_on(target, device.arch):
+        return judge_native(target, profile.signature_sass, signature, None,
+                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), ()
+    metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
+    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), metrics=metrics)
+    if not run.ok:
+        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
+    values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
+    return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes,
+                        executed_opcodes=run.executed, spec_flops=spec.flops(sizes),
+                        required_share=required), run.digests
+
+
+def _launch_differs(what: str, left: tuple[int, ...], sizes: dict[str, int], seed: int,
+                    verified: dict[tuple, list[int]]) -> str:
+    """A launch outside the worker (under ncu or a sanitizer) must leave the outputs the verified
+    launch at the same sizes and seed left: else it was not the kernel that was checked."""
+    expected = verified.get(Case(sizes, seed).key())
+    if not left or not expected or list(left) == list(expected):
+        return ""
+    return (f"{what} at {_case_label(sizes)} left other outputs than the verified launch there: the kernel "
+            "behaves otherwise when profiled than when checked")
+
+
+def _native_gate(evidence: NativeEvidence, differs: str = "") -> Gate:
+    details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items())
+    if differs:
+        return Gate("native", "failed", differs, (f"{evidence.state}: {evidence.summary}", *details))
+    status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
+    return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
+
+
+def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
+              launch: dict[str, Any] | None, seed: int) -> tuple[SanitizerReport, ...]:
+    """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
+    a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
+    from porter.gate.nsight import SANITIZER_TOOLS, LaunchJob, run_sanitizer
+
+    small, middle = smallest_case(spec), spec.middle_sizes()
+    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
+    runs = [(tool, small) for tool in SANITIZER_TOOLS]
+    if middle != small:
+        runs.insert(1, ("memcheck", middle))
+    reports = []
+    for tool, sizes in runs:
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
+        report = replace(report, sizes=_case_label(sizes), launch_sizes=dict(sizes))
+        if sass is not None:
+            report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
+        reports.append(report)
+    return tuple(reports)
+
+
+def _with_sass(finding: SanitizerFinding, sass: Any) -> SanitizerFinding:
+    """Attach the SASS instruction at the finding's offset (16 bytes per instruction since Volta)."""
+    function = sass.functions.get(finding.function)
+    if function is None or finding.offset is None:
+        return finding
+    index = finding.offset // 16
+    if index < len(function.instructions):
+        return replace(finding, sass=function.instructions[index])
+    return finding
+
+
+def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | None = None) -> Gate:
+    ran = [r for r in reports if r.ran]
+    if not ran:
+        return Gate("sanitize", "not run", reports[0].reason if reports else "no sanitizer tools")
+    dirty = [r for r in ran if r.errors]
+    details = []
+    for r in dirty:
+        for f in r.findings[:3]:
+            where = f" at {f.function}+0x{f.offset:x}" if f.offset is not None else ""
+            sass = f" ({f.sass})" if f.sass else ""
+            details.append(f"{r.tool}: {f.message}{where}{sass}; {f.detail}"[:300])
+    details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
+    if differs:
+        return Gate("sanitize", "failed", differs[0], tuple(differs[1:] + details))
+    if dirty:
+        return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {r.sizes}: {r.errors} errors" for r in dirty),
+                    tuple(details))
+    return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({r.sizes})" for r in ran), tuple(details))
+
+
+def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
+            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seed: int,
+            verified: dict[tuple, list[int]], timed: list[dict[str, int]]) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+    """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
+    at each size set asked for; the speedups are those of the first.
+
+    What is timed must be what was verified: every timed launch of the candidate must leave the
+    outputs (by digest) that its checked launch at the same sizes and seed left, its guard bands
+    intact, and no timing may beat the roofline unless the spec calls its cost approximate.
+    """
+    contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
+                                         "launch": launch}]
+    source_cubin, source_entry, source_launch = source
+    if source_cubin is not None:
+        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": source_entry,
+                           "launch": source_launch})
+    if spec.baseline is not None:
+        contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
+                           "function": spec.baseline.function})
+    peak_tflops, peak_tbps, part = _peaks(device)
+    approximate = spec.cost is not None and spec.cost.approximate
+    timings: list[Timing] = []
+    parts: list[str] = []
+    problems: list[str] = []
+    notes: list[str] = []
+    speed: dict[str, float | None] = {}
+    for sizes in timed:
+        label = _case_label(sizes)
+        try:
+            reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
+                                seed=seed, contenders=contenders, budget_s=options.timing_budget_s)
+        except WorkerFault as fault:
+            return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
+                         ("a kernel that passes its checked launches but fails when launched repeatedly is not "
+                          "correct",)), tuple(timings), speed)
+        flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
+        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
+                for name, samples in zip(reply["names"], reply["times_ms"], strict=True)]
+        timings.extend(here)
+        by_name = {t.name: t for t in here}
+        cand = by_name["candidate"]
+        problems += _timed_outputs_problems(reply, Case(sizes, seed).key(), verified, label)
+        if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
+            said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
+                    "faster than the hardware allows for the spec's cost")
+            if approximate:
+                notes.append(said + " (the spec's cost is declared approximate)")
+            else:
+                problems.append(said + "; either the kernel skips work or [cost] overstates it "
+                                "(set cost.approximate = true if the cost model is an estimate)")
+        if not speed:
+            speed = {
+                "speedup_vs_source": by_name["source"].median_ms / cand.median_ms if "source" in by_name else None,
+                "speedup_vs_library": by_name["library"].median_ms / cand.median_ms if "library" in by_name else None,
+            }
+        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {label}"]
+        if cand.roofline_fraction is not None:
+            part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
+        for other in ("source", "library"):
+            if other in by_name:
+                part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
+        parts.append(", ".join(part_text))
+    if problems:
+        return Gate("timing", "failed", problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
+    return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
+
+
+def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tuple, list[int]], label: str) -> list[str]:
+    """How the candidate's timed launches differ from its verified launch at the same case."""
+    problems = []
+    names = reply["names"]
+    guards = reply.get("guards", [[] for _ in names])[names.index("candidate")]
+    if guards:
+        problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
+    expected = verified.get(key)
+    digests = reply.get("digests", [None])[names.index("candidate")]
+    if not expected or digests is None:
+        problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+        return problems
+    per = reply.get("outputs_per_launch", len(expected))
+    for what, found in (("timed launches", digests), ("repeated launches (globals kept)", reply.get("repeat_digests", []))):
+        launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
+        differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
+        if differ:
+            problems.append(f"{len(differ)} of {len(launches)} {what} at {label} left outputs that differ from "
+                            f"the verified launch (first: launch {differ[0] + 1}): the kernel did not do the "
+                            "verified work on every launch (skipped, cached or changed it when called again)")
+    return problems
+
+
+def _verdict(candidate: Path, entry: str, arch: str, gates: list[Gate], *, start: float,
+             signature: dict[str, int] | None = None, **fields: Any) -> Verdict:
+    status = overall_status(tuple(gates))
+    deciding = next((g for g in gates if g.status == status), gates[-1])
+    reason = "every gate passed on this GPU" if status == "passed" else f"{deciding.name}: {deciding.summary}"
+    verdict = Verdict(kernel=str(candidate), entry=entry, arch=arch, status=status, reason=reason,
+                      gates=tuple(gates), signature_sass=signature or {}, **fields)
+    return replace(verdict, wall_s=time.perf_counter() - start)

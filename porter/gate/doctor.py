@@ -1,0 +1,138 @@
+"""``porter doctor``: what this machine can do for porter, and how to install what is missing.
+
+GPU facts come from ``nvidia-smi`` (driver, name, compute capability) and CuPy (runtime); both are
+optional. Without a GPU porter still assembles and inspects every target: the runtime gates then
+say ``not run``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+
+from porter.ptx.toolchain import Tool, Toolchain, find_toolchain
+
+INSTALL_HINTS = {
+    "ptxas": "pip install nvidia-cuda-nvcc   (or: pip install 'porter-kernels[cuda13]')",
+    "nvdisasm": "pip install nvidia-cuda-nvdisasm",
+    "cuobjdump": "pip install nvidia-cuda-cuobjdump",
+    "cupy": "pip install 'porter-kernels[cuda13]'   (CUDA 12 drivers: 'porter-kernels[cuda12]')",
+    "ncu": "install Nsight Compute from the CUDA toolkit (needed for executed-instruction evidence)",
+    "compute-sanitizer": "install compute-sanitizer from the CUDA toolkit (needed for --sanitize)",
+    "litellm": "pip install litellm   (needed only for model-driven ports)",
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    compute_capability: str  # "9.0"
+    driver: str  # "580.159.04"
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.compute_capability.replace(".", "")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    found: bool
+    detail: str  # path and version, or why not
+    hint: str = ""  # how to install, when not found
+    essential: bool = False
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    checks: tuple[Check, ...]
+    gpus: tuple[Gpu, ...]
+    gpu_note: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(c.found for c in self.checks if c.essential)
+
+
+def detect_gpus(timeout_s: float = 20.0) -> tuple[tuple[Gpu, ...], str]:
+    """The machine's NVIDIA GPUs via nvidia-smi, and a note saying why there are none."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return (), "no GPU: nvidia-smi not found (runtime gates will report `not run`)"
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return (), f"no GPU: nvidia-smi failed ({err})"
+    if out.returncode != 0:
+        first = (out.stderr or out.stdout).strip().splitlines()[:1]
+        return (), f"no GPU: nvidia-smi says {first[0] if first else 'nothing'}"
+    gpus = []
+    for row in out.stdout.strip().splitlines():
+        parts = [p.strip() for p in row.split(",")]
+        if len(parts) == 4 and parts[0].isdigit():
+            gpus.append(Gpu(int(parts[0]), parts[1], parts[2], parts[3]))
+    return tuple(gpus), "" if gpus else "no GPU listed by nvidia-smi"
+
+
+def _tool_check(name: str, tool: Tool | None, essential: bool) -> Check:
+    if tool is None:
+        return Check(name, False, "not found", INSTALL_HINTS[name], essential)
+    return Check(name, True, f"{tool.path} ({tool.version}, via {tool.source})", essential=essential)
+
+
+def _package_check(dist: str, name: str) -> Check:
+    try:
+        return Check(name, True, f"{dist} {metadata.version(dist)}")
+    except metadata.PackageNotFoundError:
+        return Check(name, False, "not installed", INSTALL_HINTS[name])
+
+
+def _cupy_check() -> Check:
+    for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
+        try:
+            return Check("cupy", True, f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return Check("cupy", False, "not installed", INSTALL_HINTS["cupy"])
+
+
+def _which_check(name: str) -> Check:
+    from porter.gate.nsight import find_tool
+
+    found = find_tool(name)  # the same search the gate uses, so doctor and check agree
+    return Check(name, True, str(found)) if found else Check(name, False, "not found", INSTALL_HINTS[name])
+
+
+def diagnose() -> DoctorReport:
+    toolchain = find_toolchain()
+    gpus, note = detect_gpus()
+    checks = (
+        _tool_check("ptxas", toolchain.ptxas, essential=True),
+        _tool_check("nvdisasm", toolchain.nvdisasm, essential=False),
+        _tool_check("cuobjdump", toolchain.cuobjdump, essential=False),
+        _cupy_check(),
+        _which_check("ncu"),
+        _which_check("compute-sanitizer"),
+        _package_check("litellm", "litellm"),
+    )
+    return DoctorReport(checks=checks, gpus=gpus, gpu_note=note, notes=_version_notes(toolchain))
+
+
+def _version_notes(toolchain: Toolchain) -> tuple[str, ...]:
+    """Say when the tools come from different CUDA releases: harmless for nvdisasm reading newer
+    cubins, but worth knowing when a SASS listing and a ptxas message disagree."""
+    tools = [t for t in (toolchain.ptxas, toolchain.nvdisasm, toolchain.cuobjdump) if t is not None]
+    releases = {".".join(t.version.split(".")[:2]) for t in tools if t.version != "unknown"}
+    if len(releases) <= 1:
+        return ()
+    listed = ", ".join(f"{t.name} {t.version} ({t.source})" for t in tools)
+    return (f"the tools come from different CUDA releases: {listed}; set PORTER_CUDA_HOME to pick one",)

@@ -1,0 +1,278 @@
+"""Nsight Compute and compute-sanitizer around one launch of a kernel.
+
+Both tools wrap a whole process, so porter runs ``python -m porter.gate.runner.launch_once JOB`` under
+them (see that module). Parsing is kept in pure functions (``parse_source_csv``,
+``parse_details_csv``, ``parse_sanitizer``) so recorded outputs can be tested on any machine.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from porter.errors import EnvironmentProblem
+from porter.gate.verdict import SanitizerFinding, SanitizerReport
+
+
+def find_tool(name: str) -> Path | None:
+    """ncu / compute-sanitizer: porter's CUDA search folders first, then PATH and the usual installs."""
+    from porter.ptx.toolchain import search_dirs
+
+    for folder in search_dirs():
+        if (folder / name).is_file():
+            return folder / name
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    for pattern in (f"/usr/local/cuda/bin/{name}", f"/opt/nvidia/nsight-compute/*/{name}"):
+        hits = sorted(Path("/").glob(pattern.lstrip("/")))
+        if hits:
+            return hits[-1]
+    return None
+
+
+@dataclass(frozen=True)
+class LaunchJob:
+    """One launch for an external tool: written to a JSON file that launch_once reads."""
+
+    cubin: bytes
+    entry: str
+    spec_path: Path
+    sizes: dict[str, int]
+    seed: int = 0
+    launch: dict[str, Any] | None = None  # the candidate's own launch directive, if it declares one
+
+    def write(self, folder: Path) -> Path:
+        cubin_path = folder / "kernel.cubin"
+        cubin_path.write_bytes(self.cubin)
+        job = folder / "job.json"
+        job.write_text(json.dumps({"cubin_path": str(cubin_path), "entry": self.entry,
+                                   "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed,
+                                   "launch": self.launch, "result_path": str(folder / "result.json")}))
+        return job
+
+
+def _launch_digests(folder: Path) -> tuple[int, ...]:
+    """The output digests launch_once left in ``folder`` (none when the launch failed)."""
+    try:
+        return tuple(int(d) for d in json.loads((folder / "result.json").read_text())["digests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+
+
+def _launch_command(job_path: Path) -> list[str]:
+    return [sys.executable, "-m", "porter.gate.runner.launch_once", str(job_path)]
+
+
+def _child_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding the porter package
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+# -- Nsight Compute -------------------------------------------------------------------------------
+
+def _number(text: str) -> float | None:
+    cleaned = text.replace(",", "").strip()
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    """The CSV part of ncu's output (it prints its own ==PROF== lines around it)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    return list(csv.reader(io.StringIO("\n".join(lines))))
+
+
+def parse_source_csv(text: str) -> dict[str, int]:
+    """Executed warp-level instructions per full SASS opcode, from ``--page source --print-source sass --csv``."""
+    rows = _csv_rows(text)
+    header_at = next((i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r), None)
+    if header_at is None:
+        return {}
+    header = rows[header_at]
+    src, executed = header.index("Source"), header.index("Instructions Executed")
+    counts: Counter[str] = Counter()
+    for row in rows[header_at + 1:]:
+        if len(row) <= max(src, executed):
+            continue
+        opcode = sass_opcode(row[src])
+        value = _number(row[executed])
+        if opcode and value:
+            counts[opcode] += int(value)
+    return dict(counts)
+
+
+def sass_opcode(instruction: str) -> str:
+    """``@!P0 HGMMA.64x16x16.F32.BF16 R24, ...`` -> ``HGMMA.64x16x16.F32.BF16``."""
+    tokens = instruction.strip().rstrip(";").split()
+    if tokens and tokens[0].startswith("@"):
+        tokens = tokens[1:]
+    return tokens[0] if tokens else ""
+
+
+def opcode_bases(counts: dict[str, int]) -> dict[str, int]:
+    bases: Counter[str] = Counter()
+    for opcode, n in counts.items():
+        bases[opcode.split(".", 1)[0]] += n
+    return dict(bases)
+
+
+def parse_details_csv(text: str) -> dict[str, tuple[str, float | str]]:
+    """Metric name -> (unit, value) from ``--page details --csv`` (the first kernel in the output)."""
+    rows = _csv_rows(text)
+    if not rows:
+        return {}
+    header = rows[0]
+    try:
+        name_i, unit_i, value_i = header.index("Metric Name"), header.index("Metric Unit"), header.index("Metric Value")
+    except ValueError:
+        return {}
+    id_i = header.index("ID") if "ID" in header else None
+    first_id = rows[1][id_i] if id_i is not None and len(rows) > 1 else None
+    metrics: dict[str, tuple[str, float | str]] = {}
+    for row in rows[1:]:
+        if len(row) <= value_i or (id_i is not None and row[id_i] != first_id):
+            continue
+        number = _number(row[value_i])
+        metrics.setdefault(row[name_i], (row[unit_i], number if number is not None else row[value_i]))
+    return metrics
+
+
+@dataclass(frozen=True)
+class NcuRun:
+    ok: bool
+    reason: str  # why not, when not ok
+    executed: dict[str, int] = field(default_factory=dict)  # full SASS opcode -> warp-level executed
+    metrics: dict[str, tuple[str, float | str]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    command: str = ""
+    digests: tuple[int, ...] = ()  # of the profiled launch's outputs
+
+
+def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[str, ...] = ("SourceCounters",),
+            timeout_s: float = 600.0) -> NcuRun:
+    """Profile the job's one launch; read back per-opcode executed counts and the details page."""
+    ncu = find_tool("ncu")
+    if ncu is None:
+        return NcuRun(False, "ncu (Nsight Compute) not found")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="porter-ncu-") as tmp:
+        folder = Path(tmp)
+        job_path = job.write(folder)
+        report = folder / "report"
+        command = [str(ncu), "--clock-control", "none", "--target-processes", "all",
+                   "-k", f"regex:^{re.escape(job.entry)}$", "-c", "1", "-f", "-o", str(report)]
+        for section in sections:
+            command += ["--section", section]
+        if metrics:
+            command += ["--metrics", ",".join(metrics)]
+        command += _launch_command(job_path)
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env())
+        except subprocess.TimeoutExpired:
+            return NcuRun(False, f"ncu did not finish in {timeout_s:.0f} s")
+        rep = report.with_suffix(".ncu-rep")
+        if not rep.is_file():
+            text = (out.stdout + out.stderr).strip().splitlines()
+            errors = [ln for ln in text if "ERROR" in ln or "error" in ln.lower()]
+            return NcuRun(False, "ncu wrote no report: " + ((errors or text or ["no output"])[-1])[:300],
+                          command=" ".join(command))
+        source = subprocess.run([str(ncu), "-i", str(rep), "--page", "source", "--print-source", "sass", "--csv"],
+                                capture_output=True, text=True, timeout=timeout_s)
+        details = subprocess.run([str(ncu), "-i", str(rep), "--page", "details", "--csv"],
+                                 capture_output=True, text=True, timeout=timeout_s)
+        digests = _launch_digests(folder)
+    return NcuRun(True, "", parse_source_csv(source.stdout), parse_details_csv(details.stdout),
+                  time.perf_counter() - start, " ".join(command), digests)
+
+
+# -- compute-sanitizer ----------------------------------------------------------------------------
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+_LOCATION = re.compile(r"at (?P<func>[\w$.]+)\+0x(?P<offset>[0-9a-fA-F]+)")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (?P<n>\d+) error")
+_HAZARDS = re.compile(r"RACECHECK SUMMARY: (?P<n>\d+) hazard")
+
+
+def parse_sanitizer(tool: str, text: str) -> tuple[int, tuple[SanitizerFinding, ...]]:
+    """Error count and findings from compute-sanitizer's ``=========``-prefixed output.
+
+    A finding starts on a line with one space after the prefix (``========= Invalid __global__
+    write ...``); its indented lines (``=========     at k+0x1b0``, ``by thread ...``) follow.
+    """
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.startswith("========="):
+            continue
+        rest = line[len("========="):]
+        stripped = rest.strip()
+        if not stripped or stripped.startswith("COMPUTE-SANITIZER") or _SUMMARY.search(stripped) \
+                or _HAZARDS.search(stripped):
+            continue
+        if rest.startswith(" ") and not rest.startswith("  "):
+            blocks.append([stripped])
+        elif blocks:
+            blocks[-1].append(stripped)
+    findings = []
+    for head, *rest in blocks:
+        if head.startswith(("Program hit", "Target application returned", "Saved host backtrace")):
+            continue
+        where = next((m for m in map(_LOCATION.search, [head, *rest]) if m), None)
+        detail = [ln for ln in rest if not ln.startswith(("Saved host backtrace", "Host Frame", "#"))]
+        findings.append(SanitizerFinding(
+            tool=tool, message=head.removeprefix("Error: ").strip(),
+            function=where.group("func") if where else "",
+            offset=int(where.group("offset"), 16) if where else None,
+            detail="; ".join(detail)[:400],
+        ))
+    summary = _SUMMARY.search(text)
+    hazards = _HAZARDS.search(text)
+    count = int(summary.group("n")) if summary else len(findings)
+    if hazards:
+        count = max(count, int(hazards.group("n")))
+    return count, tuple(findings)
+
+
+def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> SanitizerReport:
+    sanitizer = find_tool("compute-sanitizer")
+    if sanitizer is None:
+        return SanitizerReport(tool, False, 0, (), "compute-sanitizer not found")
+    if tool not in SANITIZER_TOOLS:
+        raise EnvironmentProblem(f"unknown sanitizer tool {tool!r}")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="porter-sanitizer-") as tmp:
+        job_path = job.write(Path(tmp))
+        command = [str(sanitizer), "--tool", tool, "--print-limit", "20", "--target-processes", "all"]
+        if tool == "racecheck":
+            command += ["--racecheck-report", "hazard"]
+        try:
+            out = subprocess.run(command + _launch_command(job_path), capture_output=True, text=True,
+                                 timeout=timeout_s, env=_child_env())
+        except subprocess.TimeoutExpired:
+            return SanitizerReport(tool, False, 0, (), f"{tool} did not finish in {timeout_s:.0f} s")
+        digests = _launch_digests(Path(tmp))
+    text = out.stdout + out.stderr
+    if "ERROR SUMMARY" not in text and "RACECHECK SUMMARY" not in text:
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        return SanitizerReport(tool, False, 0, (), f"{tool} did not report: {tail[0][:300]}",
+                               time.perf_counter() - start)
+    errors, findings = parse_sanitizer(tool, text)
+    return SanitizerReport(tool, True, errors, findings, "", time.perf_counter() - start, digests=digests)

@@ -1,0 +1,175 @@
+"""The parent's side of the GPU worker: start it, send it jobs, survive whatever it does.
+
+Each job waits for a reply with a timeout. A worker that does not answer in time is killed
+(a hung kernel cannot be interrupted any other way); a worker that dies, or reports a sticky CUDA
+error (illegal address, misaligned access: the context is unusable afterwards), is restarted on
+the next job. Either way the caller gets a ``WorkerFault`` with a message for the verdict.
+
+The gate, golden recording and the services talk to any :class:`GpuRunner`: :class:`Runner` is the
+one that runs the real worker (:func:`porter.gate.runner.worker.serve`, which owns CUDA) in a child
+process; its ``target`` is injectable, so that the CPU tests run this file's timeout, kill and
+restart logic against a fake worker (:mod:`porter.gate.runner.fake`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class WorkerFault(Exception):
+    """The job did not complete: the kernel hung, faulted, or the worker died."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "timeout" | "fault" | "died" | "unavailable"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    arch: str  # "sm_90"
+    compute_capability: str
+    sm_count: int
+    l2_bytes: int
+    max_shared_optin: int
+    driver: str  # "13.0" (CUDA driver API version)
+    runtime: str
+    cupy: str
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.arch}), CUDA driver {self.driver}, CuPy {self.cupy}"
+
+
+class GpuRunner(Protocol):
+    """What the gate needs of a runner: start the worker (the device it owns), run one job with a
+    timeout (raising :class:`WorkerFault`), close. ``restarts`` counts workers lost to faults."""
+
+    info: DeviceInfo | None
+    restarts: int
+
+    def start(self) -> DeviceInfo: ...
+
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+# A worker's body: it gets its end of the pipe and the device index, answers the start-up message
+# ({"ok": True, "device": {...}} or {"ok": False, "error": ...}), then one reply per job.
+WorkerTarget = Callable[[Any, int], None]
+
+
+class Runner:
+    """A handle on one GPU worker process. Use as a context manager, or call ``close()``.
+
+    ``target`` is the worker's body (default :func:`porter.gate.runner.worker.serve`); it must be a
+    module-level function, since the child process is spawned."""
+
+    def __init__(self, *, device: int = 0, startup_timeout_s: float = 180.0,
+                 target: WorkerTarget | None = None) -> None:
+        self.device = device
+        self.startup_timeout_s = startup_timeout_s
+        self.target = target
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self.info: DeviceInfo | None = None
+        self.restarts = 0
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> DeviceInfo:
+        """Start the worker if it is not running; returns the device it owns."""
+        if self._proc is not None and self._proc.is_alive():
+            assert self.info is not None
+            return self.info
+        target = self.target
+        if target is None:
+            from porter.gate.runner import worker
+
+            target = worker.serve
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=target, args=(child, self.device), daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        reply = self._receive(self.startup_timeout_s, what="starting the GPU worker")
+        if not reply.get("ok"):
+            self._kill()
+            raise WorkerFault(reply.get("error", "the GPU worker could not start"), kind="unavailable")
+        self.info = DeviceInfo(**reply["device"])
+        return self.info
+
+    def close(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            if self._proc.is_alive():
+                self._conn.send({"op": "exit"})
+                self._proc.join(5)
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        self._kill()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+        """Run one job in the worker. Raises WorkerFault if it hangs, faults or dies."""
+        self.start()
+        try:
+            self._conn.send({"op": op, **payload})
+        except (OSError, BrokenPipeError) as err:
+            self._kill()
+            raise WorkerFault(f"the GPU worker went away ({err})", kind="died") from err
+        reply = self._receive(timeout_s, what=op)
+        if reply.get("ok"):
+            return reply
+        if reply.get("sticky"):
+            # The CUDA context is poisoned: every later call would fail the same way.
+            self._kill()
+            self.restarts += 1
+        raise WorkerFault(reply.get("error", "unknown worker error"), kind=reply.get("kind", "fault"))
+
+    def _receive(self, timeout_s: float, *, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if self._conn.poll(max(0.0, min(remaining, 0.5))):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                if self._proc is not None:
+                    self._proc.join(5)  # the pipe closes before the process is reaped: wait for its exit code
+                code = self._proc.exitcode if self._proc is not None else None
+                self._kill()
+                self.restarts += 1
+                raise WorkerFault(f"the GPU worker died while {what} (exit code {code})", kind="died") from None
+            if self._proc is not None and not self._proc.is_alive():
+                code = self._proc.exitcode
+                self._kill()
+                self.restarts += 1
+                raise WorkerFault(f"the GPU worker died while {what} (exit code {code})", kind="died")
+            if remaining <= 0:
+                self._kill()
+                self.restarts += 1
+                raise WorkerFault(
+                    f"no answer after {timeout_s:.0f} s while {what}: the kernel did not finish "
+                    "(a hang or an endless loop); the worker was killed",
+                    kind="timeout",
+                )

@@ -1,0 +1,47 @@
+"""Launch a kernel once, in a process of its own, for tools that wrap a whole process.
+
+``ncu`` and ``compute-sanitizer`` profile or check a program, not a function call, so porter
+hands them ``python -m porter.gate.runner.launch_once JOB.json``. The job names a cubin, the entry,
+the spec, the sizes and the seed. Buffers are allocated at their exact sizes with CuPy's memory
+pool off, so that the sanitizer's bounds checks see each buffer's true end (porter's own guard
+bands would hide an off-by-one write from it). The launch starts from the same restored state as
+the worker's, and its outputs' digests go to the job's ``result_path``: a kernel that behaves
+otherwise when profiled than when checked is caught. Exit 0 after a clean launch, 1 on a CUDA error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(job_path: str) -> int:
+    import cupy as cp
+
+    from porter.gate.inputs import make_args
+    from porter.gate.runner.worker import Launch, WorkerState, output_digests
+
+    job = json.loads(Path(job_path).read_text())
+    cp.cuda.set_allocator(None)  # plain cudaMalloc per buffer: exact bounds for memcheck
+    state = WorkerState(cp, fenced=False)
+    spec = state.spec(job["spec_path"], job.get("launch"))
+    sizes = {k: int(v) for k, v in job["sizes"].items()}
+    seed = int(job["seed"])
+    kernel = state.kernel(Path(job["cubin_path"]).read_bytes(), job["entry"], spec.launch_dims(sizes)[2])
+    launch = Launch(state, spec, sizes, make_args(spec, sizes, seed), seed, guard=0)
+    try:
+        launch.reset()
+        launch.run(kernel)
+        cp.cuda.Device().synchronize()
+        digests = output_digests(state, launch)
+    except Exception as err:  # a CUDA error: the tool wrapping us reports the details
+        print(f"porter launch_once: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    if job.get("result_path"):  # what the launch left: the gate holds it to the verified launch
+        Path(job["result_path"]).write_text(json.dumps({"digests": digests}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,757 @@
+"""The GPU worker: a child process that owns the CUDA context and runs untrusted kernels.
+
+It receives jobs over a pipe (see ``client.Runner``) and answers each with a dict. Everything that
+touches the GPU lives here, so the parent never imports CuPy.
+
+A candidate is treated as an adversary that would pass by remembering, recognising or skipping.
+Every launch starts with its inputs uploaded afresh, its outputs set to an initial state (NaN
+poison, or random finite values: each case runs under both), scratch random and every SM's
+shared memory overwritten. Consecutive cases at the same sizes reuse the same buffers with new
+data, and module ``.global`` variables carry from case to case, as in a program that calls the
+kernel again and again; before every timed launch they are restored to their load-time image.
+Inputs are handed over read-only; buffers sit between random guard patterns inside fenced
+address space (an access far outside faults), and every buffer is scrubbed before it is freed,
+so that no kernel can find another kernel's results (the reference's above all) in recycled
+memory. Timed launches are digested, so that what was timed can be held to what was verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GUARD_BYTES = 64 * 1024
+SCRUB = 0x3C
+
+# CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
+# error (illegal address, misaligned access, a trap) poisons the context: the worker must restart.
+_NON_STICKY = {
+    "CUDA_ERROR_INVALID_VALUE",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+    "CUDA_ERROR_NOT_FOUND",
+    "CUDA_ERROR_INVALID_IMAGE",
+    "CUDA_ERROR_NO_BINARY_FOR_GPU",
+    "CUDA_ERROR_INVALID_PTX",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "cudaErrorMemoryAllocation",
+}
+
+REPEAT_LAUNCHES = 64  # consecutive untimed launches after the timing loop, globals carried over
+
+# Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
+# and random finite values no kernel can tell from a result. A kernel that skips work when it
+# sees "already computed" outputs, or leans on NaN arithmetic (fmaxf(NaN, v) = v), fails one.
+INITIAL_STATES = ("poison", "random")
+
+
+def _error_name(err: BaseException) -> str:
+    text = str(err)
+    for token in text.replace(":", " ").split():
+        if token.startswith(("CUDA_ERROR_", "cudaError")):
+            return token
+    return ""
+
+
+def is_sticky(err: BaseException) -> bool:
+    name = _error_name(err)
+    return bool(name) and name not in _NON_STICKY
+
+
+class DeviceBuffer:
+    """A device allocation with guard bands: [guard | data | guard], data 64 KiB-aligned from the base.
+
+    The guard bands hold a random pattern (new for every buffer), so a kernel cannot write "the
+    canary" back. With ``fenced``, the allocation sits in its own reservation of unmapped address
+    space (``porter.gate.runner.isolated``): an access beyond the mapped pages faults at any distance;
+    the mapped pages past the data all count as guard band. With ``read_only`` too, the kernel
+    gets ``kernel_ptr``, a mapping through which it can only read.
+    """
+
+    def __init__(self, cp: Any, nbytes: int, guard: int, rng: np.random.Generator, *, fenced: bool = False,
+                 read_only: bool = False) -> None:
+        self.cp = cp
+        self.nbytes = nbytes
+        self.guard = guard
+        self._fence = None
+        total = nbytes + 2 * guard
+        if fenced:
+            from porter.gate.runner.isolated import IsolatedAllocation
+
+            self._fence = IsolatedAllocation(total, cp.cuda.Device().id)
+            memory = cp.cuda.UnownedMemory(self._fence.ptr, self._fence.size, self._fence)
+            self.raw = cp.ndarray((self._fence.size,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        else:
+            self.raw = cp.empty(total, dtype=cp.uint8)
+        self.data = self.raw[guard : guard + nbytes]
+        # What the kernel is handed: for an input, a read-only mapping of the same memory.
+        self.kernel_ptr = (self._fence.read_only_alias() + guard if self._fence is not None and read_only
+                           else self.ptr)
+        after = self.raw.size - guard - nbytes
+        self.patterns = (cp.asarray(rng.integers(0, 256, guard, dtype=np.uint8)),
+                         cp.asarray(rng.integers(0, 256, after, dtype=np.uint8)))
+        self.fill_guards()
+
+    @property
+    def ptr(self) -> int:
+        return self.raw.data.ptr + self.guard
+
+    def fill_guards(self) -> None:
+        before, after = self.patterns
+        if before.size:
+            self.raw[: self.guard] = before
+        if after.size:
+            self.raw[self.guard + self.nbytes :] = after
+
+    def upload(self, host: np.ndarray) -> None:
+        if self.nbytes:
+            self.data.set(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
+
+    def copy_from(self, device_bytes: Any) -> None:
+        if self.nbytes:
+            self.data[...] = device_bytes
+
+    def poison(self, bits: int, itemsize: int) -> None:
+        if self.nbytes:
+            word = {1: self.cp.uint8, 2: self.cp.uint16, 4: self.cp.uint32, 8: self.cp.uint64}[itemsize]
+            self.data.view(word).fill(bits)
+
+    def download(self) -> np.ndarray:
+        """The data, as host bytes."""
+        return self.data.get()
+
+    def guard_violation(self, name: str) -> str:
+        """Writes into the guard bands, described, or '' when they are intact (compared on the GPU)."""
+        problems = []
+        before, after = self.patterns
+        if before.size:
+            bad = self.cp.flatnonzero(self.raw[: self.guard] != before)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.guard - int(bad[-1])} bytes before)")
+        if after.size:
+            bad = self.cp.flatnonzero(self.raw[self.guard + self.nbytes :] != after)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
+        return f"{name}: " + "; ".join(problems) if problems else ""
+
+    def scrub(self) -> None:
+        self.raw.fill(SCRUB)
+        if self._fence is not None:
+            self.cp.cuda.Device().synchronize()
+            self.data = self.raw = None
+            self._fence.free()
+            self._fence = None
+
+
+def _load_callable(path: str, function: str) -> Any:
+    module_name = "porter_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    fn = getattr(module, function, None)
+    if fn is None:
+        raise RuntimeError(f"{path} has no function {function!r}")
+    return fn
+
+
+_SUPPORT_SOURCE = r"""
+extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned int pattern) {
+    extern __shared__ unsigned int porter_shared[];
+    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) porter_shared[i] = pattern ^ i;
+}
+
+// A position-weighted 64-bit sum of n bytes (wrapping): equal contents give equal digests, in
+// any launch order; slot picks where in ``out`` it lands (one slot per timed launch).
+extern "C" __global__ void porter_digest(const unsigned char* data, unsigned long long n,
+                                         unsigned long long* out, unsigned int slot) {
+    unsigned long long words = n / 4, acc = 0;
+    const unsigned int* w = reinterpret_cast<const unsigned int*>(data);
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < words;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        acc += ((unsigned long long)w[i] + 1ull) * ((i * 0x9E3779B97F4A7C15ull) | 1ull);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (unsigned long long i = words * 4; i < n; ++i) {
+            acc += ((unsigned long long)data[i] + 1ull) * (((i + (1ull << 40)) * 0x9E3779B97F4A7C15ull) | 1ull);
+        }
+    }
+    atomicAdd(out + slot, acc);
+}
+"""
+
+
+class LoadedKernel:
+    """A candidate's function with its module's ``.global`` variables and their load-time images.
+
+    Across the cases of a check the globals carry over, as across the calls of a real program:
+    a kernel that latches the first case's scalars or counts its launches goes wrong in a later
+    case. :meth:`restore` puts them back as they were when the module loaded: at the start of
+    each check (so checks are reproducible) and before every timed launch (so nothing a kernel
+    remembered, a cache of results above all, is timed).
+    """
+
+    def __init__(self, cp: Any, module: Any, entry: str, cubin: bytes) -> None:
+        from porter.gate.runner.cubin import module_globals
+
+        self.fn = module.get_function(entry)
+        self.globals: list[tuple[Any, Any]] = []
+        for var in module_globals(cubin):
+            if var.size <= 0:
+                continue
+            view = cp.ndarray((var.size,), dtype=cp.uint8, memptr=module.get_global(var.name))
+            self.globals.append((view, view.copy()))
+
+    def restore(self) -> None:
+        for view, image in self.globals:
+            view[...] = image
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared: int) -> None:
+        self.fn(grid, block, args, shared_mem=shared)
+
+
+class WorkerState:
+    """What the worker keeps between jobs: loaded kernels, parsed specs, cached reference outputs."""
+
+    def __init__(self, cp: Any, *, fenced: bool = True) -> None:
+        self.cp = cp
+        self.kernels: dict[tuple[str, str], LoadedKernel] = {}
+        self.specs: dict[str, Any] = {}
+        self.references: dict[tuple, dict[str, np.ndarray]] = {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-"))
+        self._flush: Any = None
+        self._support: Any = None
+        self._case: tuple[tuple, Launch] | None = None
+        if fenced:
+            from porter.gate.runner.isolated import available
+
+            self.fence_note = available(cp.cuda.Device().id)
+        else:
+            self.fence_note = "exact-size allocations (for compute-sanitizer)"
+        self.fenced = fenced and not self.fence_note
+
+    def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
+                    kernel_key: tuple) -> Launch:
+        """The candidate's buffers for a case: those of the last case when it ran the same kernel at
+        the same sizes (rebound to the new inputs), so that consecutive cases are consecutive calls
+        on the same memory with new data; fresh ones otherwise."""
+        key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
+        if self._case is not None and self._case[0] == key:
+            self._case[1].rebind(host_args)
+            return self._case[1]
+        self.drop_case_launch()
+        launch = Launch(self, spec, sizes, host_args, seed)
+        self._case = (key, launch)
+        return launch
+
+    def drop_case_launch(self) -> None:
+        if self._case is not None:
+            self._case[1].release()
+            self._case = None
+
+    def spec(self, path: str, launch: dict[str, Any] | None = None) -> Any:
+        """The spec at ``path`` (parsed once per file version), with a candidate's own launch if given."""
+        from porter.gate.spec import load_spec, with_launch
+
+        key = path + ":" + str(os.stat(path).st_mtime_ns)
+        if key not in self.specs:
+            self.specs[key] = load_spec(Path(path))
+        spec = self.specs[key]
+        return with_launch(spec, launch, source="candidate") if launch else spec
+
+    def kernel(self, cubin: bytes, entry: str, shared: int) -> LoadedKernel:
+        digest = hashlib.sha256(cubin).hexdigest()
+        key = (digest, entry)
+        if key not in self.kernels:
+            path = self.tmp / f"{digest}.cubin"
+            path.write_bytes(cubin)
+            module = self.cp.RawModule(path=str(path))
+            self.kernels[key] = LoadedKernel(self.cp, module, entry, cubin)
+        loaded = self.kernels[key]
+        if shared > 48 * 1024 and loaded.fn.max_dynamic_shared_size_bytes < shared:
+            loaded.fn.max_dynamic_shared_size_bytes = shared
+        return loaded
+
+    def flush_buffer(self) -> Any:
+        """A buffer twice the L2's size: writing it evicts whatever the last launch left cached."""
+        if self._flush is None:
+            l2 = self.cp.cuda.Device().attributes.get("L2CacheSize", 50 * 1024 * 1024)
+            self._flush = self.cp.empty(max(2 * l2, 256 * 1024 * 1024), dtype=self.cp.uint8)
+        return self._flush
+
+    def _support_module(self) -> tuple[Any, Any, int, int]:
+        """porter's own kernels (shared-memory scrub, digest), the opt-in shared size, the SM count."""
+        if self._support is None:
+            module = self.cp.RawModule(code=_SUPPORT_SOURCE)
+            attributes = self.cp.cuda.Device().attributes  # a query of every attribute: once
+            most = int(attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+            scrub = module.get_function("porter_scrub_shared")
+            scrub.max_dynamic_shared_size_bytes = most
+            self._support = (scrub, module.get_function("porter_digest"), most,
+                             int(attributes["MultiProcessorCount"]))
+        return self._support
+
+    def scrub_shared(self) -> None:
+        """Overwrite the shared memory of every SM, so that nothing a launch left there is read by
+        the next (shared memory is not cleared between kernels)."""
+        scrub, _, most, sms = self._support_module()
+        scrub((2 * sms,), (256,), (np.uint32(most // 4), np.uint32(0x5C3A9E17)), shared_mem=most)
+
+    def digest(self, data: Any, out: Any, slot: int) -> None:
+        """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed)."""
+        _, digest, _, sms = self._support_module()
+        digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot)))
+
+
+# (mantissa bits, exponent bits) of the IEEE-like float types: an all-ones exponent is inf or NaN.
+_FLOAT_FIELDS = {"f64": (52, 11), "f32": (23, 8), "f16": (10, 5), "bf16": (7, 8), "e5m2": (2, 5)}
+
+
+def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
+    """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
+    magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
+    the next exponent down. An output's initial contents that no kernel can tell from a result."""
+    raw = cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+    if not dtype.is_float or nbytes % dtype.itemsize:
+        return raw
+    words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
+    if dtype.name == "e4m3":  # only S.1111.111 is NaN in e4m3fn
+        words ^= ((words & words.dtype.type(0x7F)) == words.dtype.type(0x7F)).astype(words.dtype)
+        return raw
+    mantissa, exponent = _FLOAT_FIELDS[dtype.name]
+    ones = words.dtype.type((1 << exponent) - 1)
+    special = ((words >> words.dtype.type(mantissa)) & ones) == ones
+    words ^= special.astype(words.dtype) << words.dtype.type(mantissa)
+    return raw
+
+
+def _scalar_arg(dtype: Any, value: float | int) -> Any:
+    """A kernel argument of exactly the param's width (16-bit and 8-bit floats travel as raw bits)."""
+    host = np.asarray(value).astype(dtype.numpy)
+    if dtype.kind == "float" and dtype.itemsize <= 2:
+        return host.view({1: np.uint8, 2: np.uint16}[dtype.itemsize])[()]
+    return host[()]
+
+
+class Launch:
+    """The buffers and arguments of one launch on one size set, and the state before each launch.
+
+    ``seed`` drives everything random around the inputs: guard patterns, the outputs' random
+    initial contents and the scratch contents (the inputs themselves come with ``host_args``).
+    """
+
+    def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
+                 seed: int, guard: int = GUARD_BYTES) -> None:
+        """``guard=0`` gives exact-size plain allocations, for compute-sanitizer's bounds checks."""
+        from porter.gate.inputs import GUARDS, stream
+
+        cp = state.cp
+        self.state, self.spec, self.sizes, self.seed = state, spec, sizes, seed
+        self.buffers: dict[str, DeviceBuffer] = {}
+        self._pristine: dict[str, Any] = {}
+        fenced = state.fenced and guard > 0
+        for index, p in enumerate(spec.params):  # buffers first: a tensormap may describe a buffer listed after it
+            nbytes = (int(np.prod(spec.shape(p, sizes), dtype=np.int64)) * p.dtype.itemsize if p.kind == "buffer"
+                      else spec.scratch_bytes(p, sizes) if p.kind == "scratch" else 0)
+            if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, guard, stream(seed, GUARDS, sizes, index), fenced=fenced,
+                                                    read_only=p.kind == "buffer" and p.role == "in")
+        self.grid, self.block, self.shared, _cluster = spec.launch_dims(sizes)
+        self.rebind(host_args)
+
+    def rebind(self, host_args: dict[str, Any]) -> None:
+        """New inputs and scalars in the same buffers: the next case of the same sizes runs where
+        the last one ran, as a program calls a kernel again and again on new data."""
+        self.host_args = host_args
+        self._pristine = {k: v for k, v in self._pristine.items() if k.startswith(("initial:", "scratch:"))}
+        self.args: list[Any] = []
+        for p in self.spec.params:
+            if p.kind in ("buffer", "scratch"):
+                buf = self.buffers.get(p.name)
+                self.args.append(np.uint64(buf.kernel_ptr if buf is not None else 0))
+            elif p.kind == "tensormap":
+                from porter.gate.runner.tensormap import encode_tiled
+
+                target = self.spec.param(p.tensormap.tensor)
+                self.args.append(encode_tiled(self.buffers[target.name].kernel_ptr, target.dtype.name,
+                                              target.dtype.itemsize, self.spec.tensormap_geometry(p, self.sizes)))
+            else:
+                self.args.append(_scalar_arg(p.dtype, host_args[p.name]))
+
+    def reset(self, initial: str = "poison") -> None:
+        """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
+        INITIAL_STATES), scratch random, every SM's shared memory overwritten. Guard bands are
+        written once and checked after each launch. The module's globals are left as the last
+        launch left them, as in a program (a timed launch restores them first: see job_time)."""
+        from porter.gate.inputs import INITIAL, stream
+
+        cp = self.state.cp
+        for index, p in enumerate(self.spec.params):
+            buf = self.buffers.get(p.name)
+            if buf is None:
+                continue
+            if p.kind == "scratch":
+                buf.copy_from(self._device_pattern(p.name, index, buf.nbytes))
+            elif p.role == "out":
+                if initial == "poison":
+                    buf.poison(p.dtype.poison_bits, p.dtype.itemsize)
+                else:
+                    key = f"initial:{p.name}:{initial}"
+                    if key not in self._pristine:
+                        rng = stream(self.seed, INITIAL, self.sizes, index, initial)
+                        self._pristine[key] = random_finite(cp, p.dtype, buf.nbytes, int(rng.integers(2**62)))
+                    buf.copy_from(self._pristine[key])
+            else:
+                if p.name not in self._pristine:
+                    host = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+                    self._pristine[p.name] = cp.asarray(host)
+                buf.copy_from(self._pristine[p.name])
+        self.state.scrub_shared()
+
+    def _device_pattern(self, name: str, index: int, nbytes: int) -> Any:
+        from porter.gate.inputs import INITIAL, stream
+
+        key = f"scratch:{name}"
+        if key not in self._pristine:
+            rng = stream(self.seed, INITIAL, self.sizes, index, "scratch")
+            self._pristine[key] = self.state.cp.asarray(rng.integers(0, 256, nbytes, dtype=np.uint8))
+        return self._pristine[key]
+
+    def run(self, kernel: LoadedKernel) -> None:
+        kernel(tuple(self.grid), tuple(self.block), tuple(self.args), int(self.shared))
+
+    def guard_problems(self) -> list[str]:
+        return [problem for name, buf in self.buffers.items() if (problem := buf.guard_violation(name))]
+
+    def digest_outputs(self, out: Any, first_slot: int) -> None:
+        """Digest each output into consecutive slots of ``out``, from ``first_slot``."""
+        for k, p in enumerate(self.spec.outputs):
+            self.state.digest(self.buffers[p.name].data, out, first_slot + k)
+
+    def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+        """Outputs (host), guard violations, and inputs that the kernel modified."""
+        outputs: dict[str, np.ndarray] = {}
+        modified: list[str] = []
+        guards = self.guard_problems()
+        for p in self.spec.params:
+            buf = self.buffers.get(p.name)
+            if buf is None or p.kind != "buffer":
+                continue
+            data = buf.download()
+            if p.role == "in":
+                expected = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+                changed = np.flatnonzero(data != expected)
+                if changed.size:
+                    modified.append(f"{p.name}: {changed.size} bytes changed (first at byte {changed[0]})")
+            else:
+                shape = self.spec.shape(p, self.sizes)
+                outputs[p.name] = data.view(p.dtype.numpy).reshape(shape).copy()
+        return outputs, guards, modified
+
+    def release(self) -> None:
+        for buf in self.buffers.values():
+            buf.scrub()
+        self.buffers.clear()
+        self._pristine.clear()
+
+
+def output_digests(state: WorkerState, launch: Launch) -> list[int]:
+    """The digest of each output of the last launch (as the timing loop computes them)."""
+    out = state.cp.zeros(len(launch.spec.outputs), dtype=state.cp.uint64)
+    launch.digest_outputs(out, 0)
+    return [int(x) for x in out.get()]
+
+
+def _reference_array(result: dict[str, Any], p: Any) -> np.ndarray:
+    """One output of a Python reference. For outputs of 16 bits or fewer, float32 holds the
+    reference far beyond the output's own rounding and halves what crosses the pipe."""
+    if p.name not in result:
+        raise RuntimeError(f"the reference returned no output {p.name!r}")
+    ref = np.asarray(result[p.name])
+    if p.dtype.is_float and p.dtype.itemsize <= 2 and ref.dtype == np.float64:
+        return ref.astype(np.float32)
+    return ref
+
+
+def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, values: str,
+               host_args: dict[str, Any], reference: dict[str, Any]) -> dict[str, np.ndarray]:
+    # The spec is part of the key: two specs may share a ref.py but fill their inputs differently.
+    key = (reference.get("key", ""), id(spec), tuple(sorted(sizes.items())), seed, values)
+    if key in state.references:
+        return state.references[key]
+    kind = reference["kind"]
+    if kind == "python":
+        fn = _load_callable(reference["path"], reference["function"])
+        inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
+        result = fn(inputs, dict(sizes))
+        outs = {p.name: _reference_array(result, p) for p in spec.outputs}
+    elif kind == "source":
+        if reference.get("launch"):  # a source that is itself a port declares its own launch
+            spec = state.spec(str(spec.path), reference["launch"])
+        kernel = state.kernel(reference["cubin"], reference["entry"], spec.launch_dims(sizes)[2])
+        launch = Launch(state, spec, sizes, host_args, seed)
+        try:
+            launch.reset()
+            launch.run(kernel)
+            state.cp.cuda.Device().synchronize()
+            outs, guards, modified = launch.collect()
+        finally:
+            launch.release()
+        if guards or modified:
+            raise RuntimeError("the source kernel used as reference misbehaves: " + "; ".join(guards + modified))
+    elif kind == "golden":
+        with np.load(reference["path"]) as data:
+            outs = {name: data[name] for name in data.files}
+    else:
+        raise RuntimeError(f"unknown reference kind {kind!r}")
+    if len(state.references) > 64:
+        state.references.clear()
+    state.references[key] = outs
+    return outs
+
+
+def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int], seed: int,
+             reference: dict[str, Any], values: str = "", initials: tuple[str, ...] = INITIAL_STATES,
+             launch: dict[str, Any] | None = None, first: bool = False) -> dict[str, Any]:
+    """One case of the sweep: launch the candidate once per initial output state on the same
+    fresh inputs, each launch from a fully restored state (see ``Launch.reset``).
+
+    ``launch`` is the candidate's own launch directive; the reference (a source kernel included)
+    always runs with the spec's own launch; ``first`` marks a check's first case. The reply carries each run's outputs, the digests of
+    the first run's outputs (which timed launches must reproduce) and the memory-safety findings.
+    """
+    from porter.gate.inputs import make_args
+
+    source_spec = state.spec(spec_path)
+    spec = state.spec(spec_path, launch)
+    host_args = make_args(spec, sizes, seed, values)
+    kernel = state.kernel(cubin, entry, spec.launch_dims(sizes)[2])
+    if first:  # a check starts from the module as loaded, whatever an earlier check left in it
+        kernel.restore()
+    candidate = state.case_launch(spec, sizes, host_args, seed, (cubin, entry, repr(launch)))
+    per_run: list[dict[str, np.ndarray]] = []
+    guards: list[str] = []
+    modified: list[str] = []
+    digests: list[int] = []
+    start = time.perf_counter()
+    try:
+        for k, initial in enumerate(initials):
+            candidate.reset(initial)
+            try:
+                candidate.run(kernel)
+                state.cp.cuda.Device().synchronize()
+            except Exception as err:
+                if k == 0:
+                    raise
+                # Keep the CUDA error's name in the text: it decides whether the worker restarts.
+                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}; "
+                                   f"the launch from {initials[0]} completed: the kernel depends on the output's "
+                                   "initial contents)") from err
+            if k == 0:
+                digests = output_digests(state, candidate)
+            outs, g, m = candidate.collect()
+            per_run.append(outs)
+            guards += [x for x in g if x not in guards]
+            modified += [x for x in m if x not in modified]
+    except BaseException:
+        state.drop_case_launch()
+        raise
+    if guards:  # the patterns are spent: the next case gets fresh buffers
+        state.drop_case_launch()
+    kernel_s = time.perf_counter() - start
+    ref = _reference(state, source_spec, sizes, seed, values, host_args, reference)
+    return {"outputs": per_run, "initials": list(initials), "reference": ref, "guards": guards,
+            "modified": modified, "digests": digests, "kernel_s": kernel_s, "fence": state.fence_note}
+
+
+def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:
+    """CuPy views of the launch's buffers, for a library baseline callable."""
+    views: dict[str, Any] = {}
+    for p in spec.params:
+        if p.kind == "buffer":
+            shape = spec.shape(p, sizes)
+            try:
+                dtype = cp.dtype(p.dtype.numpy)
+                cp.empty(0, dtype=dtype)
+            except Exception:  # bf16 / fp8: CuPy has no such dtype; hand over the raw bits
+                dtype = {1: cp.uint8, 2: cp.uint16}[p.dtype.itemsize]
+            views[p.name] = launch.buffers[p.name].data.view(dtype).reshape(shape)
+        elif p.kind == "scalar":
+            views[p.name] = launch.host_args[p.name]
+    return views
+
+
+def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed: int,
+             contenders: list[dict[str, Any]], budget_s: float = 2.0, max_reps: int = 200,
+             min_reps: int = 10) -> dict[str, Any]:
+    """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
+
+    Interleaving makes ratios between contenders survive clock and thermal drift. Every timed
+    launch starts from the same restored state as a checked one (fresh poison in the outputs,
+    inputs and module globals restored, shared memory overwritten: all outside the timed events),
+    and a kernel contender's outputs are digested after every launch, so the caller can hold each
+    timed launch to the outputs that were verified. Then the candidate runs a repeat phase (see
+    below), and the guard bands are checked.
+    """
+    from porter.gate.inputs import make_args
+
+    cp = state.cp
+    state.drop_case_launch()
+    spec = state.spec(spec_path)
+    host_args = make_args(spec, sizes, seed)
+    flush = state.flush_buffer()
+    steps: list[tuple[Launch, LoadedKernel | None, Any]] = []
+    launches: list[Launch] = []
+    try:
+        for c in contenders:
+            launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args, seed)
+            launches.append(launch)
+            if c["kind"] == "kernel":
+                kernel = state.kernel(c["cubin"], c["entry"], launch.shared)
+                steps.append((launch, kernel, lambda launch=launch, kernel=kernel: launch.run(kernel)))
+            else:
+                fn = _load_callable(c["path"], c["function"])
+                views = _baseline_args(cp, spec, sizes, launch)
+                steps.append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
+
+        def prepare(launch: Launch, kernel: LoadedKernel | None) -> None:
+            # Module globals back to their load-time image: nothing a kernel remembered (a cache
+            # of results, a launch count) survives into a timed launch.
+            if kernel is not None:
+                kernel.restore()
+            launch.reset()
+            flush.fill(0)
+
+        # Warm-up (module load, cuBLAS handle, clocks), then estimate one round's time.
+        for launch, kernel, run in steps:
+            prepare(launch, kernel)
+            run()
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for launch, kernel, run in steps:
+            prepare(launch, kernel)
+            run()
+        cp.cuda.Device().synchronize()
+        round_s = max(time.perf_counter() - t0, 1e-6)
+        reps = int(min(max_reps, max(min_reps, budget_s / round_s)))
+        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
+        outputs = len(spec.outputs)
+        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c["kind"] == "kernel" else None for c in contenders]
+        for r in range(reps):
+            order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
+            for i in order:
+                launch, kernel, run = steps[i]
+                prepare(launch, kernel)
+                start, end = events[i][r]
+                start.record()
+                run()
+                end.record()
+                if digests[i] is not None:
+                    launch.digest_outputs(digests[i], r * outputs)
+        cp.cuda.Device().synchronize()
+        times = [[cp.cuda.get_elapsed_time(s, e) for s, e in evs] for evs in events]
+        # The repeat phase (not timed): the candidate launched again and again without restoring
+        # its globals, as a program calls it, each launch from fresh poison and digested: a kernel
+        # that counts its calls and skips (or breaks) after a few is caught here.
+        launch, kernel, run = steps[0]
+        repeats = min(reps, REPEAT_LAUNCHES)
+        repeat = cp.zeros(repeats * outputs, dtype=cp.uint64)
+        for r in range(repeats):
+            launch.reset()
+            run()
+            launch.digest_outputs(repeat, r * outputs)
+        cp.cuda.Device().synchronize()
+        guards = [launch.guard_problems() for launch in launches]
+        digest_lists = [None if d is None else [int(x) for x in d.get()] for d in digests]
+        repeat_list = [int(x) for x in repeat.get()]
+    finally:
+        for launch in launches:
+            launch.release()
+    return {"times_ms": times, "names": [c["name"] for c in contenders], "digests": digest_lists,
+            "repeat_digests": repeat_list, "outputs_per_launch": len(spec.outputs), "guards": guards}
+
+
+def job_outputs(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int],
+                seed: int, values: str = "", launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run a kernel once and return its outputs (for ``porter record``), with its own launch if declared."""
+    from porter.gate.inputs import make_args
+
+    spec = state.spec(spec_path)
+    source = {"kind": "source", "cubin": cubin, "entry": entry, "launch": launch,
+              "key": hashlib.sha256(cubin).hexdigest()}
+    return {"outputs": _reference(state, spec, sizes, seed, values, make_args(spec, sizes, seed, values), source)}
+
+
+JOBS = {"case": job_case, "time": job_time, "outputs": job_outputs}
+
+
+def _device_info(cp: Any, device: int) -> dict[str, Any]:
+    props = cp.cuda.runtime.getDeviceProperties(device)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    major, minor = props["major"], props["minor"]
+    drv = cp.cuda.runtime.driverGetVersion()
+    rt = cp.cuda.runtime.runtimeGetVersion()
+    return {
+        "name": name,
+        "arch": f"sm_{major}{minor}",
+        "compute_capability": f"{major}.{minor}",
+        "sm_count": int(props["multiProcessorCount"]),
+        "l2_bytes": int(props["l2CacheSize"]),
+        "max_shared_optin": int(props.get("sharedMemPerBlockOptin", 0)),
+        "driver": f"{drv // 1000}.{drv % 1000 // 10}",
+        "runtime": f"{rt // 1000}.{rt % 1000 // 10}",
+        "cupy": cp.__version__,
+    }
+
+
+def _no_gpu_message(err: BaseException) -> str:
+    name = _error_name(err)
+    if isinstance(err, ImportError):
+        return "no usable GPU: CuPy is not installed (pip install 'porter-kernels[cuda13]')"
+    if name == "cudaErrorInsufficientDriver":
+        return "no usable GPU: no NVIDIA driver on this machine (or one older than this CuPy needs)"
+    if name in ("cudaErrorNoDevice", "cudaErrorInvalidDevice"):
+        return "no usable GPU: no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES)"
+    return f"no usable GPU: {type(err).__name__}: {err}"
+
+
+def serve(conn: Any, device: int) -> None:
+    """The worker's loop: one job in, one reply out, until told to exit or the pipe closes."""
+    try:
+        import cupy as cp
+
+        cp.cuda.Device(device).use()
+        cp.cuda.Device(device).synchronize()
+        info = _device_info(cp, device)
+    except Exception as err:  # no CuPy, no driver, no device
+        conn.send({"ok": False, "error": _no_gpu_message(err)})
+        return
+    conn.send({"ok": True, "device": info})
+    state = WorkerState(cp)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = msg.pop("op")
+        if op == "exit":
+            return
+        try:
+            conn.send({"ok": True, **JOBS[op](state, **msg)})
+        except Exception as err:
+            sticky = is_sticky(err)
+            conn.send({"ok": False, "error": f"{type(err).__name__}: {err}", "sticky": sticky, "kind": "fault"})
+            if sticky:
+                return

@@ -1,0 +1,1160 @@
+"""The hot-loop spec (``porter.toml``): how a kernel is called and what it computes.
+
+:func:`load_spec` reads and checks a spec completely before anything runs: every key, every
+expression's symbols, and every size-dependent value (shapes, launch, scalars, fills, tolerances,
+costs) evaluated for the default sizes and for each sweep entry. A spec that loads is one the
+verifier can run; each error names the file and the key path (``porter.toml: params[2].shape[1]:
+unknown size symbol 'ldb'``), and errors found under a sweep entry name it (``sweep[1]: ...``).
+The format is described in docs/spec.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import keyword
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from porter._toml import tomllib
+from porter.errors import InputError
+from porter.gate.dtypes import DType, parse_dtype
+from porter.gate.expr import Expr, Number, check_symbols, evaluate, free_symbols, resolve_sizes
+
+if TYPE_CHECKING:
+    from porter.ptx.model import Entry
+
+KINDS = ("buffer", "scalar", "scratch", "tensormap")
+SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}  # swizzle name -> span in bytes
+ROLES = ("in", "out", "inout")
+FILLS = ("uniform", "normal", "randint")
+
+POINTER_BYTES = 8  # buffers and scratch are passed as .u64 pointers
+TENSORMAP_BYTES = 128  # a CUtensorMap, passed by value as .param .align 64 .b8 name[128]
+MAX_BOX = 256  # TMA box extent per dimension
+REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
+NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
+DEFAULT_WIDE = 4.0  # porter's own wider-range value case scales every float fill by this much
+DEFAULT_NATIVE_SHARE = 0.9  # share of cost.flops the target's own instructions must execute
+
+# CUDA launch limits common to every generation porter targets (sm_80 and later)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_SHARED = 227 * 1024  # largest opt-in dynamic shared memory per block (sm_90, sm_100)
+MAX_CLUSTER = 16  # non-portable cluster size limit
+
+_TOP_KEYS = (
+    "kernel",
+    "sizes",
+    "sweep",
+    "params",
+    "launch",
+    "reference",
+    "tolerance",
+    "cost",
+    "baseline",
+    "profile",
+    "inputs",
+)
+_PARAM_KEYS = {
+    "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
+    "scalar": ("name", "kind", "dtype", "value", "range"),
+    "scratch": ("name", "kind", "bytes"),
+    "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
+}
+_CONSTANT_FILLS = frozenset({"zeros", "zero", "ones", "one", "full", "constant", "const", "fill", "empty"})
+_FILL_USAGE = "uniform(lo, hi), normal(mean, std) or randint(lo, hi)"
+
+
+@dataclass(frozen=True)
+class FillSpec:
+    """How an input buffer is filled: ``uniform(a, b)``, ``normal(a=mean, b=std)`` or ``randint(a, b)``.
+
+    ``randint`` draws integers in ``[a, b)``, like numpy. ``a`` and ``b`` may be expressions over
+    the size symbols (``randint(0, N)`` for an index buffer).
+    """
+
+    kind: str
+    a: Expr
+    b: Expr
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.a}, {self.b})"
+
+
+def default_fill(dtype: DType) -> FillSpec:
+    """uniform(-1, 1) for floats, randint(-8, 8) for signed and randint(0, 16) for unsigned integers."""
+    if dtype.is_float:
+        return FillSpec("uniform", -1, 1)
+    return FillSpec("randint", -8, 8) if dtype.kind == "int" else FillSpec("randint", 0, 16)
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """A TMA descriptor (CUtensorMap) over a buffer param, built by porter before each launch.
+
+    ``dims`` are the extents the map covers, outer to inner like the buffer's shape (they may be
+    smaller than the shape: padding columns stay outside); the row strides come from the buffer's
+    shape. ``box`` is the tile one copy moves, outer to inner. Reads outside ``dims`` fill zeros.
+    """
+
+    tensor: str
+    dims: tuple[Expr, ...]
+    box: tuple[int, ...]
+    swizzle: str = "none"
+
+
+class TensorMapGeometry(NamedTuple):
+    """A tensor map's values at one size set, outer to inner, as cuTensorMapEncodeTiled takes them
+    (reversed): extents and box in elements, strides in bytes (one per outer dimension)."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: str
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One kernel parameter, in the entry's order.
+
+    A buffer has ``dtype``, ``shape`` (row-major, elements), ``role`` and, unless it is an ``out``
+    buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and either a
+    ``value`` or a ``range`` ``(lo, hi)`` from which each case draws its own value (so that a kernel
+    cannot hard-code it).
+    Scratch has ``bytes`` (0: a null pointer). A tensormap has ``tensormap``.
+    """
+
+    name: str
+    kind: str  # "buffer" | "scalar" | "scratch" | "tensormap"
+    dtype: DType | None = None
+    shape: tuple[Expr, ...] = ()
+    role: str = "in"  # "in" | "out" | "inout"; scalars and scratch are "in"
+    fill: FillSpec | None = None
+    value: Expr | None = None
+    bytes: Expr | None = None
+    tensormap: TensorMapSpec | None = None
+    range: tuple[Expr, Expr] | None = None
+
+    @property
+    def is_output(self) -> bool:
+        return self.kind == "buffer" and self.role in ("out", "inout")
+
+    @property
+    def is_input(self) -> bool:
+        return self.kind == "buffer" and self.role in ("in", "inout")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Launch configuration as expressions; each of grid, block and cluster has exactly 3 entries."""
+
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    shared: Expr = 0
+    cluster: tuple[Expr, Expr, Expr] | None = None
+
+
+class LaunchDims(NamedTuple):
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    cluster: tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class CallableRef:
+    """``FILE.py:FUNCTION``, the file resolved against the spec's folder. Imported only when called."""
+
+    path: Path
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.path.name}:{self.function}"
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    """Where expected outputs come from: a Python callable, the source kernel, or recorded goldens."""
+
+    kind: str  # "python" | "source" | "golden"
+    target: str  # the text as written in the spec
+    callable: CallableRef | None = None  # set for kind "python"
+    path: Path | None = None  # resolved against the spec's folder, for "source" and "golden"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction`` both grow by sqrt(reduction / 128)."""
+
+    atol: float
+    rtol: float
+    reduction: str | None = None
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    """FLOPs and DRAM bytes per launch, for rooflines and for the native-work share.
+
+    A result above the roofline fails the timing gate, because a cost model is normally an exact
+    count: ``approximate = true`` says it is not, and turns that into a warning. ``native_share``
+    is the least share of ``flops`` that the target's own tensor-core instructions must execute
+    when native instructions are required.
+    """
+
+    flops: Expr | None = None
+    bytes: Expr | None = None
+    approximate: bool = False
+    native_share: float = DEFAULT_NATIVE_SHARE
+
+
+@dataclass(frozen=True)
+class ValueCase:
+    """A case of input values beyond the default fills: some inputs filled otherwise, at one size set.
+
+    ``at`` overrides ``[sizes]`` like a sweep entry (empty: the sweep's middle size set); the
+    outputs' atol is multiplied by ``atol_scale`` (larger inputs give larger absolute errors).
+    """
+
+    name: str
+    fills: dict[str, FillSpec]
+    at: dict[str, int | str]
+    atol_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class InputsSpec:
+    """``[inputs]``: porter's wider-range case (``wide``: float fills scaled by it; 1 turns it off),
+    the spec's own value cases, and whether a check adds a size set the spec does not list."""
+
+    wide: float = DEFAULT_WIDE
+    cases: tuple[ValueCase, ...] = ()
+    unannounced: bool = True  # draw one size set per check that the spec does not list
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A checked spec. Methods that evaluate at given sizes take ``context`` (e.g. ``"sweep[1]"``),
+    which their error messages carry after the file name."""
+
+    entry: str
+    description: str
+    sizes: dict[str, int | str]  # the default size set, as written
+    sweep: tuple[dict[str, int | str], ...]  # overrides of the defaults, one per size set
+    params: tuple[ParamSpec, ...]
+    launch: LaunchSpec
+    reference: ReferenceSpec | None
+    tolerances: dict[str, Tolerance]  # every output, dtype defaults filled in
+    cost: CostSpec | None
+    baseline: CallableRef | None
+    profile: dict[str, Any]
+    base_dir: Path
+    source: str  # the spec's file name, for messages
+    inputs_spec: InputsSpec = InputsSpec()
+
+    @property
+    def path(self) -> Path:
+        """The spec file (the worker and the profiling tools load it from here)."""
+        return self.base_dir / self.source
+
+    # --- size sets -------------------------------------------------------------------------
+
+    def default_sizes(self) -> dict[str, int]:
+        return resolve_sizes(self.sizes, {}, where=f"{self.source}: sizes")
+
+    def timing_sizes(self, overrides: Mapping[str, int]) -> dict[str, int]:
+        """``[sizes]`` with some symbols replaced (``--time-at M=8192,N=8192``), derived ones recomputed."""
+        where = "--time-at " + ",".join(f"{k}={v}" for k, v in overrides.items())
+        unknown = sorted(set(overrides) - set(self.sizes))
+        if unknown:
+            raise InputError(f"{where}: {unknown[0]!r} is not a size symbol of {self.source} "
+                             f"(symbols: {', '.join(self.sizes)})")
+        sizes = resolve_sizes(self.sizes, overrides, where=where)
+        self.check_sizes(sizes, context=where)
+        return sizes
+
+    def size_sets(self) -> list[dict[str, int]]:
+        """The equivalence sweep's size sets, resolved; just the defaults when there is no sweep."""
+        return [sizes for _, sizes in self._labelled_size_sets()]
+
+    def _labelled_size_sets(self) -> list[tuple[str, dict[str, int]]]:
+        if not self.sweep:
+            return [("", self.default_sizes())]
+        return [
+            (f"sweep[{i}]", resolve_sizes(self.sizes, over, where=f"{self.source}: sweep[{i}]"))
+            for i, over in enumerate(self.sweep)
+        ]
+
+    # --- params ------------------------------------------------------------------------------
+
+    def param(self, name: str) -> ParamSpec:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def outputs(self) -> tuple[ParamSpec, ...]:
+        """Buffers the kernel writes (role out or inout), in param order."""
+        return tuple(p for p in self.params if p.is_output)
+
+    @property
+    def inputs(self) -> tuple[ParamSpec, ...]:
+        """Buffers porter fills before a launch (role in or inout), in param order."""
+        return tuple(p for p in self.params if p.is_input)
+
+    def param_signature(self) -> list[tuple[str, str, DType | None]]:
+        """``(name, kind, dtype)`` per param, in order; scratch has no dtype."""
+        return [(p.name, p.kind, p.dtype) for p in self.params]
+
+    def _prefix(self, context: str) -> str:
+        return f"{self.source}: {context}: " if context else f"{self.source}: "
+
+    def _key(self, param: ParamSpec) -> str:
+        return f"params[{self.params.index(param)}]"
+
+    def _resolve(self, param: str | ParamSpec) -> ParamSpec:
+        return self.param(param) if isinstance(param, str) else param
+
+    def shape(
+        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = ""
+    ) -> tuple[int, ...]:
+        """A buffer's shape in elements. ``context`` (e.g. ``"sweep[1]"``) is added to error messages."""
+        p = self._resolve(param)
+        where = self._prefix(context) + self._key(p)
+        return tuple(_integer(e, sizes, f"{where}.shape[{j}]", least=1) for j, e in enumerate(p.shape))
+
+    def buffer_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
+        p = self._resolve(param)
+        assert p.dtype is not None
+        return math.prod(self.shape(p, sizes, context=context)) * p.dtype.itemsize
+
+    def scalar_value(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> Number:
+        """A fixed scalar's value: an int inside the integer dtype's range, or a finite float."""
+        p = self._resolve(param)
+        assert p.dtype is not None and p.value is not None, f"{p.name} is drawn from a range"
+        return self._scalar_number(p, p.value, sizes, f"{self._prefix(context)}{self._key(p)}.value")
+
+    def scalar_range(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> tuple[Number, Number]:
+        """A drawn scalar's ``(lo, hi)`` at these sizes: floats are drawn from [lo, hi), integers
+        from lo to hi inclusive."""
+        p = self._resolve(param)
+        assert p.range is not None
+        where = f"{self._prefix(context)}{self._key(p)}.range"
+        lo, hi = (self._scalar_number(p, e, sizes, f"{where}[{j}]") for j, e in enumerate(p.range))
+        if not lo < hi:
+            raise InputError(f"{where}: needs lo < hi (got {lo}, {hi})")
+        return lo, hi
+
+    def _scalar_number(self, p: ParamSpec, expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
+        assert p.dtype is not None
+        value = evaluate(expr, sizes, where=where)
+        lo, hi = p.dtype.value_range
+        if not p.dtype.is_float and not isinstance(value, int):
+            raise InputError(f"{where}: an {p.dtype} scalar needs an integer (got {value!r})")
+        if not lo <= value <= hi:
+            raise InputError(f"{where}: {value} does not fit in {p.dtype} ({lo} to {hi})")
+        return float(value) if p.dtype.is_float else value
+
+    def scratch_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
+        p = self._resolve(param)
+        assert p.bytes is not None
+        return _integer(p.bytes, sizes, f"{self._prefix(context)}{self._key(p)}.bytes", least=0)
+
+    def fill_bounds(
+        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "", values: str = ""
+    ) -> tuple[Number, Number]:
+        """The evaluated ``(a, b)`` of an input's fill (in value case ``values``), checked against
+        the dtype's range."""
+        p = self._resolve(param)
+        return self._fill_bounds(p, self.fill_of(p, values), sizes, context=context)
+
+    def _fill_bounds(self, p: ParamSpec, fill: FillSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> tuple[Number, Number]:
+        assert p.dtype is not None
+        where = f"{self._prefix(context)}{self._key(p)}.fill"
+        dtype = p.dtype
+        a, b = (evaluate(e, sizes, where=where) for e in (fill.a, fill.b))
+        lo, hi = dtype.value_range
+        if fill.kind == "randint":
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise InputError(f"{where}: randint needs integer bounds (got {a!r}, {b!r})")
+            if b - a < 2:
+                raise InputError(f"{where}: randint({a}, {b}) draws from {a} to {b - 1}: it needs b >= a + 2")
+            if a < lo or b - 1 > hi:
+                raise InputError(f"{where}: randint({a}, {b}) does not fit in {dtype} ({lo} to {hi})")
+        elif fill.kind == "uniform":
+            if not a < b:
+                raise InputError(f"{where}: uniform({a}, {b}) needs a < b")
+            if a < lo or b > hi:
+                raise InputError(f"{where}: uniform({a}, {b}) does not fit in {dtype} ({lo} to {hi})")
+        else:
+            if not b > 0:
+                raise InputError(f"{where}: normal({a}, {b}) needs a positive standard deviation")
+            if abs(a) + NORMAL_SPREAD * b > hi:
+                raise InputError(f"{where}: normal({a}, {b}) overflows {dtype} (largest finite value {hi})")
+        return a, b
+
+    # --- launch, tolerance, cost ------------------------------------------------------------
+
+    def launch_dims(self, sizes: Mapping[str, int], *, context: str = "") -> LaunchDims:
+        """Grid, block, dynamic shared bytes and cluster, checked against CUDA's limits."""
+        where = self._prefix(context) + "launch"
+        launch = self.launch
+        grid = _dims3(launch.grid, sizes, f"{where}.grid", MAX_GRID)
+        block = _dims3(launch.block, sizes, f"{where}.block", MAX_BLOCK)
+        if math.prod(block) > MAX_THREADS:
+            raise InputError(f"{where}.block: {math.prod(block)} threads in a block (at most {MAX_THREADS})")
+        shared = _integer(launch.shared, sizes, f"{where}.shared", least=0, most=MAX_SHARED)
+        cluster = None
+        if launch.cluster is not None:
+            cluster = _dims3(launch.cluster, sizes, f"{where}.cluster", (MAX_CLUSTER,) * 3)
+            if math.prod(cluster) > MAX_CLUSTER:
+                raise InputError(
+                    f"{where}.cluster: {math.prod(cluster)} blocks in a cluster (at most {MAX_CLUSTER})"
+                )
+            for k in range(3):
+                if grid[k] % cluster[k]:
+                    raise InputError(
+                        f"{where}.grid[{k}]: {grid[k]} blocks are not a multiple of the cluster's {cluster[k]}"
+                    )
+        return LaunchDims(grid, block, shared, cluster)
+
+    def tolerance(self, name: str, sizes: Mapping[str, int], *, context: str = "") -> tuple[float, float]:
+        """``(atol, rtol)`` for an output at these sizes: scaled by max(1, sqrt(reduction / 128))."""
+        tol = self.tolerances[name]
+        if tol.reduction is None:
+            return tol.atol, tol.rtol
+        length = _integer(tol.reduction, sizes, f"{self._prefix(context)}tolerance.{name}.reduction", least=1)
+        scale = max(1.0, math.sqrt(length / REDUCTION_BASE))
+        return tol.atol * scale, tol.rtol * scale
+
+    def flops(self, sizes: Mapping[str, int], *, context: str = "") -> Number | None:
+        """Floating-point (or integer) operations per launch; None when ``cost.flops`` is not given."""
+        if self.cost is None or self.cost.flops is None:
+            return None
+        return _amount(self.cost.flops, sizes, f"{self._prefix(context)}cost.flops")
+
+    def bytes(self, sizes: Mapping[str, int], *, context: str = "") -> Number:
+        """DRAM bytes per launch: ``cost.bytes``, or else every buffer once (inout buffers twice)."""
+        if self.cost is not None and self.cost.bytes is not None:
+            return _amount(self.cost.bytes, sizes, f"{self._prefix(context)}cost.bytes")
+        return sum(
+            self.buffer_bytes(p, sizes, context=context) * (2 if p.role == "inout" else 1)
+            for p in self.params
+            if p.kind == "buffer"
+        )
+
+    def tensormap_geometry(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+                           context: str = "") -> TensorMapGeometry:
+        """A tensormap's extents, byte strides, box and swizzle at ``sizes``, checked against the
+        limits TMA puts on them (strides multiples of 16 bytes, the box's inner row at most one
+        swizzle span), so that a bad spec fails here and not inside the driver."""
+        p = self._resolve(param)
+        tm = p.tensormap
+        assert tm is not None
+        where = self._prefix(context) + self._key(p)
+        buffer = self.param(tm.tensor)
+        assert buffer.dtype is not None
+        shape = self.shape(buffer, sizes, context=context)
+        dims = tuple(_integer(e, sizes, f"{where}.dims[{j}]", least=1, most=shape[j]) for j, e in enumerate(tm.dims))
+        item = buffer.dtype.itemsize
+        strides = tuple(math.prod(shape[j + 1:]) * item for j in range(len(shape) - 1))
+        for j, stride in enumerate(strides):
+            if stride % 16 or stride >= 2**40:
+                raise InputError(f"{where}: {tm.tensor}'s stride over axis {j} is {stride} bytes; "
+                                 "TMA needs a multiple of 16 below 2^40")
+        row = tm.box[-1] * item
+        if row % 16:
+            raise InputError(f"{where}.box: the inner extent is {row} bytes; TMA needs a multiple of 16")
+        span = SWIZZLES[tm.swizzle]
+        if span and row > span:
+            raise InputError(f"{where}.box: the inner extent is {row} bytes, more than the {tm.swizzle} swizzle span")
+        return TensorMapGeometry(dims, strides, tm.box, tm.swizzle)
+
+    def middle_sizes(self) -> dict[str, int]:
+        """The sweep's size set of median bytes moved: where value cases and a second memcheck run
+        (big enough to leave the first tiles, small enough to stay quick)."""
+        sets = sorted(self.size_sets(), key=lambda sizes: sum(
+            self.buffer_bytes(p, sizes) for p in self.params if p.kind == "buffer"))
+        return sets[(len(sets) - 1) // 2]
+
+    def value_cases(self) -> tuple[ValueCase, ...]:
+        """The spec's own value cases, then porter's wider-range one (unless ``wide = 1`` or there is
+        no float input to widen)."""
+        cases = list(self.inputs_spec.cases)
+        factor = self.inputs_spec.wide
+        widened = {p.name: _widen(p.fill, factor, p.dtype.max_finite / 2) for p in self.inputs
+                   if p.fill is not None and p.dtype is not None and p.dtype.is_float}
+        if factor > 1 and widened and all(c.name != "wide" for c in cases):
+            cases.append(ValueCase("wide", widened, {}, atol_scale=factor))
+        return tuple(cases)
+
+    def value_case(self, name: str) -> ValueCase:
+        for case in self.value_cases():
+            if case.name == name:
+                return case
+        raise InputError(f"{self.source}: no value case {name!r}")
+
+    def value_case_sizes(self, case: ValueCase) -> dict[str, int]:
+        if not case.at:
+            return self.middle_sizes()
+        return resolve_sizes(self.sizes, case.at, where=f"{self.source}: inputs.cases {case.name!r}.at")
+
+    def fill_of(self, param: str | ParamSpec, values: str = "") -> FillSpec:
+        """An input's fill in value case ``values`` ("" for the default fills)."""
+        p = self._resolve(param)
+        assert p.fill is not None
+        if values:
+            return self.value_case(values).fills.get(p.name, p.fill)
+        return p.fill
+
+    def validate(self) -> None:
+        """Check every size-dependent value for the default sizes, each sweep entry and each value case."""
+        self.check_sizes(self.default_sizes())
+        if self.sweep:
+            for label, sizes in self._labelled_size_sets():
+                self.check_sizes(sizes, context=label)
+        for case in self.value_cases():
+            context = f"inputs.cases {case.name!r}"
+            sizes = self.value_case_sizes(case)
+            self.check_sizes(sizes, context=context)
+            for name, fill in case.fills.items():
+                self._fill_bounds(self.param(name), fill, sizes, context=context)
+
+    def check_sizes(self, sizes: Mapping[str, int], *, context: str = "") -> None:
+        """Evaluate every size-dependent value at ``sizes``; InputError for the first bad one."""
+        for p in self.params:
+            if p.kind == "buffer":
+                self.shape(p, sizes, context=context)
+                if p.fill is not None:
+                    self.fill_bounds(p, sizes, context=context)
+            elif p.kind == "scalar":
+                if p.range is not None:
+                    self.scalar_range(p, sizes, context=context)
+                else:
+                    self.scalar_value(p, sizes, context=context)
+            elif p.kind == "tensormap":
+                self.tensormap_geometry(p, sizes, context=context)
+            else:
+                self.scratch_bytes(p, sizes, context=context)
+        self.launch_dims(sizes, context=context)
+        for name in self.tolerances:
+            self.tolerance(name, sizes, context=context)
+        self.flops(sizes, context=context)
+        self.bytes(sizes, context=context)
+
+
+def _widen(fill: FillSpec, factor: float, cap: float) -> FillSpec:
+    """A float fill with ``factor`` times its spread about its centre, kept inside +-``cap``
+    (numbers where the bounds are numbers, expressions where they read size symbols)."""
+    if isinstance(fill.a, int | float) and isinstance(fill.b, int | float):
+        if fill.kind == "normal":
+            return FillSpec("normal", fill.a, min(factor * fill.b, (cap - abs(fill.a)) / (NORMAL_SPREAD + 1)))
+        centre, half = (fill.a + fill.b) / 2, (fill.b - fill.a) / 2
+        return FillSpec("uniform", max(-cap, centre - factor * half), min(cap, centre + factor * half))
+    a, b = f"({fill.a})", f"({fill.b})"
+    if fill.kind == "normal":
+        return FillSpec("normal", fill.a, f"min({factor} * {b}, ({cap} - abs({a})) / {NORMAL_SPREAD + 1})")
+    centre, half = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
+    return FillSpec("uniform", f"max(-{cap}, {centre} - {factor} * {half})", f"min({cap}, {centre} + {factor} * {half})")
+
+
+def _integer(expr: Expr, sizes: Mapping[str, int], where: str, *, least: int, most: int | None = None) -> int:
+    value = evaluate(expr, sizes, where=where)
+    if not isinstance(value, int):
+        raise InputError(f"{where}: must be an integer (got {value!r}; use // for integer division)")
+    if value < least:
+        raise InputError(f"{where}: must be at least {least} (got {value})")
+    if most is not None and value > most:
+        raise InputError(f"{where}: must be at most {most} (got {value})")
+    return value
+
+
+def _dims3(
+    exprs: tuple[Expr, Expr, Expr], sizes: Mapping[str, int], where: str, most: tuple[int, ...]
+) -> tuple[int, int, int]:
+    x, y, z = (_integer(e, sizes, f"{where}[{k}]", least=1, most=most[k]) for k, e in enumerate(exprs))
+    return x, y, z
+
+
+def _amount(expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
+    value = evaluate(expr, sizes, where=where)
+    if value < 0:
+        raise InputError(f"{where}: must not be negative (got {value})")
+    return value
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+_LAUNCH_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-launch:(?P<body>.*)$", re.MULTILINE)
+_PARAM_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-param:(?P<body>.*)$", re.MULTILINE)
+
+
+def launch_directive(ptx_text: str, *, source: str) -> dict[str, Any] | None:
+    """A candidate's own launch and added params, from comment lines in its PTX::
+
+        // porter-launch: entry = "gemm_sm90a", grid = ["ceil_div(N, 256)", "ceil_div(M, 128)", 1], block = [384, 1, 1], shared = 196608
+        // porter-param: name = "tmA", kind = "tensormap", tensor = "A", dims = ["M", "K"], box = [128, 64], swizzle = "128B"
+
+    Each body is the inside of a TOML inline table. porter-launch has the keys of ``[launch]``
+    (grid, block, shared, cluster) and optionally ``entry``; each porter-param line is one more
+    ``[[params]]`` entry, appended in order after the spec's. A port often changes its block
+    shape and shared memory, and a Hopper port takes TMA descriptors of the same buffers; this
+    lets a candidate say so while the spec keeps describing the source.
+    """
+    directive: dict[str, Any] = {}
+    match = _LAUNCH_DIRECTIVE.search(ptx_text)
+    if match is not None:
+        directive.update(_directive_table(ptx_text, match, "porter-launch", source))
+    params = [_directive_table(ptx_text, m, "porter-param", source) for m in _PARAM_DIRECTIVE.finditer(ptx_text)]
+    if params:
+        directive["params"] = params
+    return directive or None
+
+
+def _directive_table(ptx_text: str, match: re.Match[str], name: str, source: str) -> dict[str, Any]:
+    line = ptx_text.count("\n", 0, match.start()) + 1
+    try:
+        return dict(tomllib.loads("d = {" + match.group("body").strip() + "}")["d"])
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{source}:{line}: {name}: not the inside of a TOML inline table ({err})") from None
+
+
+def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spec:
+    """The spec with a candidate's launch (and entry name), checked as strictly as ``[launch]``."""
+    parser = _Parser(source=f"{source}: porter-launch", base_dir=spec.base_dir)
+    table = dict(directive)
+    extra = table.pop("params", [])
+    entry = table.pop("entry", spec.entry)
+    if not isinstance(entry, str) or not entry or entry.strip() != entry or " " in entry:
+        raise parser.error("entry", f"must be a PTX entry name without spaces (got {entry!r})")
+    launch = parser.launch(table, tuple(spec.sizes)) if table else spec.launch
+    params = list(spec.params)
+    added = []
+    param_parser = _Parser(source=f"{source}: porter-param", base_dir=spec.base_dir)
+    for raw in extra:
+        key = f"params[{len(params)}]"
+        if raw.get("kind") != "tensormap":
+            raise param_parser.error(f"{key}.kind", "a candidate can add only tensormap params (they are built "
+                                     f"from the spec's buffers, so the contract stays the spec's); got {raw.get('kind')!r}")
+        param = param_parser.param(raw, key, tuple(spec.sizes))
+        if any(p.name == param.name for p in params):
+            raise param_parser.error(f"{key}.name", f"duplicate param name {param.name!r}")
+        params.append(param)
+        added.append(param)
+    param_parser.tensormap_targets(params, added)
+    changed = replace(spec, entry=entry, launch=launch, params=tuple(params))
+    try:
+        changed.validate()
+    except InputError as err:  # evaluated against every size set: say whose launch it is
+        raise InputError(f"{source}: porter-launch: {str(err).removeprefix(spec.source + ': ')}") from None
+    return changed
+
+
+def declared_spec(spec: Spec, ptx_text: str, *, source: str) -> tuple[Spec, dict[str, Any] | None]:
+    """The spec as a kernel says it runs (its porter-launch and porter-param lines applied), and
+    those lines as read (None when it has none: the spec describes it as is)."""
+    directive = launch_directive(ptx_text, source=source)
+    return (with_launch(spec, directive, source=source) if directive else spec), directive
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and check a spec file (a folder means its ``porter.toml``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "porter.toml"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: spec file not found") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the spec ({e.strerror})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path.name}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path.name}: TOML syntax error: {e}") from None
+    return parse_spec(data, base_dir=path.resolve().parent, source=path.name)
+
+
+def parse_spec(data: Mapping[str, Any], *, base_dir: Path, source: str) -> Spec:
+    """Check a spec's parsed TOML and build the :class:`Spec`; ``source`` names the file in messages."""
+    p = _Parser(source, Path(base_dir))
+    return p.spec(p.table(data, ""))
+
+
+def _toml_type(value: object) -> str:
+    names = {
+        dict: "a table",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True)
+class _Parser:
+    """The parsing steps, sharing the file name (for messages) and the spec's folder."""
+
+    source: str
+    base_dir: Path
+
+    def error(self, key: str, problem: str) -> InputError:
+        return InputError(f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}")
+
+    def table(self, value: object, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table (got {_toml_type(value)})")
+        return value
+
+    def keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str, what: str = "") -> None:
+        for k in table:
+            if k not in allowed:
+                close = difflib.get_close_matches(k, allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise self.error(
+                    f"{key}.{k}" if key else k, f"unknown key{what} ({hint}allowed: {', '.join(allowed)})"
+                )
+
+    def string(self, table: Mapping[str, Any], name: str, key: str, *, default: str | None = None) -> str:
+        value = table.get(name, default)
+        if value is None:
+            raise self.error("", f"{key}.{name} is missing")
+        if not isinstance(value, str) or (default is None and not value.strip()):
+            raise self.error(f"{key}.{name}", f"must be a non-empty string (got {value!r})")
+        return value
+
+    def expr(self, value: object, key: str, known: tuple[str, ...]) -> Expr:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise self.error(key, f"must be a number or an expression string (got {_toml_type(value)})")
+        check_symbols(value, known, where=f"{self.source}: {key}")
+        return value
+
+    def spec(self, data: dict[str, Any]) -> Spec:
+        self.keys(data, _TOP_KEYS, "", " at the top level")
+        kernel = self.table(data.get("kernel", {}), "kernel")
+        self.keys(kernel, ("entry", "description"), "kernel")
+        entry = self.string(kernel, "entry", "kernel")
+        if entry.strip() != entry or " " in entry:
+            raise self.error("kernel.entry", f"must be a PTX entry name without spaces (got {entry!r})")
+        description = self.string(kernel, "description", "kernel", default="")
+
+        sizes, known = self.sizes(data.get("sizes", {}))
+        sweep = self.sweep(data.get("sweep", []), known)
+        params = self.params(data.get("params"), known)
+        outputs = {p.name: p for p in params if p.is_output}
+        if not outputs:
+            raise self.error("params", "no out or inout buffer: porter needs an output to check")
+        if "launch" not in data:
+            raise self.error("", "the [launch] table is missing")
+        spec = Spec(
+            entry=entry,
+            description=description,
+            sizes=sizes,
+            sweep=sweep,
+            params=params,
+            launch=self.launch(data["launch"], known),
+            reference=self.reference(data["reference"]) if "reference" in data else None,
+            tolerances=self.tolerances(data.get("tolerance", {}), outputs, known),
+            cost=self.cost(data["cost"], known) if "cost" in data else None,
+            baseline=self.baseline(data["baseline"]) if "baseline" in data else None,
+            profile=self.profile(data.get("profile", {})),
+            base_dir=self.base_dir,
+            source=self.source,
+            inputs_spec=self.inputs(data.get("inputs", {}), params, known),
+        )
+        spec.validate()
+        return spec
+
+    def sizes(self, raw: object) -> tuple[dict[str, int | str], tuple[str, ...]]:
+        table = self.table(raw, "sizes")
+        for name, value in table.items():
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise self.error(f"sizes.{name}", "a size symbol must be a name like M or lda")
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise self.error(
+                    f"sizes.{name}", f"must be an integer or an expression string (got {value!r})"
+                )
+        resolve_sizes(table, {}, where=f"{self.source}: sizes")
+        return dict(table), tuple(table)
+
+    def sweep(self, raw: object, known: tuple[str, ...]) -> tuple[dict[str, int | str], ...]:
+        if not isinstance(raw, list):
+            raise self.error("sweep", "must be an array of tables, written [[sweep]]")
+        entries = []
+        for i, entry in enumerate(raw):
+            key = f"sweep[{i}]"
+            table = self.table(entry, key)
+            for name, value in table.items():
+                if name not in known:
+                    close = difflib.get_close_matches(name, known, n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise self.error(
+                        f"{key}.{name}",
+                        f"not a size symbol of [sizes] ({hint}size symbols: {', '.join(sorted(known))})",
+                    )
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    raise self.error(
+                        f"{key}.{name}", f"must be an integer or an expression string (got {value!r})"
+                    )
+            entries.append(dict(table))
+        return tuple(entries)
+
+    def params(self, raw: object, known: tuple[str, ...]) -> tuple[ParamSpec, ...]:
+        if raw is None:
+            raise self.error("", "no [[params]]: list every kernel parameter, in order")
+        if not isinstance(raw, list) or not raw:
+            raise self.error("params", "must be a non-empty array of tables, written [[params]]")
+        params: list[ParamSpec] = []
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(raw):
+            param = self.param(self.table(entry, f"params[{i}]"), f"params[{i}]", known)
+            if param.name in seen:
+                raise self.error(
+                    f"params[{i}].name",
+                    f"duplicate param name {param.name!r} (also params[{seen[param.name]}])",
+                )
+            seen[param.name] = i
+            params.append(param)
+        self.tensormap_targets(params, params)
+        return tuple(params)
+
+    def tensormap_targets(self, params: list[ParamSpec], new: list[ParamSpec]) -> None:
+        """Each new tensormap names a buffer among ``params`` and has one extent per buffer axis."""
+        buffers = {p.name: p for p in params if p.kind == "buffer"}
+        for p in new:
+            if p.tensormap is None:
+                continue
+            key = f"params[{params.index(p)}]"
+            target = buffers.get(p.tensormap.tensor)
+            if target is None:
+                raise self.error(f"{key}.tensor", f"must name a buffer param (got {p.tensormap.tensor!r}; "
+                                 f"buffers: {', '.join(buffers) or 'none'})")
+            if len(p.tensormap.dims) != len(target.shape):
+                raise self.error(f"{key}.dims", f"has {len(p.tensormap.dims)} extents but buffer "
+                                 f"{target.name!r} has {len(target.shape)} axes")
+
+    def param(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> ParamSpec:
+        name = self.string(table, "name", key)
+        if "kind" not in table:
+            raise self.error("", f"{key}.kind is missing (buffer, scalar, scratch or tensormap)")
+        kind = table["kind"]
+        if kind not in KINDS:
+            raise self.error(f"{key}.kind", f"must be buffer, scalar, scratch or tensormap (got {kind!r})")
+        self.keys(table, _PARAM_KEYS[kind], key, f" for a {kind} param")
+        if kind == "tensormap":
+            return ParamSpec(name, kind, tensormap=self.tensormap(table, key, known))
+        if kind == "scratch":
+            return ParamSpec(name, kind, bytes=self.expr(table.get("bytes", 0), f"{key}.bytes", known))
+        if "dtype" not in table:
+            raise self.error("", f"{key}.dtype is missing")
+        dtype = parse_dtype(table["dtype"], f"{self.source}: {key}.dtype")
+        if kind == "scalar":
+            if "value" not in table and "range" not in table:
+                raise self.error("", f"{key}.value is missing")
+            if "value" in table and "range" in table:
+                raise self.error(f"{key}.range", "give value (fixed) or range = [lo, hi] (drawn per case), not both")
+            if "value" in table:
+                return ParamSpec(name, kind, dtype, value=self.expr(table["value"], f"{key}.value", known))
+            raw = table["range"]
+            if not isinstance(raw, list) or len(raw) != 2:
+                raise self.error(f"{key}.range", f"must be [lo, hi] (got {raw!r})")
+            lo, hi = (self.expr(v, f"{key}.range[{j}]", known) for j, v in enumerate(raw))
+            return ParamSpec(name, kind, dtype, range=(lo, hi))
+
+        if "shape" not in table:
+            raise self.error("", f"{key}.shape is missing")
+        raw_shape = table["shape"]
+        if not isinstance(raw_shape, list) or not raw_shape:
+            raise self.error(f"{key}.shape", 'must be a non-empty array of sizes, e.g. ["M", "K"]')
+        shape = tuple(self.expr(e, f"{key}.shape[{j}]", known) for j, e in enumerate(raw_shape))
+        role = table.get("role", "in")
+        if role not in ROLES:
+            raise self.error(f"{key}.role", f"must be in, out or inout (got {role!r})")
+        fill = None
+        if role == "out":
+            if "fill" in table:
+                raise self.error(
+                    f"{key}.fill",
+                    'out buffers are poisoned, not filled; use role = "inout" to pass initial values',
+                )
+        else:
+            fill = self.fill(table.get("fill"), dtype, f"{key}.fill", known)
+        return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill)
+
+    def tensormap(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> TensorMapSpec:
+        tensor = self.string(table, "tensor", key)
+        raw_dims, raw_box = table.get("dims"), table.get("box")
+        if not isinstance(raw_dims, list) or not 1 <= len(raw_dims) <= 5:
+            raise self.error(f"{key}.dims", 'must be an array of 1 to 5 extents, outer to inner, e.g. ["M", "K"]')
+        if not isinstance(raw_box, list) or len(raw_box) != len(raw_dims):
+            raise self.error(f"{key}.box", f"must be an array of {len(raw_dims)} integers, one per dims entry")
+        for j, b in enumerate(raw_box):
+            if not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BOX:
+                raise self.error(f"{key}.box[{j}]", f"must be an integer from 1 to {MAX_BOX} (got {b!r})")
+        swizzle = table.get("swizzle", "none")
+        if swizzle not in SWIZZLES:
+            raise self.error(f"{key}.swizzle", f"must be one of {', '.join(SWIZZLES)} (got {swizzle!r})")
+        dims = tuple(self.expr(e, f"{key}.dims[{j}]", known) for j, e in enumerate(raw_dims))
+        return TensorMapSpec(tensor, dims, tuple(raw_box), swizzle)
+
+    def fill(self, raw: object, dtype: DType, key: str, known: tuple[str, ...]) -> FillSpec:
+        if raw is None:
+            return default_fill(dtype)
+        constant = self.error(
+            key,
+            f"constant fills like {raw!r} are not allowed: inputs must be random, because zeros hide "
+            f"indexing bugs; use {_FILL_USAGE}",
+        )
+        if isinstance(raw, int | float):
+            raise constant
+        if not isinstance(raw, str):
+            raise self.error(key, f'must be a string such as "uniform(-1, 1)" (got {_toml_type(raw)})')
+        text = raw.strip()
+        try:
+            node = ast.parse(text, mode="eval").body
+        except (SyntaxError, ValueError):
+            node = None
+        head = node.func if isinstance(node, ast.Call) else node
+        if isinstance(node, ast.Constant | ast.UnaryOp) or (
+            isinstance(head, ast.Name) and head.id in _CONSTANT_FILLS
+        ):
+            raise constant
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FILLS
+            and len(node.args) == 2
+            and not node.keywords
+        ):
+            raise self.error(key, f"must be {_FILL_USAGE} (got {raw!r})")
+        kind = node.func.id
+        if kind != "randint" and not dtype.is_float:
+            raise self.error(key, f"{kind} fills float buffers; use randint(lo, hi) for an {dtype} buffer")
+        a, b = (self.fill_arg(ast.get_source_segment(text, arg) or "", key, known) for arg in node.args)
+        return FillSpec(kind, a, b)
+
+    def fill_arg(self, text: str, key: str, known: tuple[str, ...]) -> Expr:
+        """A fill bound: a number when it reads no size symbols, else the expression text."""
+        where = f"{self.source}: {key}"
+        check_symbols(text, known, where=where)
+        return text if free_symbols(text) else evaluate(text, {}, where=where)
+
+    def launch(self, raw: object, known: tuple[str, ...]) -> LaunchSpec:
+        table = self.table(raw, "launch")
+        self.keys(table, ("grid", "block", "shared", "cluster"), "launch")
+        for name in ("grid", "block"):
+            if name not in table:
+                raise self.error("", f"launch.{name} is missing")
+        cluster = self.dims(table["cluster"], "launch.cluster", known) if "cluster" in table else None
+        return LaunchSpec(
+            grid=self.dims(table["grid"], "launch.grid", known),
+            block=self.dims(table["block"], "launch.block", known),
+            shared=self.expr(table.get("shared", 0), "launch.shared", known),
+            cluster=cluster,
+        )
+
+    def dims(self, raw: object, key: str, known: tuple[str, ...]) -> tuple[Expr, Expr, Expr]:
+        """1 to 3 entries (a single value is one entry), padded with 1."""
+        items = raw if isinstance(raw, list) else [raw]
+        if not 1 <= len(items) <= 3:
+            raise self.error(key, f"needs 1 to 3 entries (got {len(items)})")
+        x, y, z = (*(self.expr(v, f"{key}[{k}]", known) for k, v in enumerate(items)), 1, 1)[:3]
+        return x, y, z
+
+    def callable_ref(self, raw: object, key: str) -> CallableRef:
+        usage = f'must be "FILE.py:FUNCTION" (got {raw!r})'
+        if not isinstance(raw, str) or ":" not in raw:
+            raise self.error(key, usage)
+        file, _, function = raw.rpartition(":")
+        if not file.endswith(".py") or not function.isidentifier():
+            raise self.error(key, usage)
+        path = self.base_dir / file
+        if not path.is_file():
+            raise self.error(key, f"{file!r} not found in {self.base_dir}")
+        return CallableRef(path, function)
+
+    def reference(self, raw: object) -> ReferenceSpec:
+        table = self.table(raw, "reference")
+        kinds = ("python", "source", "golden")
+        self.keys(table, kinds, "reference")
+        if len(table) != 1:
+            raise self.error("reference", "needs exactly one of python, source or golden")
+        ((kind, target),) = table.items()
+        key = f"reference.{kind}"
+        if not isinstance(target, str) or not target.strip():
+            raise self.error(key, f"must be a non-empty string (got {target!r})")
+        if kind == "python":
+            return ReferenceSpec(kind, target, callable=self.callable_ref(target, key))
+        path = self.base_dir / target
+        # goldens are written by `porter record`, so only the source kernel must exist already
+        if kind == "source" and not path.is_file():
+            raise self.error(key, f"{target!r} not found in {self.base_dir}")
+        return ReferenceSpec(kind, target, path=path)
+
+    def tolerances(
+        self, raw: object, outputs: Mapping[str, ParamSpec], known: tuple[str, ...]
+    ) -> dict[str, Tolerance]:
+        table = self.table(raw, "tolerance")
+        result = {}
+        for name, param in outputs.items():
+            assert param.dtype is not None
+            result[name] = Tolerance(*param.dtype.tolerance)
+        for name, entry in table.items():
+            key = f"tolerance.{name}"
+            if name not in outputs:
+                raise self.error(key, f"{name!r} is not an output (outputs: {', '.join(outputs)})")
+            if not isinstance(entry, dict):
+                raise self.error(key, "must be a table such as { atol = 1e-3, rtol = 1e-3 }")
+            self.keys(entry, ("atol", "rtol", "reduction"), key)
+            atol, rtol = (
+                self.non_negative(entry.get(k, d), f"{key}.{k}")
+                for k, d in zip(("atol", "rtol"), (result[name].atol, result[name].rtol), strict=True)
+            )
+            reduction = entry.get("reduction")
+            if reduction is not None:
+                reduction = str(self.expr(reduction, f"{key}.reduction", known))
+            result[name] = Tolerance(atol, rtol, reduction)
+        return result
+
+    def non_negative(self, value: object, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise self.error(key, f"must be a number >= 0 (got {value!r})")
+        return float(value)
+
+    def cost(self, raw: object, known: tuple[str, ...]) -> CostSpec:
+        table = self.table(raw, "cost")
+        self.keys(table, ("flops", "bytes", "approximate", "native_share"), "cost")
+        flops, nbytes = (
+            self.expr(table[k], f"cost.{k}", known) if k in table else None for k in ("flops", "bytes")
+        )
+        approximate = table.get("approximate", False)
+        if not isinstance(approximate, bool):
+            raise self.error("cost.approximate", f"must be true or false (got {approximate!r})")
+        share = self.non_negative(table.get("native_share", DEFAULT_NATIVE_SHARE), "cost.native_share")
+        if share > 1:
+            raise self.error("cost.native_share", f"must be a share from 0 to 1 (got {share!r})")
+        return CostSpec(flops, nbytes, approximate, share)
+
+    def inputs(self, raw: object, params: tuple[ParamSpec, ...], known: tuple[str, ...]) -> InputsSpec:
+        table = self.table(raw, "inputs")
+        self.keys(table, ("wide", "cases", "unannounced"), "inputs")
+        unannounced = table.get("unannounced", True)
+        if not isinstance(unannounced, bool):
+            raise self.error("inputs.unannounced", f"must be true or false (got {unannounced!r})")
+        wide = table.get("wide", DEFAULT_WIDE)
+        if isinstance(wide, bool) or not isinstance(wide, int | float) or not 1 <= wide <= 1e6:
+            raise self.error("inputs.wide", f"must be a number >= 1 (1 turns porter's wide case off; got {wide!r})")
+        raw_cases = table.get("cases", [])
+        if not isinstance(raw_cases, list):
+            raise self.error("inputs.cases", "must be an array of tables, written [[inputs.cases]]")
+        inputs = {p.name: p for p in params if p.is_input}
+        cases: list[ValueCase] = []
+        for i, entry in enumerate(raw_cases):
+            key = f"inputs.cases[{i}]"
+            case = self.table(entry, key)
+            self.keys(case, ("name", "fill", "at", "atol_scale"), key)
+            name = self.string(case, "name", key)
+            if any(c.name == name for c in cases):
+                raise self.error(f"{key}.name", f"duplicate value case {name!r}")
+            fills_raw = self.table(case.get("fill", {}), f"{key}.fill")
+            fills = {}
+            for pname, text in fills_raw.items():
+                if pname not in inputs:
+                    raise self.error(f"{key}.fill.{pname}", f"not an input buffer (inputs: {', '.join(inputs)})")
+                dtype = inputs[pname].dtype
+                assert dtype is not None
+                fills[pname] = self.fill(text, dtype, f"{key}.fill.{pname}", known)
+            if not fills:
+                raise self.error(f"{key}.fill", "give at least one input's fill, e.g. { x = \"uniform(-100, 100)\" }")
+            at = self.table(case.get("at", {}), f"{key}.at")
+            for sym, value in at.items():
+                if sym not in known:
+                    raise self.error(f"{key}.at.{sym}", f"not a size symbol of [sizes] ({', '.join(known)})")
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    raise self.error(f"{key}.at.{sym}", f"must be an integer or an expression string (got {value!r})")
+            scale = self.non_negative(case.get("atol_scale", 1.0), f"{key}.atol_scale")
+            cases.append(ValueCase(name, fills, dict(at), max(scale, 1.0)))
+        return InputsSpec(float(wide), tuple(cases), unannounced)
+
+    def baseline(self, raw: object) -> CallableRef:
+        table = self.table(raw, "baseline")
+        self.keys(table, ("python",), "baseline")
+        if "python" not in table:
+            raise self.error("", "baseline.python is missing")
+        return self.callable_ref(table["python"], "baseline.python")
+
+    def profile(self, raw: object) -> dict[str, Any]:
+        """Free-form facts; the ones porter reads are type-checked."""
+        table = self.table(raw, "profile")
+        if "gpu" in table and not isinstance(table["gpu"], str):
+            raise self.error("profile.gpu", f"must be a string (got {_toml_type(table['gpu'])})")
+        for name, least, most in (("time_us", 0.0, math.inf), ("share", 0.0, 1.0)):
+            value = table.get(name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not least <= value <= most
+            ):
+                bound = "a number >= 0" if most == math.inf else f"a number from {least:g} to {most:g}"
+                raise self.error(f"profile.{name}", f"must be {bound} (got {value!r})")
+        return dict(table)
+
+
+# --- matching the PTX entry -----------------------------------------------------------------
+
+
+def _describe(kind: str, dtype: DType | None) -> str:
+    if kind == "scalar":
+        return f"{dtype} scalar"
+    if kind == "tensormap":
+        return "tensor map (CUtensorMap)"
+    return f"{dtype} buffer pointer" if kind == "buffer" else "scratch pointer"
+
+
+def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
+    """How the spec's params disagree with a PTX entry's (count, byte width, float vs integer).
+
+    Buffers and scratch are 8-byte pointers; a scalar is as wide as its dtype. An empty list means
+    they agree as far as PTX can tell.
+    """
+    problems = []
+    if entry.name != spec.entry:
+        problems.append(f"the spec's kernel.entry is {spec.entry!r} but the PTX entry is {entry.name!r}")
+    signature = spec.param_signature()
+    if len(signature) != len(entry.params):
+        problems.append(
+            f"the spec lists {len(signature)} params but .entry {entry.name} has {len(entry.params)}"
+        )
+    for i, ((name, kind, dtype), ptx) in enumerate(zip(signature, entry.params, strict=False)):
+        width = (dtype.itemsize if kind == "scalar" and dtype is not None
+                 else TENSORMAP_BYTES if kind == "tensormap" else POINTER_BYTES)
+        ptx_text = f"{ptx.type}[{ptx.array_size}]" if ptx.array_size else ptx.type
+        ptx_float = ptx.type.startswith(".f")
+        ptx_int = ptx.type[1:2] in ("s", "u")
+        spec_float = kind == "scalar" and dtype is not None and dtype.is_float
+        if ptx.size_bytes != width:
+            problems.append(
+                f"params[{i}] {name!r}: {_describe(kind, dtype)} of {width} bytes, but PTX param "
+                f"{ptx.name} is {ptx_text} ({ptx.size_bytes} bytes)"
+            )
+        elif (ptx_float and not spec_float) or (ptx_int and spec_float):
+            problems.append(
+                f"params[{i}] {name!r}: {_describe(kind, dtype)}, but PTX param {ptx.name} is {ptx_text}"
+            )
+        elif kind == "tensormap" and (ptx.align or 1) < 64:
+            problems.append(
+                f"params[{i}] {name!r}: a tensor map must be 64-byte aligned "
+                f"(.param .align 64 .b8 {ptx.name}[128]), but PTX param {ptx.name} has align {ptx.align or 1}"
+            )
+    return problems

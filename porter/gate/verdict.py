@@ -1,0 +1,271 @@
+"""The Verdict: porter's one currency. Loop, report, review branch, bot and benchmark all read it.
+
+The Verdict is pure data: what ptxas said (:class:`~porter.ptx.assembly.Assembly`), every case,
+timing, the native and sanitizer evidence; it imports no tool runner, and it round-trips through
+JSON without loss (:func:`porter.jsonable.to_jsonable` / :func:`porter.jsonable.from_jsonable`).
+
+Status words are one fixed vocabulary, :class:`Status`. A Verdict and each of its gates use four:
+- ``passed``  measured and within every bound;
+- ``failed``  measured and wrong (the reason says how);
+- ``not run`` not measured, with the reason (no GPU of that architecture, no profiler, ...);
+- ``error``   porter's or the environment's fault (worker died unexpectedly, toolchain broke).
+A port's candidate is judged with the port's requirements into two more:
+- ``passed without native instructions``: correct and measured, but the target's own tensor-core
+  instructions are absent or never ran where they are required;
+- ``not run on target hardware``: the target is absent here; the candidate assembles (with the
+  target's signature instructions in its SASS when native instructions are required).
+Nothing that was not run is ever ``passed``. :func:`judge` is the one place that turns a Verdict
+into a status word and an exit code; everything else asks it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from porter.ptx.assembly import Assembly
+
+
+class Status(str, enum.Enum):
+    """porter's status words. Members compare equal to their words (``Status.PASSED == "passed"``)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_RUN = "not run"
+    ERROR = "error"
+    PASSED_WITHOUT_NATIVE = "passed without native instructions"
+    NOT_RUN_ON_TARGET = "not run on target hardware"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The words of a Verdict and of its gates (the last two are a port's judgement only).
+STATUSES: tuple[Status, ...] = (Status.PASSED, Status.FAILED, Status.NOT_RUN, Status.ERROR)
+
+# The exit code of each status word: 0 passed, 1 the kernel failed the gate, 3 not run / environment.
+EXIT_CODES: dict[Status, int] = {
+    Status.PASSED: 0, Status.FAILED: 1, Status.NOT_RUN: 3, Status.ERROR: 3,
+    Status.PASSED_WITHOUT_NATIVE: 1, Status.NOT_RUN_ON_TARGET: 3,
+}
+
+
+def exit_code_for(status: str) -> int:
+    """The exit code of a status word (a ``Status`` or its text)."""
+    return EXIT_CODES[Status(status)]
+
+
+NativeState = Literal["executed", "executed for a minor share", "present but never executed", "absent",
+                      "not measured"]
+
+
+@dataclass(frozen=True)
+class NativeEvidence:
+    """Were the target's own tensor-core instructions present, executed, and did they do the work?
+    (made by :func:`porter.gate.native.judge_native` from the SASS and ncu's counts)."""
+
+    arch: str
+    state: NativeState
+    summary: str
+    expected: tuple[str, ...]  # the profile's signature SASS opcode bases
+    static_counts: dict[str, int] = field(default_factory=dict)  # in the cubin
+    executed_counts: dict[str, int] = field(default_factory=dict)  # warp-level, from ncu
+    metrics: dict[str, float] = field(default_factory=dict)  # pipe metrics
+    profiled_sizes: dict[str, int] = field(default_factory=dict)
+    flops_by_instruction: dict[str, float] = field(default_factory=dict)  # tensor-core FLOPs per opcode base
+    share: float | None = None  # of the spec's cost.flops done by the expected instructions
+    required_share: float | None = None
+
+
+@dataclass(frozen=True)
+class SanitizerFinding:
+    tool: str
+    message: str  # first line of the report, e.g. "Invalid __global__ write of size 4 bytes"
+    function: str = ""
+    offset: int | None = None  # byte offset of the SASS instruction in the function
+    sass: str = ""  # that instruction, from the disassembly
+    detail: str = ""  # thread/block and address lines
+
+
+@dataclass(frozen=True)
+class SanitizerReport:
+    """One compute-sanitizer tool's run over one launch (made by :mod:`porter.gate.nsight`)."""
+
+    tool: str
+    ran: bool
+    errors: int
+    findings: tuple[SanitizerFinding, ...]
+    reason: str = ""  # why it did not run
+    wall_s: float = 0.0
+    sizes: str = ""  # the size set it ran at, e.g. "n=1000"
+    digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)
+    launch_sizes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output buffer of one case, compared with the reference."""
+
+    name: str
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    rel_l2: float
+    mismatches: int
+    total: int
+    nan_count: int
+    inf_count: int
+    atol: float
+    rtol: float
+    summary: str  # compact text: figures, first bad indices, localization
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One size set and seed of the equivalence sweep."""
+
+    sizes: dict[str, int]
+    seed: int
+    status: Status
+    reason: str = ""  # for failed / error: what went wrong, in one line
+    outputs: tuple[OutputCheck, ...] = ()
+    guard_violations: tuple[str, ...] = ()  # out-of-bounds writes into guard bands
+    inputs_modified: tuple[str, ...] = ()  # input buffers the kernel wrote
+    nondeterminism: str = ""  # run-to-run difference, when found
+    fault: str = ""  # CUDA error / timeout that killed the run
+    wall_s: float = 0.0
+    values: str = ""  # the value case ("" = the spec's default fills; "wide" = porter's wider inputs)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Device time of one contender (candidate, source kernel, library), events around each launch."""
+
+    name: str
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    count: int
+    tflops: float | None = None
+    tbps: float | None = None
+    roofline_fraction: float | None = None  # of the arch profile's peak: max(compute, memory) share
+    sizes: str = ""  # the size set, e.g. "M=4096, N=4096, K=4096"
+
+
+def timing_table(timings: Sequence[Timing]) -> tuple[list[str], list[list[object]]]:
+    """Headers and rows of the timings table that the terminal report and PORT_REPORT.md print,
+    with an "at" column when the timings span several size sets (``--time-at``)."""
+
+    def num(x: float | None, fmt: str) -> str:
+        return "-" if x is None or math.isnan(x) else format(x, fmt)
+
+    several = len({t.sizes for t in timings}) > 1
+    headers = ["timed", *(["at"] if several else []), "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"]
+    rows: list[list[object]] = [
+        [t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
+         num(t.tflops, ".1f"), num(t.tbps, ".2f"),
+         "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"]
+        for t in timings
+    ]
+    return headers, rows
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate's outcome: assemble, equivalence, native, timing."""
+
+    name: str
+    status: Status
+    summary: str
+    details: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kernel: str
+    entry: str
+    arch: str  # the architecture the candidate was assembled for
+    status: Status
+    reason: str
+    gates: tuple[Gate, ...]
+    cases: tuple[CaseResult, ...] = ()
+    timings: tuple[Timing, ...] = ()
+    speedup_vs_source: float | None = None  # > 1: the candidate is faster
+    speedup_vs_library: float | None = None
+    resources: dict[str, dict[str, object]] = field(default_factory=dict)
+    signature_sass: dict[str, int] = field(default_factory=dict)
+    gpu: str = ""  # "NVIDIA H200 (sm_90), driver 580.159.04"
+    toolchain: str = ""
+    native: NativeEvidence | None = None
+    sanitizer: tuple[SanitizerReport, ...] = ()
+    warnings: tuple[str, ...] = ()
+    wall_s: float = 0.0
+    seeds: tuple[int, ...] = ()  # the check's seeds: `porter check --seeds` with them reproduces its inputs
+    assembly: Assembly | None = None  # what ptxas said: diagnostics with their lines, resources, log
+
+    def gate(self, name: str) -> Gate | None:
+        return next((g for g in self.gates if g.name == name), None)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+def overall_status(gates: tuple[Gate, ...]) -> Status:
+    """Combine gates: any failure -> failed; else any error -> error; else any not run -> not run.
+
+    Every gate counts, timing too: a kernel whose timed launches crash, or leave other outputs
+    than its verified ones, or beat the roofline, has not passed.
+    """
+    statuses = {g.status for g in gates}
+    for word in (Status.FAILED, Status.ERROR, Status.NOT_RUN):
+        if word in statuses:
+            return word
+    return Status.PASSED
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a Verdict amounts to: its status word, the exit code, and how far it got (``rank``: 3
+    passed, 2 correct but not native or not run on the target, 1 assembled, 0 not)."""
+
+    status: Status
+    exit_code: int
+    rank: int
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+
+def _gate_passed(verdict: Verdict, name: str) -> bool:
+    gate = verdict.gate(name)
+    return gate is not None and gate.status == Status.PASSED
+
+
+def judge(verdict: Verdict | None, *, require_native: bool | None = None) -> Judgement:
+    """The one judgement. ``require_native=None`` judges a check: the Verdict's own status word.
+    A bool judges a port's candidate under the port's requirement (the target's own tensor-core
+    instructions executed, doing the work, where ``require_native``): ``passed``, ``passed without
+    native instructions``, ``not run on target hardware`` or ``failed``. No candidate is ``failed``."""
+    if verdict is None:
+        return Judgement(Status.FAILED, EXIT_CODES[Status.FAILED], 0)
+    native = bool(require_native)
+    assembled = _gate_passed(verdict, "assemble")
+    if verdict.status == Status.PASSED and (not native or (verdict.native is not None
+                                                            and verdict.native.state == "executed")):
+        port, rank = Status.PASSED, 3
+    elif _gate_passed(verdict, "equivalence"):
+        port, rank = Status.PASSED_WITHOUT_NATIVE, 2
+    elif verdict.status == Status.NOT_RUN and assembled and (not native or any(verdict.signature_sass.values())):
+        # Not run because the target is absent: as far as this machine can take it, if it carries
+        # the target's own instructions where they are required.
+        port, rank = Status.NOT_RUN_ON_TARGET, 2
+    else:
+        port, rank = Status.FAILED, 1 if assembled else 0
+    status = Status(verdict.status) if require_native is None else port
+    return Judgement(status, EXIT_CODES[status], rank)

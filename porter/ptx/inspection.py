@@ -1,0 +1,131 @@
+"""``porter inspect``: what a PTX module is, and where it can go.
+
+For each architecture: the static compatibility verdict (as is / mechanical retarget / not at all,
+with offending lines), and where ptxas can assemble it, the resource usage and which of the
+architecture's signature tensor-core instructions appear in the SASS.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from porter.ptx import PtxModule, read_ptx
+from porter.ptx.arch import (
+    ArchProfile,
+    Compatibility,
+    FeatureUse,
+    compatibility,
+    features_used,
+    load_profiles,
+)
+from porter.ptx.retarget import retarget
+from porter.ptx.toolchain import AssembleResult, Diagnostic, EntryResources, Toolchain, find_toolchain
+
+
+@dataclass(frozen=True)
+class SignatureEvidence:
+    """Which of an architecture's signature SASS opcodes a cubin contains, and how often."""
+
+    expected: tuple[str, ...]
+    found: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ArchInspection:
+    arch: str
+    compatibility: Compatibility
+    assembled: bool | None  # None: not attempted (incompatible, or --no-assemble)
+    retargeted: bool
+    command: str
+    resources: dict[str, EntryResources]
+    diagnostics: tuple[Diagnostic, ...]
+    signature: SignatureEvidence | None
+
+    # What can be said for this arch: the static verdict ("as-is", "retarget", "incompatible"),
+    # unless ptxas contradicts it ("ptxas error"): a module ptxas rejects never "assembles as is".
+    verdict: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class InspectReport:
+    path: Path
+    module: PtxModule
+    features: tuple[FeatureUse, ...]
+    archs: tuple[ArchInspection, ...]
+    ptxas: str | None  # "path (version)" of the ptxas used, None when nothing was assembled
+
+
+def signature_evidence(result: AssembleResult, profile: ArchProfile, toolchain: Toolchain) -> SignatureEvidence:
+    """Disassemble a successful assembly and count the profile's signature SASS opcodes."""
+    assert result.cubin is not None
+    histogram = toolchain.disassemble(result.cubin).bases()
+    return SignatureEvidence(
+        expected=profile.signature_sass,
+        found={op: histogram.get(op, 0) for op in profile.signature_sass},
+    )
+
+
+def assemble_for(module: PtxModule, compat: Compatibility) -> tuple[str, bool]:
+    """The text to hand ptxas for this verdict: the module itself, or its mechanical retarget."""
+    if compat.status == "retarget":
+        return retarget(module.text, compat.new_target or compat.arch, min_version=compat.new_version), True
+    return module.text, False
+
+
+def inspect_arch(
+    module: PtxModule, profile: ArchProfile, toolchain: Toolchain | None, filename: str
+) -> ArchInspection:
+    compat = compatibility(module, profile.name)
+    if compat.status == "incompatible" or toolchain is None:
+        return ArchInspection(profile.name, compat, None, False, "", {}, (), None, compat.status, compat.reason)
+    text, retargeted = assemble_for(module, compat)
+    result = toolchain.assemble(text, profile.name, filename=filename)
+    signature = signature_evidence(result, profile, toolchain) if result.ok and toolchain.can_disassemble else None
+    verdict, reason = compat.status, compat.reason
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        where = f"line {first.line}: " if first is not None and first.line else ""
+        said = f"{where}{first.message}" if first is not None else "no message"
+        verdict = "ptxas error"
+        reason = f"ptxas rejects it{' after the retarget' if retargeted else ''} for {profile.name} ({said})"
+        compat = replace(compat, reason=reason)  # the static "assembles as is" would contradict ptxas
+    return ArchInspection(
+        arch=profile.name,
+        compatibility=compat,
+        assembled=result.ok,
+        retargeted=retargeted,
+        command=result.command_line,
+        resources=dict(result.resources),
+        diagnostics=tuple(result.diagnostics),
+        signature=signature,
+        verdict=verdict,
+        reason=reason,
+    )
+
+
+def inspect_file(path: Path, *, archs: list[str] | None = None, assemble: bool = True) -> InspectReport:
+    module = read_ptx(path)
+    profiles = load_profiles()
+    if archs:
+        from porter.ptx.arch import get_profile
+
+        chosen = [get_profile(a) for a in archs]
+    else:
+        chosen = list(profiles.values())
+    toolchain = None
+    if assemble:
+        toolchain = find_toolchain()
+        toolchain.require("ptxas")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        inspections = tuple(pool.map(lambda p: inspect_arch(module, p, toolchain, path.name), chosen))
+    ptxas = toolchain.ptxas if toolchain else None
+    return InspectReport(
+        path=path,
+        module=module,
+        features=tuple(features_used(module.instructions())),
+        archs=inspections,
+        ptxas=f"{ptxas.path} ({ptxas.version})" if ptxas else None,
+    )

@@ -1,0 +1,1 @@
+"""Terminal rendering of verdicts, inspections, ports and the doctor."""

@@ -1,0 +1,1 @@
+"""The review branch and its PORT_REPORT.md."""
