@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,21 +78,16 @@ _EDITS_HELP = (
 
 
 def format_instructions(mode: EditMode) -> str:
-    """How the model must write its reply, for the prompt and for format errors."""
-    if mode == "whole":
-        return _WHOLE_HELP + " Put no other code block in the reply."
-    if mode == "search-replace":
-        return (
-            _EDITS_HELP
-            + "\n\nThe kernel is long: send SEARCH/REPLACE blocks, not the whole file. Put no other code "
-            "in the reply."
-        )
+    """How the model must write its reply, for the prompt and for format errors: one format's
+    instructions alone (``whole``, ``search-replace``), or the choice of both (``either``)."""
+    if mode != "either":
+        return FORMATS[mode].instructions
     return (
         "Either:\n\n1. "
-        + _WHOLE_HELP
+        + WHOLE.help
         + "\n\n2. Or, for changes to a few places, "
-        + _EDITS_HELP[0].lower()
-        + _EDITS_HELP[1:]
+        + SEARCH_REPLACE.help[0].lower()
+        + SEARCH_REPLACE.help[1:]
         + "\n\nUse one of the two forms and put no other code in the reply."
     )
 
@@ -127,31 +122,42 @@ class _Fence:
     closed: bool
 
 
+@dataclass(frozen=True)
+class EditFormat:
+    """One way a model may write its reply: what it is told (``help``, and ``instructions`` when it
+    is the only form asked for), how porter recognises a reply in it, and how it is applied."""
+
+    name: str  # "whole" | "search-replace": the agent's edit_format
+    kind: Literal["whole", "edits"]  # what EditOutcome.kind calls a reply in this form
+    help: str
+    instructions: str
+    recognises: Callable[[Sequence[str]], bool]  # the reply's lines
+    apply: Callable[[str, Sequence[str]], EditOutcome]  # (current kernel, the reply's lines)
+
+
 def apply_reply(current: str, reply: str, *, truncated: bool = False) -> EditOutcome:
-    """Apply a model's reply to ``current``; ``truncated`` is True when the API stopped it at the token limit."""
+    """Apply a model's reply to ``current``; ``truncated`` is True when the API stopped it at the token limit.
+    The first format (in :data:`RECOGNITION_ORDER`) that recognises the reply applies it."""
     current = _lf(current)
-    reply = _lf(reply)
-    lines = reply.split("\n")
-    has_edits = any(_SEARCH.match(line) for line in lines)
-    kind: Literal["whole", "edits"] = "edits" if has_edits else "whole"
+    lines = _lf(reply).split("\n")
+    form = next(f for f in RECOGNITION_ORDER if f.recognises(lines))
     if truncated:
         return _fail(
             current,
-            kind,
+            form.kind,
             "truncated",
             "Your reply was cut off at the output token limit, so it cannot be used. Send a shorter reply: "
             "SEARCH/REPLACE blocks for just the lines that change.",
         )
-    if has_edits:
-        return _apply_edits(current, lines)
-    return _whole(current, reply)
+    return form.apply(current, lines)
 
 
 # --- whole files ------------------------------------------------------------------------------
 
 
-def _whole(current: str, reply: str) -> EditOutcome:
-    fences = _fences(reply.split("\n"))
+def _whole(current: str, reply_lines: Sequence[str]) -> EditOutcome:
+    reply = "\n".join(reply_lines)
+    fences = _fences(reply_lines)
     candidates = [f for f in fences if f.info.lower() == "ptx" or _PTX_MARK.search(f.text)]
     if not candidates:
         if _ENTRY_MARK.search(reply):
@@ -443,3 +449,19 @@ def _fail(
 
 def _lf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+WHOLE = EditFormat(
+    "whole", "whole", _WHOLE_HELP, _WHOLE_HELP + " Put no other code block in the reply.",
+    recognises=lambda lines: True, apply=_whole,
+)
+SEARCH_REPLACE = EditFormat(
+    "search-replace", "edits", _EDITS_HELP,
+    _EDITS_HELP + "\n\nThe kernel is long: send SEARCH/REPLACE blocks, not the whole file. Put no other code "
+    "in the reply.",
+    recognises=lambda lines: any(_SEARCH.match(line) for line in lines), apply=_apply_edits,
+)
+FORMATS: dict[str, EditFormat] = {f.name: f for f in (WHOLE, SEARCH_REPLACE)}
+# When both appear, the edits win (see the module docstring); a reply in neither form is judged as
+# a whole file, whose errors say what is missing.
+RECOGNITION_ORDER: tuple[EditFormat, ...] = (SEARCH_REPLACE, WHOLE)
