@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from porter.gate.runner.client import DeviceInfo, WorkerFault
@@ -34,14 +34,8 @@ def serve(conn: Any, device: int) -> None:
         conn.send({"ok": False, "error": "no usable GPU: the fake worker was told there is none"})
         return
     conn.send({"ok": True, "device": FAKE_DEVICE.__dict__})
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
+    for msg in _jobs(conn):
         op = msg.pop("op")
-        if op == "exit":
-            return
         if op == "hang":
             time.sleep(3600)
         elif op == "die":
@@ -54,6 +48,18 @@ def serve(conn: Any, device: int) -> None:
             conn.send({"ok": False, "error": "ValueError: bad launch", "sticky": False, "kind": "fault"})
         else:
             conn.send({"ok": True, "pid": os.getpid(), **msg})
+
+
+def _jobs(conn: Any) -> Iterator[dict[str, Any]]:
+    """The jobs sent, until an ``exit`` job or the pipe's end."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg.get("op") == "exit":
+            return
+        yield msg
 
 
 class InProcessRunner:
