@@ -292,7 +292,7 @@ def test_every_third_party_import_is_a_declared_dependency():
     optional = {_re.split(r"[<>=!;\[ ]", d, maxsplit=1)[0].lower().replace("-", "_")
                 for extra in project["optional-dependencies"].values() for d in extra}
     import_names = {"cupy": "cupy_cuda13x", "yaml": "pyyaml"}
-    via_litellm = {"httpx", "openai"}  # litellm's own dependencies, imported only beside it (model.py)
+    via_litellm = {"httpx", "openai"}  # litellm's own dependencies, imported only beside it (agent/llm.py)
     imported = set()
     for path in (ROOT / "porter").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
