@@ -66,7 +66,7 @@ from porter.ci.change import (
 )
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate.check import CheckOptions, run_check
-from porter.gate.runner.client import Runner
+from porter.gate.runner.client import GpuRunner, Runner
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.verdict import Status, Verdict, exit_code_for
 from porter.gitcmd import GitRepo
@@ -316,7 +316,7 @@ class _Run:
     base: str
     spec_revision: str
     toolchain: Toolchain
-    runner: Runner | None
+    runner: GpuRunner | None
     max_slowdown: float
     sanitize: bool
 
@@ -419,7 +419,7 @@ def check_change(
     spec_from: SpecFrom = "base",
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
     toolchain: Toolchain | None = None,
-    runner_factory: Callable[[], Runner] | None = Runner,
+    runner_factory: Callable[[], GpuRunner] | None = Runner,
     port_to: str | None = None,
     allow_unchecked: bool = False,
     sanitize: bool = True,
@@ -476,7 +476,7 @@ def check_change(
 
 
 def _check_all(targets: Sequence[Target], git: GitRepo, head: str, base: str, spec_revision: str, toolchain: Toolchain,
-               runner_factory: Callable[[], Runner] | None, max_slowdown: float,
+               runner_factory: Callable[[], GpuRunner] | None, max_slowdown: float,
                sanitize: bool) -> tuple[CiKernel, ...]:
     runner = runner_factory() if runner_factory is not None else None
     try:
@@ -504,7 +504,7 @@ def run_ci(
     api_base: str | None = None,
     push: str | None = None,
     toolchain: Toolchain | None = None,
-    runner_factory: Callable[[], Runner] | None = Runner,
+    runner_factory: Callable[[], GpuRunner] | None = Runner,
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = print,
     allow_unchecked: bool = False,
