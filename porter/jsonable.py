@@ -57,6 +57,8 @@ def from_jsonable(kind: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None
+        if type(value) in args and type(value) in (int, float, str, bool):
+            return value  # 3 for ``float | int`` stays an int
         for option in (a for a in args if a is not type(None)):
             try:
                 return from_jsonable(option, value)

@@ -7,8 +7,10 @@ import json
 import pytest
 
 from porter.gate.verdict import (
+    BadElement,
     CaseResult,
     Gate,
+    Localization,
     NativeEvidence,
     OutputCheck,
     SanitizerFinding,
@@ -29,7 +31,9 @@ def _verdict(**changes) -> Verdict:
         gates=(Gate("interface", "passed", "3 params"), Gate("assemble", "passed", "ok"),
                Gate("equivalence", "passed", "2 cases", ("a", "b")), Gate("timing", "passed", "fast")),
         cases=(CaseResult({"n": 1000}, 7, "passed", outputs=(
-            OutputCheck("y", True, 0.0, 0.0, float("inf"), 0, 1000, 0, 0, 1e-5, 1e-5, "ok", ("w",)),),
+            OutputCheck("y", True, 0.0, 0.0, float("inf"), 0, 1000, 0, 0, 1e-5, 1e-5, "ok", ("w",), (10, 100),
+                        "float32", 0, (BadElement((0, 3), 2.5, 1),),
+                        Localization("rows 0-1", ("shifted",), ((0, 0),), 1, 4, (64, 64), True, ((0, 0), (1, 3)))),),
             wall_s=0.1, values="wide"),),
         timings=(Timing("candidate", 1.0, 0.9, 1.1, 10, tflops=None, tbps=2.5, roofline_fraction=0.7, sizes="n=1"),),
         speedup_vs_source=1.5, resources={"k": {"registers": 32}}, signature_sass={"HGMMA": 4},

@@ -41,7 +41,6 @@ from porter.gate.verdict import (
     CaseResult,
     Gate,
     NativeEvidence,
-    OutputCheck,
     SanitizerFinding,
     SanitizerReport,
     Timing,
@@ -192,12 +191,7 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
         tile = block_tile(runs[0][p.name].shape, grid)
-        c = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
-        check = OutputCheck(
-            name=p.name, passed=c.passed, max_abs_err=c.max_abs_err, max_rel_err=c.max_rel_err,
-            rel_l2=c.rel_l2, mismatches=c.mismatches, total=c.total, nan_count=c.nan_count,
-            inf_count=c.inf_count, atol=atol, rtol=rtol, summary=format_comparison(c), warnings=c.warnings,
-        )
+        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement; one

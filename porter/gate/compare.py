@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from porter.gate.verdict import BadElement, IndexTuple, Localization, OutputCheck
 
 _TINY = float(np.finfo(np.float64).tiny)
 _CHUNK = 1 << 20  # elements converted to float64 and judged at a time: cache-sized, no huge temporaries
@@ -32,62 +34,6 @@ _GUESS_TILE_2D = (64, 64)
 _MOSTLY = 0.9  # share of the reference within tolerance of 0 that earns a warning
 _SAFE_SCALE = (1e-100, 1e100)  # magnitudes whose squares, summed over a chunk, stay in float64 range
 
-IndexTuple = tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BadElement:
-    """One element that failed: its index in C order, the kernel's value and the reference's."""
-
-    index: IndexTuple
-    got: float | int
-    expected: float | int
-
-
-@dataclass(frozen=True)
-class Localization:
-    """Where and how an output is wrong, as sentences with numbers for the agent.
-
-    ``bad_region`` is the inclusive bounding box ``(lo, hi)`` of the wrong elements; it is None only
-    when the shapes differ, in which case elements cannot be paired at all.
-    """
-
-    summary: str
-    patterns: tuple[str, ...]
-    bad_tiles: tuple[IndexTuple, ...]  # tile coordinates of the first few bad tiles, C order
-    bad_tile_count: int
-    tile_count: int
-    tile: IndexTuple
-    tile_is_guess: bool
-    bad_region: tuple[IndexTuple, IndexTuple] | None
-
-
-@dataclass(frozen=True)
-class OutputComparison:
-    """The verdict on one output buffer.
-
-    Errors are measured over the elements whose difference is finite; NaN and Inf are counted
-    separately (``nan_count``, ``inf_count`` are in ``out``). When the shapes differ the error
-    fields are NaN and every reference element counts as a mismatch.
-    """
-
-    name: str
-    passed: bool
-    shape: IndexTuple
-    dtype: str
-    atol: float
-    rtol: float
-    max_abs_err: float
-    max_rel_err: float  # |out - ref| / max(|ref|, float64 tiny)
-    rel_l2: float  # ||out - ref|| / ||ref||; 0 when both are 0, inf when only ||ref|| is 0
-    mismatches: int
-    total: int
-    nan_count: int
-    inf_count: int
-    ref_nan_count: int
-    first_bad: tuple[BadElement, ...]
-    localization: Localization | None
-    warnings: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -120,7 +66,7 @@ def compare(
     rtol: float,
     tile: tuple[int, ...] | None = None,
     max_examples: int = 8,
-) -> OutputComparison:
+) -> OutputCheck:
     """Compare ``out`` with ``ref`` elementwise: ``|out - ref| <= atol + rtol * |ref|``.
 
     NaN in ``out`` passes only against NaN in ``ref``; an infinity passes only against the same
@@ -192,7 +138,7 @@ def compare(
                 guessed,
                 max_examples,
             )
-    return OutputComparison(
+    return _summarised(OutputCheck(
         name=name,
         passed=n_bad == 0,
         shape=tuple(out_arr.shape),
@@ -210,7 +156,12 @@ def compare(
         first_bad=first_bad,
         localization=localization,
         warnings=warnings,
-    )
+    ))
+
+
+def _summarised(check: OutputCheck) -> OutputCheck:
+    """The check with its one-text summary (figures, first bad indices, localization)."""
+    return replace(check, summary=format_comparison(check))
 
 
 # A reference of a handful of elements (a sweep's n = 1 case) is constant by construction: the
@@ -298,7 +249,7 @@ def compare_runs(first: np.ndarray, second: np.ndarray) -> str | None:
     )
 
 
-def format_comparison(c: OutputComparison) -> str:
+def format_comparison(c: OutputCheck) -> str:
     """A compact multi-line report of one comparison, for the agent and the terminal."""
     tolerance = f"atol {_num(c.atol)}, rtol {_num(c.rtol)}"
     lines: list[str] = []
@@ -408,7 +359,7 @@ def _shape_mismatch(
     tile: IndexTuple,
     guessed: bool,
     warnings: tuple[str, ...],
-) -> OutputComparison:
+) -> OutputCheck:
     pattern = f"out has shape {_shape(out.shape)} but the reference has {_shape(ref.shape)}"
     with np.errstate(invalid="ignore", over="ignore"):
         transposed = (
@@ -434,7 +385,7 @@ def _shape_mismatch(
         tile_is_guess=guessed,
         bad_region=None,
     )
-    return OutputComparison(
+    return _summarised(OutputCheck(
         name=name,
         passed=False,
         shape=tuple(out.shape),
@@ -452,7 +403,7 @@ def _shape_mismatch(
         first_bad=(),
         localization=localization,
         warnings=warnings,
-    )
+    ))
 
 
 # --------------------------------------------------------------------------------------------

@@ -105,23 +105,64 @@ class SanitizerReport:
     launch_sizes: dict[str, int] = field(default_factory=dict)
 
 
+IndexTuple = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BadElement:
+    """One element that failed: its index in C order, the kernel's value and the reference's."""
+
+    index: IndexTuple
+    got: float | int
+    expected: float | int
+
+
+@dataclass(frozen=True)
+class Localization:
+    """Where and how an output is wrong, as sentences with numbers for the agent.
+
+    ``bad_region`` is the inclusive bounding box ``(lo, hi)`` of the wrong elements; it is None only
+    when the shapes differ, in which case elements cannot be paired at all.
+    """
+
+    summary: str
+    patterns: tuple[str, ...]
+    bad_tiles: tuple[IndexTuple, ...]  # tile coordinates of the first few bad tiles, C order
+    bad_tile_count: int
+    tile_count: int
+    tile: IndexTuple
+    tile_is_guess: bool
+    bad_region: tuple[IndexTuple, IndexTuple] | None
+
+
 @dataclass(frozen=True)
 class OutputCheck:
-    """One output buffer of one case, compared with the reference."""
+    """One output buffer of one case, compared with the reference (made by
+    :func:`porter.gate.compare.compare`, which also writes ``summary``).
+
+    Errors are measured over the elements whose difference is finite; NaN and Inf are counted
+    separately. When the shapes differ the error fields are NaN and every reference element counts
+    as a mismatch.
+    """
 
     name: str
     passed: bool
     max_abs_err: float
-    max_rel_err: float
-    rel_l2: float
+    max_rel_err: float  # |out - ref| / max(|ref|, float64 tiny)
+    rel_l2: float  # ||out - ref|| / ||ref||; 0 when both are 0, inf when only ||ref|| is 0
     mismatches: int
     total: int
     nan_count: int
     inf_count: int
     atol: float
     rtol: float
-    summary: str  # compact text: figures, first bad indices, localization
+    summary: str = ""  # compact text: figures, first bad indices, localization
     warnings: tuple[str, ...] = ()
+    shape: IndexTuple = ()
+    dtype: str = ""
+    ref_nan_count: int = 0
+    first_bad: tuple[BadElement, ...] = ()
+    localization: Localization | None = None  # where and how it is wrong
 
 
 @dataclass(frozen=True)
