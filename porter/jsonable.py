@@ -19,11 +19,16 @@ from typing import Any
 
 def to_jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
+        data = {
             f.name: to_jsonable(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if f.repr  # fields declared repr=False (module text, raw blobs) stay out of reports
         }
+        # Derived values a class names in JSON_DERIVED (a judgement's status word) are written for
+        # readers of the JSON; from_jsonable ignores them, since they follow from the fields.
+        for name in getattr(value, "JSON_DERIVED", ()):
+            data[name] = to_jsonable(getattr(value, name))
+        return data
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

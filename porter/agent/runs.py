@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from porter.errors import InputError
 from porter.gate.verdict import Judgement, Status, Verdict, judge
@@ -85,10 +85,7 @@ class RunLog:
 
     def candidate_record(self, record: CandidateRecord) -> None:
         """The candidate's record: its Verdict, feedback and requirement, with its status word."""
-        data = to_jsonable(record)
-        data["status"] = record.status.value  # for readers of the JSON: derived, never read back
-        data["passes"] = record.passes
-        self.write_json(f"candidates/{record.index:02d}.json", data)
+        self.write_json(f"candidates/{record.index:02d}.json", record)
 
 
 @dataclass(frozen=True)
@@ -103,6 +100,8 @@ class CandidateRecord:
     feedback: str
     path: Path
     require_native: bool = True
+
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("status", "passes")  # written for readers, never read back
 
     @property
     def judgement(self) -> Judgement:
