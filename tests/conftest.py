@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,17 @@ def toolchain():
     if tc.ptxas is None:
         pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc)")
     return tc
+
+
+def plain_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the user's git configuration (signing, hooks, default branch) out of the test repos;
+    a test module takes it as ``_plain_git = pytest.fixture(autouse=True)(plain_git)``."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{key}_NAME", "porter test")
+        monkeypatch.setenv(f"GIT_{key}_EMAIL", "porter@example.invalid")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()

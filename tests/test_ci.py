@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import NoGpuRunner
+from conftest import NoGpuRunner, git, plain_git
 
 import porter.ci.bot
 from porter.ci.bot import (
@@ -45,18 +43,7 @@ KERNEL = f"{FOLDER}/kernel.ptx"
 SPEC = f"{FOLDER}/porter.toml"
 
 
-@pytest.fixture(autouse=True)
-def _plain_git(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the user's git configuration (signing, hooks, default branch) out of the test repos."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{key}_NAME", "porter test")
-        monkeypatch.setenv(f"GIT_{key}_EMAIL", "porter@example.invalid")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+_plain_git = pytest.fixture(autouse=True)(plain_git)
 
 
 def commit(repo: Path, message: str, files: dict[str, str]) -> str:

@@ -360,3 +360,12 @@ def test_random_initial_outputs_are_finite_and_cover_every_magnitude(name: str) 
         magnitudes = np.abs(values[values != 0])
         assert magnitudes.max() > 1e3 * magnitudes.min()
     assert not np.array_equal(raw, random_finite(np, dtype, raw.size, 8))
+
+
+def test_seed_options_reproduce_a_verdicts_seeds() -> None:
+    from porter.cli.app import _seeds
+
+    assert _seeds("", 5) == (5, 6) and _seeds("7,9") == (7, 9) and _seeds("") == ()
+    for bad in (("1", 5), ("-1", None), ("x", None)):
+        with pytest.raises(InputError):
+            _seeds(*bad)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NoGpuRunner
+from conftest import NoGpuRunner, git, plain_git
 
 from porter.agent.llm import Budget, ReplayModel
 from porter.agent.session import PortRequest, PortSession, choose_target
@@ -36,17 +36,7 @@ def porter(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300)
 
 
-@pytest.fixture(autouse=True)
-def _plain_git(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{key}_NAME", "porter test")
-        monkeypatch.setenv(f"GIT_{key}_EMAIL", "porter@example.invalid")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+_plain_git = pytest.fixture(autouse=True)(plain_git)
 
 
 def make_repo(tmp_path: Path, source: Path, names: tuple[str, ...], folder: str = "kern") -> Path:

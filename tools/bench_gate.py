@@ -133,7 +133,7 @@ for p in spec.params:
     elif p.kind == "scratch":
         args.append(np.uint64(0))
     else:
-        v = np.asarray(spec.scalar_value(p, sizes)).astype(p.dtype.numpy)
+        v = np.asarray(host[p.name]).astype(p.dtype.numpy)
         args.append(v.view(np.uint16)[()] if p.dtype.itemsize == 2 and p.dtype.is_float else v[()])
 grid, block, shared, _ = spec.launch_dims(sizes)
 if shared > 48 * 1024:

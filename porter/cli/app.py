@@ -108,8 +108,15 @@ def _size_overrides(text: str, spec: Any) -> dict[str, int]:
     return overrides
 
 
-def _seeds(text: str) -> tuple[int, ...]:
-    """--seeds: comma-separated non-negative integers; "" gives () (fresh seeds for this run)."""
+def _seeds(text: str, seed: int | None = None) -> tuple[int, ...]:
+    """--seeds: comma-separated non-negative integers; --seed S: S and S+1 (what a verdict's seeds
+    line gives back); neither: () (fresh seeds for this run)."""
+    if seed is not None:
+        if text.strip():
+            raise InputError("give --seed or --seeds, not both")
+        if seed < 0:
+            raise InputError(f"--seed: a non-negative integer (got {seed})")
+        return seed, seed + 1
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
@@ -135,6 +142,7 @@ def check(
     ] = None,
     golden: Annotated[Path | None, typer.Option(help="Golden outputs recorded by `porter record`.")] = None,
     seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
+    seed: Annotated[int | None, typer.Option(help="Seed S: the seeds S and S+1 (as a verdict's seeds line prints them).")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the kernel after it passes.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds one case may take before the kernel counts as hung.")] = 60.0,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
@@ -162,7 +170,7 @@ def check(
         raise InputError("give --against or --golden, not both")
     arch = services.arch_name(arch, "--arch")
     loaded = services.find_spec(candidate, spec)
-    options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds), timing=timing,
+    options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds, seed), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
                            time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
     verdict = services.check(candidate, loaded, options, gpu=gpu)
@@ -179,13 +187,14 @@ def record(
     out: Annotated[Path, typer.Option(help="Folder to write the golden outputs to.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     seeds: Annotated[str, typer.Option(help=SEEDS_HELP)] = "",
+    seed: Annotated[int | None, typer.Option(help="Seed S: the seeds S and S+1 (as a verdict's seeds line prints them).")] = None,
     force: Annotated[bool, typer.Option(help="Replace golden outputs already in --out.")] = False,
 ) -> None:
     """Save the source kernel's outputs for the whole sweep, to check a port later on other hardware."""
     from porter import services
 
     loaded = services.find_spec(source, spec)
-    manifest = services.record(source, loaded, out, seeds=_seeds(seeds), force=force)
+    manifest = services.record(source, loaded, out, seeds=_seeds(seeds, seed), force=force)
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
 
 

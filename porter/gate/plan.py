@@ -64,8 +64,9 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] 
     """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
 
     Each size symbol that the sweep varies (an integer in ``[sizes]``) is drawn log-uniformly
-    between the smallest and largest value the sweep gives it, on the lattice of their greatest
-    common divisor (a sweep of K = 64, 72, 1000... keeps K a multiple of 8); a symbol the sweep
+    between the smallest and largest value the sweep gives it, as an odd multiple of their greatest
+    common divisor (a sweep of K = 64, 72, 1000... gives a K that is a multiple of 8 but not of 16:
+    ragged against any larger tile); a symbol the sweep
     never varies keeps its value (a head dimension of 64 stays 64), and derived symbols are
     recomputed from the sweep entry drawn as the base, a draw that leaves any symbol's range or
     lattice (a leading dimension the sweep keeps a multiple of 8) is drawn again. None when the spec has no sweep, opts out
@@ -89,7 +90,9 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] 
         overrides: dict[str, int | str] = {k: v for k, v in base.items() if k not in ranges}
         for name, (lo, hi, step) in ranges.items():
             value = math.exp(rng.uniform(math.log(max(lo, 1)), math.log(hi)))
-            overrides[name] = max(lo, step * max(1, round(value / step)))
+            units = max(1, round(value / step))
+            units += 1 - units % 2  # an odd multiple of the step: no rounder than the contract demands
+            overrides[name] = max(lo, step * (units if step * units <= hi else units - 2))
         try:
             sizes = spec.timing_sizes(overrides)
         except InputError:
