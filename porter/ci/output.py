@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 
 from porter.ci.change import CiKernel, CiOutcome, Finding, SpeedCheck
 from porter.jsonable import to_jsonable
-from porter.report.terminal import table
+from porter.report.tables import table
 
 MAX_ANNOTATIONS = 10  # GitHub's limit of error annotations shown per step
 _DETAIL_CASES = 5

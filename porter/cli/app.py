@@ -288,7 +288,7 @@ def runs(
 ) -> None:
     """List recorded port runs."""
     from porter.agent.runs import list_runs
-    from porter.report.terminal import table
+    from porter.report.tables import table
 
     root = _runs_root(root)
     found = list_runs(root / ".porter" / "runs")
@@ -311,7 +311,7 @@ def replay(
 ) -> None:
     """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
     from porter import services
-    from porter.report.terminal import table
+    from porter.report.tables import table
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu)
     if as_json:

@@ -21,8 +21,6 @@ into a status word and an exit code; everything else asks it.
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -195,24 +193,6 @@ class Timing:
     tbps: float | None = None
     roofline_fraction: float | None = None  # of the arch profile's peak: max(compute, memory) share
     sizes: str = ""  # the size set, e.g. "M=4096, N=4096, K=4096"
-
-
-def timing_table(timings: Sequence[Timing]) -> tuple[list[str], list[list[object]]]:
-    """Headers and rows of the timings table that the terminal report and PORT_REPORT.md print,
-    with an "at" column when the timings span several size sets (``--time-at``)."""
-
-    def num(x: float | None, fmt: str) -> str:
-        return "-" if x is None or math.isnan(x) else format(x, fmt)
-
-    several = len({t.sizes for t in timings}) > 1
-    headers = ["timed", *(["at"] if several else []), "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"]
-    rows: list[list[object]] = [
-        [t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
-         num(t.tflops, ".1f"), num(t.tbps, ".2f"),
-         "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"]
-        for t in timings
-    ]
-    return headers, rows
 
 
 @dataclass(frozen=True)

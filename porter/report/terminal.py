@@ -7,18 +7,10 @@ from collections.abc import Sequence
 
 from porter.agent.session import PortResult
 from porter.gate.doctor import DoctorReport
-from porter.gate.verdict import Verdict, timing_table
+from porter.gate.verdict import Verdict
 from porter.ptx.inspection import ArchInspection, InspectReport
+from porter.report.tables import table, timing_table
 from porter.review.branch import ReviewOutcome
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A plain, aligned text table (no colours: it must read the same in CI logs)."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def _line_list(lines: Sequence[int], limit: int = 6) -> str:
