@@ -70,3 +70,23 @@ def test_the_in_process_fake_is_a_runner() -> None:
     assert isinstance(InProcessRunner({}, device=None), InProcessRunner)
     with pytest.raises(WorkerFault):
         InProcessRunner({}, device=None).start()
+
+
+def test_the_gate_fails_a_candidate_whose_case_hangs_with_the_runners_reason(toolchain) -> None:
+    """The gate on a CPU, through the in-process runner: a case that times out fails the candidate
+    for that reason and stops the sweep there."""
+    from pathlib import Path
+
+    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.spec import load_spec
+
+    def hang(**payload):
+        raise WorkerFault("no answer after 1 s while case: the kernel did not finish", kind="timeout")
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "vector_add"
+    fake = InProcessRunner({"case": hang})
+    verdict = run_check(example / "kernel.ptx", load_spec(example / "porter.toml"), CheckOptions(case_timeout_s=1),
+                        toolchain=toolchain, runner=fake)
+    assert verdict.status == "failed" and fake.calls == ["case"] and fake.restarts == 1
+    assert verdict.gate("equivalence").status == "failed" and verdict.gate("timing") is None
+    assert verdict.cases[-1].fault.startswith("no answer after 1 s") and "timeout" in verdict.cases[-1].reason
