@@ -186,28 +186,14 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
               runs_root: Path | None = None) -> list[BenchRow]:
     """Run every task (x model), or check every shipped solution; rows in task order."""
     from porter.agent.llm import make_model
-    from porter.agent.session import choose_target, native_required, run_port
-    from porter.gate.check import CheckOptions, run_check
+    from porter.agent.session import run_port
     from porter.gate.spec import load_spec
-    from porter.ptx import read_ptx
-    from porter.ptx.arch import get_profile
 
     rows: list[BenchRow] = []
     for task in tasks:
         spec = load_spec(task.spec)
-        module = read_ptx(task.source)
-        target, _ = choose_target(module, task.to_arch)
-        src = get_profile(task.from_arch or module.arch)
-        require = native_required(module, src, get_profile(target))
         if solutions:
-            if task.solution is None:
-                row = BenchRow(task.name, "solution", "no solution", None, "not run", None, "not run", None, None,
-                               None, reason="the task ships no reference port")
-            else:
-                verdict = run_check(task.solution, spec, CheckOptions(arch=target, native=require,
-                                                                       speed_baseline=task.source),
-                                    toolchain=toolchain, runner=runner)
-                row = row_from_verdict(task.name, "solution", verdict, require_native=require)
+            row = _solution_row(task, spec, toolchain, runner)
             rows.append(row)
             if on_row:
                 on_row(row)
@@ -217,9 +203,28 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
                               model=make_model(model_name, api_base=api_base), from_arch=task.from_arch,
                               runs_root=runs_root or task.folder / ".porter" / "runs")
             assert result.best is not None
-            row = row_from_verdict(task.name, model_name or "none", result.best.verdict, require_native=require,
-                            spend=result.spend, port=True)
+            # The port's own target and requirement: the session chose them, the row does not again.
+            row = row_from_verdict(task.name, model_name or "none", result.best.verdict,
+                                   require_native=result.require_native, spend=result.spend, port=True)
             rows.append(row)
             if on_row:
                 on_row(row)
     return rows
+
+
+def _solution_row(task: Task, spec: Any, toolchain: Any, runner: Any) -> BenchRow:
+    """A task's shipped reference port, checked at the target and requirement a port of it would get."""
+    from porter.agent.session import choose_target, native_required
+    from porter.gate.check import CheckOptions, run_check
+    from porter.ptx import read_ptx
+    from porter.ptx.arch import get_profile
+
+    if task.solution is None:
+        return BenchRow(task.name, "solution", "no solution", None, "not run", None, "not run", None, None,
+                        None, reason="the task ships no reference port")
+    module = read_ptx(task.source)
+    target, _ = choose_target(module, task.to_arch)
+    require = native_required(module, get_profile(task.from_arch or module.arch), get_profile(target))
+    verdict = run_check(task.solution, spec, CheckOptions(arch=target, native=require, speed_baseline=task.source),
+                        toolchain=toolchain, runner=runner)
+    return row_from_verdict(task.name, "solution", verdict, require_native=require)
