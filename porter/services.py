@@ -42,12 +42,9 @@ if TYPE_CHECKING:
 @contextmanager
 def gpu_runner(gpu: bool = True) -> Iterator[Runner | None]:
     """The GPU worker for one command (None with ``gpu=False``: static checks only), closed on exit."""
-    if not gpu:
-        yield None
-        return
-    from porter.gate.runner import Runner
+    from porter.gate.runner.client import Runner, opened
 
-    with Runner() as runner:
+    with opened(Runner if gpu else None) as runner:
         yield runner
 
 

@@ -66,7 +66,7 @@ from porter.ci.change import (
 )
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate.check import CheckOptions, run_check
-from porter.gate.runner.client import GpuRunner, Runner
+from porter.gate.runner.client import GpuRunner, Runner, opened
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.verdict import Status, Verdict, exit_code_for
 from porter.gitcmd import GitRepo
@@ -478,14 +478,9 @@ def check_change(
 def _check_all(targets: Sequence[Target], git: GitRepo, head: str, base: str, spec_revision: str, toolchain: Toolchain,
                runner_factory: Callable[[], GpuRunner] | None, max_slowdown: float,
                sanitize: bool) -> tuple[CiKernel, ...]:
-    runner = runner_factory() if runner_factory is not None else None
-    try:
-        with tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
-            run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown, sanitize)
-            return tuple(_check_target(t, run) for t in targets)
-    finally:
-        if runner is not None:
-            runner.close()
+    with opened(runner_factory) as runner, tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
+        run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown, sanitize)
+        return tuple(_check_target(t, run) for t in targets)
 
 
 def run_ci(

@@ -15,6 +15,7 @@ from typing import Any
 
 from porter.ci.change import CiOutcome, CiPort, spec_candidates
 from porter.errors import PorterError
+from porter.gate.runner.client import opened
 from porter.gitcmd import GitRepo
 
 
@@ -45,8 +46,7 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
     except PorterError as err:
         return tuple(CiPort(k.path, "not ported", f"not ported: {err}") for k in kernels)
     ports = []
-    runner = runner_factory() if runner_factory is not None else None
-    try:
+    with opened(runner_factory) as runner:
         for k in kernels:
             kernel, spec_path = repo / k.path, _spec_at_head(repo, k.path, k.spec)
             try:
@@ -62,7 +62,4 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
             review = open_review_branch(result, kernel=kernel, spec_path=spec_path, push=push)
             ports.append(CiPort(k.path, result.status, result.stop_reason, result.run_id, review.branch, review.pushed,
                                 review.warnings + ((review.push_error,) if review.push_error else ())))
-    finally:
-        if runner is not None:
-            runner.close()
     return tuple(ports)

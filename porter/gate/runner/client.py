@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -173,3 +174,15 @@ class Runner:
                     "(a hang or an endless loop); the worker was killed",
                     kind="timeout",
                 )
+
+
+@contextmanager
+def opened(factory: Callable[[], GpuRunner] | None) -> Iterator[GpuRunner | None]:
+    """A runner from ``factory`` for the ``with`` block, closed when it ends (None without a
+    factory: nothing runs on a GPU). The one place a runner's lifetime is written."""
+    runner = factory() if factory is not None else None
+    try:
+        yield runner
+    finally:
+        if runner is not None:
+            runner.close()
