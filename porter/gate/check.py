@@ -387,6 +387,15 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                     **_extra(base))
 
 
+def _fault_reason(fault: WorkerFault) -> str:
+    """A fault, with what an illegal address most likely means under porter's fences."""
+    reason = f"{fault.kind}: {fault}"
+    if "ILLEGAL_ADDRESS" in str(fault):
+        reason += (" (inputs are mapped read-only and every buffer is fenced by unmapped memory: a write to an "
+                   "input, or an access outside a buffer, faults)")
+    return reason
+
+
 def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
                launch: dict[str, Any] | None, warnings: list[str],
                reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
@@ -403,7 +412,7 @@ def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuR
                                     reference=reference_job(index), launch=launch, first=index == 0)
             except WorkerFault as fault:
                 faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
-                                          values=case.values, reason=f"{fault.kind}: {fault}", fault=str(fault)))
+                                          values=case.values, reason=_fault_reason(fault), fault=str(fault)))
                 break
             digests[case.key()] = reply.get("digests", [])
             if reply.get("fence") and reply["fence"] not in warnings:

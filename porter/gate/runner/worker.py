@@ -566,7 +566,10 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
             guards += [x for x in g if x not in guards]
             modified += [x for x in m if x not in modified]
     except BaseException:
-        state.drop_case_launch()
+        try:
+            state.drop_case_launch()
+        except Exception:  # noqa: S110 - a poisoned context cannot free; the worker restarts anyway
+            state._case = None
         raise
     if guards:  # the patterns are spent: the next case gets fresh buffers
         state.drop_case_launch()
