@@ -568,7 +568,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     except BaseException:
         try:
             state.drop_case_launch()
-        except Exception:  # noqa: S110 - a poisoned context cannot free; the worker restarts anyway
+        except Exception:
             state._case = None
         raise
     if guards:  # the patterns are spent: the next case gets fresh buffers
