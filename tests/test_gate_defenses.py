@@ -369,3 +369,12 @@ def test_seed_options_reproduce_a_verdicts_seeds() -> None:
     for bad in (("1", 5), ("-1", None), ("x", None)):
         with pytest.raises(InputError):
             _seeds(*bad)
+
+
+def test_an_illegal_address_says_what_the_fences_make_of_it() -> None:
+    from porter.gate.check import _fault_reason
+
+    for name in ("cudaRuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered",
+                 "CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"):
+        assert "read-only" in _fault_reason(WorkerFault(name, kind="fault"))
+    assert "read-only" not in _fault_reason(WorkerFault("CUDA_ERROR_LAUNCH_FAILED", kind="fault"))

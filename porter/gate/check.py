@@ -390,7 +390,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
 def _fault_reason(fault: WorkerFault) -> str:
     """A fault, with what an illegal address most likely means under porter's fences."""
     reason = f"{fault.kind}: {fault}"
-    if "ILLEGAL_ADDRESS" in str(fault):
+    if "illegaladdress" in str(fault).lower().replace("_", ""):  # the driver's and the runtime's names
         reason += (" (inputs are mapped read-only and every buffer is fenced by unmapped memory: a write to an "
                    "input, or an access outside a buffer, faults)")
     return reason
