@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.gate.verdict import size_label
 
 if TYPE_CHECKING:
     from porter.agent.llm import Budget
@@ -156,7 +157,7 @@ def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bo
     tflops, tbps, part = get_profile(arch).peak_for(gpu)
     facts = {**stamp(gpu, tool), **summarise(metrics, flops=spec.flops(sizes), nbytes=spec.bytes(sizes),
                                              peak_tflops=tflops, peak_tbps=tbps)}
-    facts["sizes"] = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    facts["sizes"] = size_label(sizes)
     if write:
         write_profile(spec.path, facts)
     return Profiled(facts, part)

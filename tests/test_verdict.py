@@ -40,7 +40,7 @@ def _verdict(**changes) -> Verdict:
         native=NativeEvidence("sm_90a", "executed", "executed", ("HGMMA",), {"HGMMA": 4}, {"HGMMA": 256},
                               {"pipe": 0.5}, {"n": 1000}, {"HGMMA": 1e9}, 0.95, 0.9),
         sanitizer=(SanitizerReport("memcheck", True, 1, (SanitizerFinding("memcheck", "Invalid write", "k", 16),),
-                                   digests=(1, 2), launch_sizes={"n": 10}),),
+                                   digests=(1, 2), sizes={"n": 10}),),
         seeds=(3, 4),
         assembly=Assembly(True, "sm_90a", (Diagnostic(12, "warning", "slow", "C7508", "> 12 | x"),),
                           {"k": EntryResources("k", 32, constant_bytes={0: 368})}, 0.2, False, "13.0.88", "log"),

@@ -13,10 +13,10 @@ first errors at the head and the list of blockers at the tail always survive.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from porter.agent.edits import EditOutcome
-from porter.gate.verdict import CaseResult, Gate, Verdict
+from porter.gate.verdict import CaseResult, Gate, Verdict, size_label
 from porter.ptx.toolchain import AssembleResult, EntryResources
 
 _MAX_ERRORS_WITH_CONTEXT = 8
@@ -180,7 +180,7 @@ def _equivalence(verdict: Verdict) -> str:
     if not failed:
         return _gate_details(gate)
     first, others = failed[0], failed[1:]
-    out = [f"First failing case: {_sizes(first.sizes)}; seed {first.seed}"]
+    out = [f"First failing case: {size_label(first.sizes)}; seed {first.seed}"]
     out += _case_problems(first)
     for check in first.outputs:
         if not check.passed:
@@ -188,12 +188,12 @@ def _equivalence(verdict: Verdict) -> str:
     if others:
         out.append("Other failing cases:")
         out += [
-            f"- {_sizes(c.sizes)}; seed {c.seed}: {_short(c.reason or c.fault)}"
+            f"- {size_label(c.sizes)}; seed {c.seed}: {_short(c.reason or c.fault)}"
             for c in others[:_MAX_OTHER_CASES]
         ]
         if len(others) > _MAX_OTHER_CASES:
             out.append(f"- and {len(others) - _MAX_OTHER_CASES} more")
-    passed = list(dict.fromkeys(_sizes(c.sizes) for c in verdict.cases if c.status == "passed"))
+    passed = list(dict.fromkeys(size_label(c.sizes) for c in verdict.cases if c.status == "passed"))
     if passed:
         more = f"; and {len(passed) - _MAX_PASSED_SIZES} more" if len(passed) > _MAX_PASSED_SIZES else ""
         out.append(f"Passed at: {'; '.join(passed[:_MAX_PASSED_SIZES])}{more}")
@@ -336,9 +336,6 @@ def _gate_passed(verdict: Verdict | None, name: str) -> bool:
     gate = verdict.gate(name) if verdict is not None else None
     return gate is not None and gate.status == "passed"
 
-
-def _sizes(sizes: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def _short(text: str) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from porter.errors import InputError
 from porter.gate.spec import Spec, check_against_entry, declared_spec
+from porter.gate.verdict import size_label
 from porter.ptx import PtxModule
 from porter.ptx.arch import can_compile, normalize_arch
 from porter.ptx.model import Entry
@@ -75,7 +76,7 @@ def block_problems(spec: Spec, entry: Entry) -> list[str]:
     problems: list[str] = []
     for sizes in spec.size_sets():
         block = tuple(spec.launch_dims(sizes).block)
-        label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        label = size_label(sizes)
         if req is not None and tuple(block) != _dims(req.values):
             problems.append(f"the spec launches blocks of {block} at {label}, but .entry {entry.name} requires "
                             f".reqntid {_dims(req.values)} (line {req.line})")
@@ -110,7 +111,7 @@ def shared_problems(spec: Spec, module: PtxModule, entry: Entry, path: Path) -> 
     declared = declared_dynamic_shared(path, entry.name)
     for sizes in spec.size_sets():
         shared = spec.launch_dims(sizes).shared
-        label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        label = size_label(sizes)
         if declared is not None and shared < declared:
             return [f"the spec gives {shared} bytes of dynamic shared memory at {label}, but "
                     f"{path.with_suffix('.json').name} declares {declared} for {entry.name}"]

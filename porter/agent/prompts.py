@@ -24,7 +24,7 @@ from porter._data import data_dir
 from porter.agent.edits import EditMode, format_instructions
 from porter.errors import InputError
 from porter.gate.spec import ParamSpec, Spec
-from porter.gate.verdict import Verdict
+from porter.gate.verdict import Verdict, size_label
 from porter.ptx.arch import ArchProfile, Offender, tensor_core_change
 from porter.ptx.model import PtxModule
 
@@ -334,7 +334,7 @@ def _computes(spec: Spec) -> str:
         out.append("Default sizes (timing): " + ", ".join(sizes) + ".")
     if spec.sweep:
         sets = spec.size_sets()
-        shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in sets[:_MAX_SWEEP_SHOWN])
+        shown = "; ".join(size_label(s) for s in sets[:_MAX_SWEEP_SHOWN])
         more = f"; and {len(sets) - _MAX_SWEEP_SHOWN} more" if len(sets) > _MAX_SWEEP_SHOWN else ""
         out.append(f"Equivalence is checked on fresh random inputs at {len(sets)} size sets: {shown}{more}.")
     out.append("Every launch starts with fresh inputs (read-only), outputs NaN-poisoned or random and shared memory "

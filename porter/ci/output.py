@@ -17,6 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from porter.ci.change import CiKernel, CiOutcome, Finding, SpeedCheck
+from porter.gate.verdict import size_label
 from porter.jsonable import to_jsonable
 from porter.report.tables import table
 
@@ -97,7 +98,7 @@ def _details(kernel: CiKernel) -> list[str]:
             lines.extend(f"  {d}" for d in gate.details)
     failing = [c for c in kernel.verdict.cases if c.status != "passed"]
     for case in failing[:_DETAIL_CASES]:
-        sizes = ", ".join(f"{k}={v}" for k, v in case.sizes.items())
+        sizes = size_label(case.sizes)
         lines.append(f"case [{sizes}; seed {case.seed}]: {case.reason or case.fault}")
     if len(failing) > _DETAIL_CASES:
         lines.append(f"... and {len(failing) - _DETAIL_CASES} more failing cases")

@@ -46,6 +46,7 @@ from porter.gate.verdict import (
     Timing,
     Verdict,
     overall_status,
+    size_label,
 )
 from porter.ptx import PtxModule, read_ptx
 from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on
@@ -228,10 +229,6 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
     )
 
 
-def _case_label(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
 def _equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if not cases:
         return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
@@ -244,7 +241,7 @@ def _equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     details = []
     for c in failed[:6]:
         values = f"; values {c.values}" if c.values else ""
-        details.append(f"[{_case_label(c.sizes)}; seed {c.seed}{values}] {c.reason or c.fault}")
+        details.append(f"[{size_label(c.sizes)}; seed {c.seed}{values}] {c.reason or c.fault}")
     skipped = planned - len(cases)
     if skipped:
         details.append(f"{skipped} cases not run after the fault")
@@ -349,7 +346,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         missing = [sizes for sizes in [*timed, *([profiled] if profiled else [])]
                    if Case(sizes, seeds[0]).key() not in recorded]
         if missing:
-            raise InputError(f"{options.golden}: no recorded case at {_case_label(missing[0])} (seed {seeds[0]}), "
+            raise InputError(f"{options.golden}: no recorded case at {size_label(missing[0])} (seed {seeds[0]}), "
                              "which this check times or profiles: what is timed must be verified; record with the "
                              "same --time-at, or check with --no-timing")
     else:
@@ -371,7 +368,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if options.sanitize:
         reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
         differs = [problem for r in reports if r.ran and not r.errors and r.digests
-                   and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.launch_sizes, seeds[0], digests))]
+                   and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
         gates.append(_sanitize_gate(reports, differs))
         extras["sanitizer"] = reports
 
@@ -524,7 +521,7 @@ def _launch_differs(what: str, left: tuple[int, ...], sizes: dict[str, int], see
     expected = verified.get(Case(sizes, seed).key())
     if not left or not expected or list(left) == list(expected):
         return ""
-    return (f"{what} at {_case_label(sizes)} left other outputs than the verified launch there: the kernel "
+    return (f"{what} at {size_label(sizes)} left other outputs than the verified launch there: the kernel "
             "behaves otherwise when profiled than when checked")
 
 
@@ -550,7 +547,7 @@ def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
     reports = []
     for tool, sizes in runs:
         report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
-        report = replace(report, sizes=_case_label(sizes), launch_sizes=dict(sizes))
+        report = replace(report, sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
         reports.append(report)
@@ -583,9 +580,9 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
     if differs:
         return Gate("sanitize", "failed", differs[0], tuple(differs[1:] + details))
     if dirty:
-        return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {r.sizes}: {r.errors} errors" for r in dirty),
+        return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {size_label(r.sizes)}: {r.errors} errors" for r in dirty),
                     tuple(details))
-    return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({r.sizes})" for r in ran), tuple(details))
+    return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({size_label(r.sizes)})" for r in ran), tuple(details))
 
 
 def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
@@ -615,7 +612,7 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     notes: list[str] = []
     speed: dict[str, float | None] = {}
     for sizes in timed:
-        label = _case_label(sizes)
+        label = size_label(sizes)
         try:
             reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
                                 seed=seed, contenders=contenders, budget_s=options.timing_budget_s)

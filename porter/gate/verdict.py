@@ -21,6 +21,7 @@ into a status word and an exit code; everything else asks it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,6 +89,11 @@ class SanitizerFinding:
     detail: str = ""  # thread/block and address lines
 
 
+def size_label(sizes: Mapping[str, int]) -> str:
+    """A size set as people read it: ``M=4096, N=4096, K=4096``."""
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
 @dataclass(frozen=True)
 class SanitizerReport:
     """One compute-sanitizer tool's run over one launch (made by :mod:`porter.gate.nsight`)."""
@@ -98,9 +104,8 @@ class SanitizerReport:
     findings: tuple[SanitizerFinding, ...]
     reason: str = ""  # why it did not run
     wall_s: float = 0.0
-    sizes: str = ""  # the size set it ran at, e.g. "n=1000"
+    sizes: dict[str, int] = field(default_factory=dict)  # the size set it ran at
     digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)
-    launch_sizes: dict[str, int] = field(default_factory=dict)
 
 
 IndexTuple = tuple[int, ...]

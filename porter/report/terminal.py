@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from porter.agent.session import PortResult
 from porter.gate.doctor import DoctorReport
-from porter.gate.verdict import Verdict
+from porter.gate.verdict import Verdict, size_label
 from porter.ptx.inspection import ArchInspection, InspectReport
 from porter.report.tables import table, timing_table
 from porter.review.branch import ReviewOutcome
@@ -149,14 +149,14 @@ def render_verdict(v: Verdict) -> str:
         for c in v.cases:
             worst = max((o.max_abs_err for o in c.outputs if o.max_abs_err == o.max_abs_err), default=float("nan"))
             l2 = max((o.rel_l2 for o in c.outputs if o.rel_l2 == o.rel_l2), default=float("nan"))
-            rows.append([", ".join(f"{k}={x}" for k, x in c.sizes.items()) + (f" [{c.values}]" if c.values else ""),
+            rows.append([size_label(c.sizes) + (f" [{c.values}]" if c.values else ""),
                          c.seed, c.status,
                          f"{worst:.3g}", f"{l2:.3g}", c.reason[:90]])
         out.append(table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
         failing = next((c for c in v.cases if c.status != "passed" and c.outputs), None)
         if failing is not None:
             out.append("")
-            out.append(f"first failing case ({', '.join(f'{k}={x}' for k, x in failing.sizes.items())}, seed {failing.seed}):")
+            out.append(f"first failing case ({size_label(failing.sizes)}, seed {failing.seed}):")
             for o in failing.outputs:
                 if not o.passed:
                     out.extend(f"  {line}" for line in o.summary.splitlines())
@@ -168,7 +168,7 @@ def render_verdict(v: Verdict) -> str:
         out.append(f"native ({v.native.arch}): {v.native.state}: {v.native.summary}")
     for rep in v.sanitizer:
         if rep.ran:
-            at = f" at {rep.sizes}" if rep.sizes else ""
+            at = f" at {size_label(rep.sizes)}" if rep.sizes else ""
             out.append(f"{rep.tool}{at}: {rep.errors} errors ({rep.wall_s:.1f} s)")
             for f in rep.findings[:3]:
                 where = f" at {f.function}+0x{f.offset:x}" if f.offset is not None else ""

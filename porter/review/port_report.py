@@ -14,7 +14,7 @@ from pathlib import PurePath
 
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
-from porter.gate.verdict import Verdict
+from porter.gate.verdict import Verdict, size_label
 from porter.report.tables import timing_table
 
 HEADLINE = {
@@ -62,9 +62,6 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{op} x{n}" for op, n in counts.items() if n)
 
 
-def _sizes(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
 
 def _shown(v: Verdict, require_native: bool) -> tuple[list[str], list[str]]:
     shown: list[str] = []
@@ -111,7 +108,7 @@ def _sweep_section(v: Verdict) -> list[str]:
         errs = [o.max_abs_err for o in c.outputs if not math.isnan(o.max_abs_err)]
         l2s = [o.rel_l2 for o in c.outputs if not math.isnan(o.rel_l2)]
         why = c.reason or c.fault or "; ".join(c.guard_violations + c.inputs_modified) or c.nondeterminism
-        rows.append([_sizes(c.sizes) + (f" [{c.values}]" if c.values else ""), c.seed, c.status, _num(max(errs, default=None)), _num(max(l2s, default=None)),
+        rows.append([size_label(c.sizes) + (f" [{c.values}]" if c.values else ""), c.seed, c.status, _num(max(errs, default=None)), _num(max(l2s, default=None)),
                      why or "-"])
     out.append(md_table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
     return out
@@ -131,13 +128,13 @@ def _evidence_section(v: Verdict) -> list[str]:
     else:
         out.append(f"- executed ({n.arch}): **{n.state}** - {n.summary}")
         if n.executed_counts:
-            where = f" at {_sizes(n.profiled_sizes)}" if n.profiled_sizes else ""
+            where = f" at {size_label(n.profiled_sizes)}" if n.profiled_sizes else ""
             out.append(f"- executed counts (warp-level){where}: {_counts(n.executed_counts) or 'none'}")
         if n.share is not None:
             need = f" (at least {100 * n.required_share:.0f}% required)" if n.required_share is not None else ""
             out.append(f"- share of the spec's FLOPs done by {', '.join(n.expected)}: **{100 * n.share:.1f}%**{need}")
     for rep in v.sanitizer:
-        at = f" at {rep.sizes}" if rep.sizes else ""
+        at = f" at {size_label(rep.sizes)}" if rep.sizes else ""
         out.append(f"- {rep.tool}{at}: {rep.errors} errors" if rep.ran else f"- {rep.tool}: not run ({rep.reason})")
     if v.seeds:
         out.append(f"- seeds: {','.join(map(str, v.seeds))} (`porter check --seeds {','.join(map(str, v.seeds))}` "
