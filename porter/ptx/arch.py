@@ -24,9 +24,12 @@ from typing import Any, Literal, Protocol
 from porter._data import data_dir
 from porter._toml import tomllib
 from porter.errors import InputError
+from porter.ptx.isa import IsaNeed, IsaSupport, lowered, ptx_key, too_new
 from porter.ptx.model import PtxModule
 
-Status = Literal["as-is", "retarget", "incompatible"]
+# "needs newer ptxas": the arch has every instruction, but the ptxas in use is too old for the PTX
+# ISA the module needs there (see :func:`negotiate_version`).
+Status = Literal["as-is", "retarget", "incompatible", "needs newer ptxas"]
 
 _ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
 
@@ -137,6 +140,7 @@ class Compatibility:
     offenders: tuple[Offender, ...] = ()
     new_target: str | None = None
     new_version: str | None = None
+    note: str = ""  # how the .version was negotiated with the ptxas in use, when it was lowered
 
 
 class _HasOpcode(Protocol):
@@ -160,10 +164,6 @@ def _split(arch: str) -> tuple[int, str]:
     match = _ARCH.match(arch)
     assert match, arch  # callers pass normalised names
     return int(match.group(1)), match.group(2)
-
-
-def _ptx_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def _unwrap(text: str) -> str:
@@ -360,12 +360,92 @@ def _offenders(uses: Iterable[FeatureUse], profile: ArchProfile) -> tuple[Offend
     )
 
 
-def compatibility(module: PtxModule, arch: str) -> Compatibility:
+@cache
+def _directive_minima() -> dict[str, str]:
+    """Entry directives with a PTX ISA minimum of their own (``[[directive]]`` in features.toml)."""
+    raw = _read_toml(data_dir("profiles") / "features.toml")
+    return {d["name"]: d["min_ptx"] for d in raw.get("directive", ())}
+
+
+def isa_needs(module: PtxModule, target: str | None = None) -> tuple[IsaNeed, ...]:
+    """Why ``module`` with ``.target target`` (default: its own) needs a PTX ISA version: the target's
+    minimum, each instruction of a family with a ``min_ptx`` and each entry directive with one."""
+    arch = normalize_arch(target or module.arch)
+    needs: list[IsaNeed] = []
+    profile = load_profiles().get(arch)
+    if profile is not None:
+        line = module.target_line if arch == normalize_arch(module.arch) else None
+        needs.append(IsaNeed(profile.min_ptx, f".target {arch}", line))
+    features = load_features()
+    for use in features_used(module.instructions()):
+        if minimum := features[use.feature].min_ptx:
+            needs.append(IsaNeed(minimum, f"`{use.opcode}` ({use.feature})", use.line))
+    directives = _directive_minima()
+    for entry in module.entries:
+        for d in entry.directives:
+            if d.name in directives:
+                needs.append(IsaNeed(directives[d.name], f".{d.name} on {entry.name}", d.line))
+    return tuple(needs)
+
+
+def isa_floor(module: PtxModule, target: str | None = None) -> IsaNeed | None:
+    """The need that binds: the lowest ``.version`` the module can carry for ``target`` (the first of
+    the highest, in the order of :func:`isa_needs`); None when porter knows of none."""
+    needs = isa_needs(module, target)
+    return max(needs, key=lambda n: ptx_key(n.version)) if needs else None
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    """The ``.version`` to write for a target and a ptxas: ``problem`` (one line) when there is none."""
+
+    version: str
+    note: str = ""  # said when the version was lowered for this ptxas
+    problem: str = ""  # the module needs a newer PTX ISA than this ptxas accepts
+
+
+def negotiate_version(module: PtxModule, target: str | None = None, isa: IsaSupport | None = None) -> VersionChoice:
+    """The ``.version`` the module should carry with ``.target target`` (default: its own).
+
+    At least what the target and the module's instructions need (:func:`isa_floor`), and not below
+    the module's own. With ``isa`` (what the ptxas in use accepts), a ``.version`` newer than ptxas
+    takes is lowered to the newest it takes when nothing needs more (``note`` says so); when
+    something does, ``problem`` names it, its line, the ISA it needs and the CUDA release that brings it.
+    """
+    floor = isa_floor(module, target)
+    wanted = max(module.version, floor.version, key=ptx_key) if floor is not None else module.version
+    if isa is None or isa.accepts(wanted):
+        return VersionChoice(wanted)
+    if floor is not None and not isa.accepts(floor.version):
+        return VersionChoice(wanted, problem=too_new(floor, isa))
+    return VersionChoice(isa.max_ptx, note=lowered(module.version, isa.max_ptx, floor, isa))
+
+
+def version_problem(module: PtxModule, target: str | None = None, isa: IsaSupport | None = None) -> str | None:
+    """Why this ptxas cannot take the module as written, in one line; None when it can (as far as
+    porter knows: ptxas has the last word). For a candidate, which porter judges as written: what it
+    needs that this ptxas lacks, or the ``.version`` it should carry instead."""
+    if isa is None:
+        return None
+    choice = negotiate_version(module, target, isa)
+    if choice.problem:
+        return choice.problem
+    if isa.accepts(module.version):
+        return None
+    floor = isa_floor(module, target)
+    needs = f"; nothing in it needs more than {floor.version} ({floor.what})" if floor is not None else ""
+    return (f".version {module.version} (line {module.version_line}) is newer than ptxas {isa.ptxas} accepts "
+            f"(PTX ISA up to {isa.max_ptx}): write .version {choice.version} or lower{needs}")
+
+
+def compatibility(module: PtxModule, arch: str, isa: IsaSupport | None = None) -> Compatibility:
     """Whether ``module`` assembles for ``arch`` as is, after a ``.target``/``.version`` rewrite, or not at all.
 
     Only the ``.target`` decides "as is": ptxas assembles an old ``.version`` for a newer ``-arch`` as long as
     the ``.target`` is compatible (``.version 7.0`` / ``.target sm_80`` assembles for sm_100a), so the module's
-    version is raised only when the target is rewritten.
+    version is raised only when the target is rewritten. With ``isa`` (what the ptxas in use accepts), a
+    ``.version`` newer than that is a rewrite too, lowering it where nothing needs it
+    (:func:`negotiate_version`), and "needs newer ptxas" where something does.
     """
     profile = get_profile(arch)
     uses = features_used(module.instructions())
@@ -388,17 +468,27 @@ def compatibility(module: PtxModule, arch: str) -> Compatibility:
         if src != profile.name:
             extra = "its arch-specific instructions" if profile.suffix else f"instructions newer than {src}"
             reason += f"; retarget to .target {profile.name} to use {extra}"
-        return Compatibility(arch=profile.name, status="as-is", reason=reason)
-    minima = [module.version, profile.min_ptx]
-    features = load_features()
-    minima += [m for m in (features[u.feature].min_ptx for u in uses) if m]
-    new_version = max(minima, key=_ptx_key)
+        if isa is not None and not isa.accepts(profile.min_ptx):  # a ptxas older than the arch itself
+            need = IsaNeed(profile.min_ptx, f"assembling for {profile.name}")
+            return Compatibility(arch=profile.name, status="needs newer ptxas", reason=too_new(need, isa))
+        if isa is None or isa.accepts(module.version):
+            return Compatibility(arch=profile.name, status="as-is", reason=reason)
+        choice = negotiate_version(module, src, isa)
+        if choice.problem:
+            return Compatibility(arch=profile.name, status="needs newer ptxas", reason=choice.problem)
+        return Compatibility(arch=profile.name, status="retarget", reason=f"{choice.note}; then it {reason}",
+                             new_target=src, new_version=choice.version, note=choice.note)
+    choice = negotiate_version(module, profile.name, isa)
+    if choice.problem:
+        return Compatibility(arch=profile.name, status="needs newer ptxas", reason=choice.problem)
+    reason = f"every instruction exists on {profile.name}, but ptxas refuses the .target: {why}"
     return Compatibility(
         arch=profile.name,
         status="retarget",
-        reason=f"every instruction exists on {profile.name}, but ptxas refuses the .target: {why}",
+        reason=f"{reason}; {choice.note}" if choice.note else reason,
         new_target=profile.name,
-        new_version=new_version,
+        new_version=choice.version,
+        note=choice.note,
     )
 
 

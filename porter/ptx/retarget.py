@@ -1,5 +1,8 @@
 """Mechanical retargeting: rewrite the ``.target`` and ``.version`` lines and nothing else.
 
+:func:`fit_to_ptxas` is the same rewrite for the ptxas in use: a ``.version`` it does not accept,
+lowered where nothing in the module needs it.
+
 The module is parsed first, so the two lines are found by the parser (a ``.target`` inside a
 comment is never touched) and a malformed module is refused with its line number. Every other
 byte, line endings included, is returned unchanged.
@@ -9,7 +12,10 @@ from __future__ import annotations
 
 import re
 
-from porter.errors import InputError
+from porter.errors import EnvironmentProblem, InputError
+from porter.ptx.arch import negotiate_version
+from porter.ptx.isa import IsaSupport
+from porter.ptx.model import PtxModule
 from porter.ptx.parser import parse_ptx
 
 _VERSION_RE = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})")
@@ -67,3 +73,19 @@ def _replace_after(line: str, directive: str, pattern: re.Pattern[str], new: str
     if m is None:  # only when a /* */ comment splits the directive over two lines
         raise InputError(f"{filename}: cannot rewrite {directive} in {line.strip()!r}")
     return line[: m.start()] + new + line[m.end() :]
+
+
+def fit_to_ptxas(module: PtxModule, isa: IsaSupport | None, *, filename: str = "<ptx>") -> tuple[str, str]:
+    """The module's text as the ptxas of ``isa`` takes it, and a note when that changed it.
+
+    For a kernel porter runs but does not judge (a port's source, a reference): a ``.version``
+    newer than ptxas accepts is lowered to the newest it does when nothing in the module needs more
+    (:func:`porter.ptx.arch.negotiate_version`); when something does, EnvironmentProblem names it,
+    its line, the PTX ISA it needs and the CUDA release that brings it. Anything else is unchanged.
+    """
+    if isa is None or isa.accepts(module.version):
+        return module.text, ""
+    choice = negotiate_version(module, None, isa)
+    if choice.problem:
+        raise EnvironmentProblem(f"{filename}: {choice.problem}")
+    return retarget(module.text, module.arch, version=choice.version, filename=filename), choice.note
