@@ -46,8 +46,17 @@ def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print porter's version and exit.")
     ] = False,
+    toolchain: Annotated[
+        Path | None,
+        typer.Option("--toolchain", metavar="DIR", help="Use the CUDA tools in DIR/bin or DIR (ptxas first), as "
+                     "PORTER_CUDA_HOME does; default: the best set found (see porter doctor)."),
+    ] = None,
 ) -> None:
     """Port PTX hot loops across NVIDIA GPU generations, verified on measured evidence."""
+    if toolchain is not None:
+        from porter.ptx.toolchain import toolchain_home
+
+        os.environ["PORTER_CUDA_HOME"] = str(toolchain_home(toolchain))
 
 
 def _emit_json(data: object) -> None:

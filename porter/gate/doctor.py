@@ -2,20 +2,21 @@
 
 GPU facts come from ``nvidia-smi`` (driver, name, compute capability) and CuPy (runtime); both are
 optional. Without a GPU porter still assembles and inspects every target: the runtime gates then
-say ``not run``.
+say ``not run``. The toolchain's notes (:func:`porter.ptx.selection.choose`) say which of several
+CUDA releases porter uses and why, and, on one line, a ptxas whose cubins this driver cannot load.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 
-from porter.ptx.toolchain import Tool, Toolchain, find_toolchain
+from porter.ptx.toolchain import Tool, Toolchain, find_copies, find_toolchain
 
 INSTALL_HINTS = {
-    "ptxas": "pip install nvidia-cuda-nvcc   (or: pip install 'porter-kernels[cuda13]')",
+    "ptxas": "pip install 'porter-kernels[cuda13]'   (CUDA 12 drivers: 'porter-kernels[cuda12]')",
     "nvdisasm": "pip install nvidia-cuda-nvdisasm",
     "cuobjdump": "pip install nvidia-cuda-cuobjdump",
     "cupy": "pip install 'porter-kernels[cuda13]'   (CUDA 12 drivers: 'porter-kernels[cuda12]')",
@@ -115,8 +116,11 @@ def _which_check(name: str) -> Check:
 def diagnose() -> DoctorReport:
     toolchain = find_toolchain()
     gpus, note = detect_gpus()
+    ptxas = _tool_check("ptxas", toolchain.ptxas, essential=True)
+    if ptxas.found and (isa := toolchain.isa()) is not None:
+        ptxas = replace(ptxas, detail=f"{ptxas.detail}; PTX ISA up to {isa.max_ptx}")
     checks = (
-        _tool_check("ptxas", toolchain.ptxas, essential=True),
+        ptxas,
         _tool_check("nvdisasm", toolchain.nvdisasm, essential=False),
         _tool_check("cuobjdump", toolchain.cuobjdump, essential=False),
         _cupy_check(),
@@ -124,15 +128,18 @@ def diagnose() -> DoctorReport:
         _which_check("compute-sanitizer"),
         _package_check("litellm", "litellm"),
     )
-    return DoctorReport(checks=checks, gpus=gpus, gpu_note=note, notes=_version_notes(toolchain))
+    return DoctorReport(checks=checks, gpus=gpus, gpu_note=note, notes=toolchain_notes(toolchain))
 
 
-def _version_notes(toolchain: Toolchain) -> tuple[str, ...]:
-    """Say when the tools come from different CUDA releases: harmless for nvdisasm reading newer
-    cubins, but worth knowing when a SASS listing and a ptxas message disagree."""
-    tools = [t for t in (toolchain.ptxas, toolchain.nvdisasm, toolchain.cuobjdump) if t is not None]
-    releases = {".".join(t.version.split(".")[:2]) for t in tools if t.version != "unknown"}
-    if len(releases) <= 1:
-        return ()
-    listed = ", ".join(f"{t.name} {t.version} ({t.source})" for t in tools)
-    return (f"the tools come from different CUDA releases: {listed}; set PORTER_CUDA_HOME to pick one",)
+def toolchain_notes(toolchain: Toolchain) -> tuple[str, ...]:
+    """What porter chose among the toolchains here, and what it could not make consistent."""
+    notes: list[str] = []
+    chosen = toolchain.ptxas
+    if toolchain.driver and chosen is not None and toolchain.driver_problem(toolchain.driver) is None:
+        notes.append(f"the GPU driver runs CUDA {toolchain.driver}, and loads the cubins of ptxas {chosen.version}")
+    notes += toolchain.notes
+    others = [t for t in find_copies("ptxas") if chosen is None or t.path != chosen.path]
+    if others:
+        listed = ", ".join(f"{t.version} ({t.source}, {t.path})" for t in others)
+        notes.append(f"other ptxas here: {listed}; --toolchain DIR or PORTER_CUDA_HOME picks one")
+    return tuple(notes)

@@ -1,7 +1,9 @@
 """The CUDA tools porter drives: find them, assemble PTX with ptxas, disassemble cubins.
 
-``find_toolchain()`` looks for ``ptxas``, ``nvdisasm`` and ``cuobjdump`` in a fixed order (see
-:func:`find_toolchain`). ``Toolchain.assemble`` runs ``ptxas -v`` and turns what it printed into
+``find_toolchain()`` finds every copy of ``ptxas``, ``nvdisasm`` and ``cuobjdump`` in a fixed order
+of folders and picks one consistent set that the local driver can use (see :func:`find_toolchain` and
+:mod:`porter.ptx.selection`); ``Toolchain.isa`` says which PTX ISA versions its ptxas accepts.
+``Toolchain.assemble`` runs ``ptxas -v`` and turns what it printed into
 structured diagnostics (with the offending PTX lines) and per-function resource usage; results are
 cached on disk by content, failures included, because the repair loop re-assembles the same text
 often. ``Toolchain.disassemble`` gives the SASS opcodes per function, which is how porter proves that
@@ -14,6 +16,7 @@ same input (which is what makes a cached result indistinguishable from a fresh o
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -33,6 +36,8 @@ from typing import cast
 
 from porter.errors import EnvironmentProblem, InputError
 from porter.ptx.assembly import Assembly, Diagnostic, EntryResources, Severity
+from porter.ptx.isa import IsaSupport, isa_of_release, parse_probe, probe_text
+from porter.ptx.selection import choose, driver_problem
 
 TOOL_NAMES = ("ptxas", "nvdisasm", "cuobjdump")
 DEFAULT_PTXAS_TIMEOUT_S = 300.0
@@ -44,7 +49,8 @@ _PIP_PACKAGE = {
     "cuobjdump": "nvidia-cuda-cuobjdump",
 }
 # Where wheels put the binaries, relative to a site-packages folder. The CUDA 12 wheel
-# nvidia-cuda-nvcc-cu12 ships only ptxas, under nvidia/cuda_nvcc/bin.
+# nvidia-cuda-nvcc-cu12 ships only ptxas, under nvidia/cuda_nvcc/bin (no CUDA 12 wheel of nvdisasm
+# or cuobjdump exists).
 _WHEEL_BIN_DIRS = (
     "nvidia/cu13/bin",
     "nvidia/cuda_nvcc/bin",
@@ -73,22 +79,60 @@ class Tool:
     source: str
 
 
-def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
+DETECT = "detect"  # find_toolchain's default: ask the local CUDA driver for its version
+
+
+def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None = DETECT) -> Toolchain:
     """Find ptxas, nvdisasm and cuobjdump; a tool that is not found is ``None``.
 
-    Each tool is searched in this order, first hit wins: ``$PORTER_CUDA_HOME/bin`` and
+    Every copy of each tool is looked for in these folders: ``$PORTER_CUDA_HOME/bin`` and
     ``$PORTER_CUDA_HOME``, ``$CUDA_HOME/bin``, ``PATH``, then the bin folders of NVIDIA's pip wheels
-    under every ``sys.path`` entry. ``env`` replaces ``os.environ`` for the lookup (including
-    ``PORTER_CACHE_DIR``, the assembly cache folder; default ``~/.cache/porter/ptxas``).
+    under every ``sys.path`` entry (CUDA 13's ``nvidia/cu13/bin``, CUDA 12's ``nvidia/cuda_nvcc/bin``).
+    :func:`porter.ptx.selection.choose` then picks one set: what ``PORTER_CUDA_HOME`` (``--toolchain``)
+    holds, else a ptxas whose cubins the driver of CUDA version ``driver`` loads (by default the
+    local driver's, :func:`driver_cuda_version`; None: no constraint), from the most complete and
+    newest release. ``env`` replaces ``os.environ`` for the lookup (including ``PORTER_CACHE_DIR``,
+    the assembly cache folder; default ``~/.cache/porter/ptxas``).
     """
     env = os.environ if env is None else env
     cache_dir = env.get("PORTER_CACHE_DIR")
+    if driver == DETECT:
+        driver = driver_cuda_version()
+    choice = choose({name: _find_copies(name, env) for name in TOOL_NAMES}, driver)
     return Toolchain(
-        ptxas=_find_tool("ptxas", env),
-        nvdisasm=_find_tool("nvdisasm", env),
-        cuobjdump=_find_tool("cuobjdump", env),
+        ptxas=choice.ptxas,
+        nvdisasm=choice.nvdisasm,
+        cuobjdump=choice.cuobjdump,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "porter" / "ptxas",
+        notes=choice.notes,
+        driver=driver,
     )
+
+
+def toolchain_home(folder: Path) -> Path:
+    """``folder`` as ``--toolchain`` names it, absolute, to be ``PORTER_CUDA_HOME``; InputError unless
+    it holds a ptxas that runs, in ``folder/bin`` or ``folder`` itself (a CUDA toolkit, a pip wheel's
+    ``nvidia/cu13`` or ``nvidia/cuda_nvcc`` folder, or any folder with ptxas copied into it)."""
+    home = folder.expanduser().absolute()
+    if not home.is_dir():
+        raise InputError(f"--toolchain {folder}: no such folder")
+    for candidate in (home / "bin" / "ptxas", home / "ptxas"):
+        if candidate.is_file() and os.access(candidate, os.X_OK) and _tool_version(str(candidate)) is not None:
+            return home
+    raise InputError(f"--toolchain {folder}: no ptxas that runs in {home / 'bin'} or {home}")
+
+
+def driver_cuda_version() -> str | None:
+    """The CUDA version of the local GPU driver (``"13.0"``), asked of ``libcuda`` without starting it
+    (``cuDriverGetVersion`` needs no ``cuInit`` and makes no context); None where there is no driver."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) != 0 or version.value <= 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
 
 
 def search_dirs(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
@@ -115,14 +159,29 @@ def _search_folders(env: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
                 yield Path(entry) / sub, "pip wheel"
 
 
-def _find_tool(name: str, env: Mapping[str, str]) -> Tool | None:
+def _find_copies(name: str, env: Mapping[str, str]) -> tuple[Tool, ...]:
+    """Every runnable copy of ``name`` in the search folders, in search order (one per file)."""
+    copies: list[Tool] = []
+    seen: set[Path] = set()
     for folder, source in _search_folders(env):
         path = folder / name
         if path.is_file() and os.access(path, os.X_OK):
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
             version = _tool_version(str(path))
             if version is not None:
-                return Tool(name=name, path=path, version=version, source=source)
-    return None
+                copies.append(Tool(name=name, path=path, version=version, source=source))
+    return tuple(copies)
+
+
+def find_copies(name: str, env: Mapping[str, str] | None = None) -> tuple[Tool, ...]:
+    """Every copy of ``name`` (ptxas, nvdisasm, cuobjdump) porter can see, in search order: what
+    :func:`find_toolchain` chooses from."""
+    if name not in TOOL_NAMES:
+        raise ValueError(f"unknown tool {name!r}; expected one of {', '.join(TOOL_NAMES)}")
+    return _find_copies(name, os.environ if env is None else env)
 
 
 @cache
@@ -206,10 +265,21 @@ class Toolchain:
     nvdisasm: Tool | None
     cuobjdump: Tool | None
     cache_dir: Path
+    notes: tuple[str, ...] = ()  # what the choice among several toolchains could not make consistent
+    driver: str | None = None  # the driver's CUDA version the choice was made for; None: no driver seen
 
     @property
     def can_disassemble(self) -> bool:
         return self.nvdisasm is not None or self.cuobjdump is not None
+
+    def isa(self) -> IsaSupport | None:
+        """The PTX ISA versions this ptxas accepts (asked of ptxas once per binary, else from the
+        table of CUDA releases); None without ptxas or when neither says."""
+        return None if self.ptxas is None else _isa_support(str(self.ptxas.path), self.ptxas.version)
+
+    def driver_problem(self, driver: str | None) -> str | None:
+        """One line when a driver of CUDA version ``driver`` cannot load this ptxas's cubins."""
+        return None if self.ptxas is None else driver_problem(self.ptxas, driver)
 
     def require(self, name: str) -> Tool:
         """The tool ``name``, or EnvironmentProblem saying how to install it."""
@@ -279,6 +349,24 @@ class Toolchain:
         return Disassembly(
             functions=_parse_sass(proc.stdout), tool=f"{tool.name} {tool.version}", text=proc.stdout
         )
+
+
+@cache
+def _isa_support(path: str, version: str) -> IsaSupport | None:
+    """Ask ptxas which PTX ISA it accepts: it refuses a module of ``.version 99.9`` by naming its
+    newest. Without an answer (a wrapper that hides the message), the release table decides."""
+    with tempfile.TemporaryDirectory(prefix="porter-isa-") as tmp:
+        (Path(tmp) / "probe.ptx").write_text(probe_text(), encoding="utf-8")
+        try:
+            proc = subprocess.run([path, "-arch=sm_80", "probe.ptx", "-o", "probe.cubin"], cwd=tmp,
+                                  capture_output=True, text=True, errors="replace", timeout=60, check=False)
+            said = parse_probe(proc.stderr + proc.stdout)
+        except (OSError, subprocess.TimeoutExpired):
+            said = None
+    if said is not None:
+        return IsaSupport(ptxas=version, max_ptx=said, source="probed")
+    table = isa_of_release(version)
+    return IsaSupport(ptxas=version, max_ptx=table, source="table") if table else None
 
 
 # ---------------------------------------------------------------------------------------------
