@@ -181,6 +181,15 @@ def test_placeholders_fill_by_name_and_leave_other_braces() -> None:
     )
 
 
+def test_the_prompt_states_the_ptx_isa_the_users_ptxas_accepts(tmp_path: Path) -> None:
+    from porter.ptx.isa import IsaSupport
+
+    text = build_messages(load_agent(), _context(tmp_path, isa=IsaSupport("12.9.86", "8.8", "probed")))[1]["content"]
+    assert ("Write `.version 8.8` or lower (and at least 8.6, sm_100a's minimum): porter assembles with the user's "
+            "ptxas 12.9.86, which accepts PTX ISA up to 8.8") in text
+    assert "Write `.version" not in build_messages(load_agent(), _context(tmp_path))[1]["content"]
+
+
 def test_first_prompt_carries_what_the_model_needs(tmp_path: Path) -> None:
     ctx = _context(tmp_path)
     system, user = build_messages(load_agent(), ctx)

@@ -3,7 +3,10 @@ anything is spent (no model call, no GPU, no run record).
 
 - the source assembles: for ``--from`` when its ``.target`` can be assembled there, else for its
   own ``.target``. A ptxas error in the source is the source's fault, reported as such (exit 2),
-  not left for the model to "repair" or blamed on whatever the session did next;
+  not left for the model to "repair" or blamed on whatever the session did next; a ``.version``
+  newer than the ptxas in use takes is lowered first where nothing needs it;
+- the ptxas in use accepts the PTX ISA the port needs on the target (a module or target that
+  needs PTX 9.0 with ptxas 12.9 is one line naming what needs it and CUDA 13.0, exit 3);
 - ``--from`` agrees with the PTX's ``.target`` (a contradiction, ``--from sm_80`` for a
   ``.target sm_90a`` kernel, is a warning: the flag decides the source profile, the PTX what runs);
 - the spec matches the source as the source says it runs (its own ``// porter-launch:`` line
@@ -23,12 +26,13 @@ import math
 import re
 from pathlib import Path
 
-from porter.errors import InputError
+from porter.errors import EnvironmentProblem, InputError
 from porter.gate.spec import Spec, check_against_entry, declared_spec
 from porter.gate.verdict import size_label
 from porter.ptx import PtxModule
-from porter.ptx.arch import can_compile, normalize_arch
+from porter.ptx.arch import can_compile, negotiate_version, normalize_arch
 from porter.ptx.model import Entry
+from porter.ptx.retarget import fit_to_ptxas
 from porter.ptx.toolchain import Toolchain
 
 _EXTERN_SHARED = re.compile(r"^[ \t]*\.extern[ \t]+\.shared\b[^;\n]*?([A-Za-z_$%][\w$]*)[ \t]*\[[ \t]*\]", re.M)
@@ -49,18 +53,35 @@ def source_arch_warning(module: PtxModule, from_arch: str | None) -> str | None:
 
 
 def check_source_assembles(module: PtxModule, from_arch: str | None, toolchain: Toolchain, path: Path) -> str:
-    """Assemble the source; returns the architecture it was assembled for, raises InputError on a ptxas error."""
+    """Assemble the source; returns the architecture it was assembled for, raises InputError on a ptxas error.
+
+    A ``.version`` newer than the ptxas in use accepts is lowered first where nothing needs it
+    (:func:`porter.ptx.retarget.fit_to_ptxas`); a source that needs a newer PTX ISA than ptxas has is
+    EnvironmentProblem, naming what needs it and the CUDA release that brings it."""
     arch = module.arch
     if from_arch is not None and can_compile(module.arch, normalize_arch(from_arch))[0]:
         arch = normalize_arch(from_arch)
-    result = toolchain.assemble(module.text, arch, filename=path.name)
+    text, lowered = fit_to_ptxas(module, toolchain.isa(), filename=str(path))
+    result = toolchain.assemble(text, arch, filename=path.name)
     if not result.ok:
         first = result.errors[0] if result.errors else None
         where = f" line {first.line}:" if first is not None and first.line else ""
         message = first.message if first is not None else (result.log.strip().splitlines() or ["ptxas failed"])[-1]
+        if lowered:  # what ptxas refuses may be what the lowered version lacks
+            raise EnvironmentProblem(f"{path}: the source kernel does not assemble for {arch} with its .version "
+                                     f"lowered for this ptxas (ptxas:{where} {message}; {lowered}); a newer "
+                                     "ptxas may take it as written")
         raise InputError(f"{path}: the source kernel does not assemble for {arch} (ptxas:{where} {message}); "
                          f"fix the source first: porter ports a kernel that assembles")
     return arch
+
+
+def check_target_isa(module: PtxModule, target: str, toolchain: Toolchain, path: Path) -> None:
+    """The ptxas in use can assemble the port's target: EnvironmentProblem naming what needs a newer
+    PTX ISA there (the target itself, or an instruction of the source) and the CUDA release that has it."""
+    problem = negotiate_version(module, target, toolchain.isa()).problem
+    if problem:
+        raise EnvironmentProblem(f"{path}: cannot port to {target} with this ptxas: {problem}")
 
 
 def _dims(values: tuple[int, ...]) -> tuple[int, int, int]:
@@ -139,9 +160,13 @@ def check_spec_matches(spec: Spec, module: PtxModule, path: Path) -> None:
                          f"{'; '.join(problems[:2])}{more}")
 
 
-def preflight(module: PtxModule, spec: Spec, path: Path, from_arch: str | None, toolchain: Toolchain) -> list[str]:
-    """Every check above, in order; returns the warnings, raises InputError on the first problem."""
+def preflight(module: PtxModule, spec: Spec, path: Path, from_arch: str | None, toolchain: Toolchain,
+              target: str | None = None) -> list[str]:
+    """Every check above, in order; returns the warnings, raises InputError (EnvironmentProblem for
+    a ptxas too old for the PTX ISA needed) on the first problem."""
     warnings = [w for w in (source_arch_warning(module, from_arch),) if w]
     check_spec_matches(spec, module, path)
     check_source_assembles(module, from_arch, toolchain, path)
+    if target is not None:
+        check_target_isa(module, target, toolchain, path)
     return warnings

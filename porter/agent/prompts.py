@@ -26,6 +26,7 @@ from porter.errors import InputError
 from porter.gate.spec import ParamSpec, Spec
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx.arch import ArchProfile, Offender, tensor_core_change
+from porter.ptx.isa import IsaSupport
 from porter.ptx.model import PtxModule
 
 EditFormat = Literal["whole", "search-replace", "auto"]
@@ -215,6 +216,7 @@ class PortContext:
     baseline_feedback: str = ""
     require_native: bool = True
     offenders: tuple[Offender, ...] = ()  # from porter.ptx.arch.compatibility(source, target)
+    isa: IsaSupport | None = None  # the PTX ISA versions the user's ptxas accepts
 
 
 def placeholder_values(ctx: PortContext) -> dict[str, str]:
@@ -263,6 +265,12 @@ def _task(ctx: PortContext) -> str:
         f"The source is `.version {ctx.source.version}` / `.target {ctx.source.arch}`. "
         f"Target: {ctx.target}, because {ctx.target_reason.rstrip('.')}.",
     ]
+    if ctx.isa is not None:
+        out.append(
+            f"Write `.version {ctx.isa.max_ptx}` or lower (and at least {dst.min_ptx}, {ctx.target}'s minimum): "
+            f"porter assembles with the user's ptxas {ctx.isa.ptxas}, which accepts PTX ISA up to "
+            f"{ctx.isa.max_ptx} and refuses a newer `.version` whatever the kernel uses."
+        )
     if ctx.require_native:
         out.append(
             f"Native code is required: the port passes only when {ctx.target}'s own tensor-core path "

@@ -23,19 +23,22 @@ from typing import Any
 
 from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
+from porter.errors import EnvironmentProblem
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.spec import Spec
 from porter.gate.verdict import Status, judge
 from porter.jsonable import to_jsonable
-from porter.ptx import PtxModule, retarget, version_tuple
+from porter.ptx import PtxModule, retarget
 from porter.ptx.arch import (
     ArchProfile,
     compatibility,
     features_used,
     get_profile,
+    negotiate_version,
     normalize_arch,
     tensor_core_change,
 )
+from porter.ptx.isa import IsaSupport
 from porter.ptx.toolchain import Toolchain
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
@@ -136,11 +139,13 @@ def native_required(module: PtxModule, src: ArchProfile, dst: ArchProfile) -> bo
     return uses_tensor_cores(module) and tensor_core_change(src, dst) is not None
 
 
-def baseline_text(module: PtxModule, target: str) -> str:
-    """The mechanical retarget: .target set to the target, .version raised to what it needs."""
-    compat = compatibility(module, target)
-    floor = max(module.version, get_profile(target).min_ptx, compat.new_version or "0.0", key=version_tuple)
-    return retarget(module.text, target, min_version=floor)
+def baseline_text(module: PtxModule, target: str, isa: IsaSupport | None = None) -> tuple[str, str]:
+    """The mechanical retarget: .target set to the target, .version raised to what it needs there, or
+    lowered to what the ptxas of ``isa`` accepts when nothing needs more; and the note that says so."""
+    choice = negotiate_version(module, target, isa)
+    if choice.problem:
+        raise EnvironmentProblem(choice.problem)
+    return retarget(module.text, target, version=choice.version), choice.note
 
 
 def _best(record: CandidateRecord) -> tuple[int, float]:
@@ -210,7 +215,9 @@ class PortSession:
         src, dst = get_profile(source_arch), get_profile(target)
         require = native_required(module, src, dst) if req.require_native is None else req.require_native
         # Before anything is spent or recorded: the source assembles and the spec describes it.
-        warnings = tuple(preflight(module, req.spec, req.kernel, req.from_arch, self.toolchain))
+        warnings = tuple(preflight(module, req.spec, req.kernel, req.from_arch, self.toolchain, target))
+        baseline_ptx, lowered = baseline_text(module, target, self.toolchain.isa())
+        warnings += (f"the mechanical retarget's {lowered}",) if lowered else ()
         entry = source_entry(module, req.spec, req.kernel)
         log = RunLog(req.runs_root, new_run_id(entry, target))
         log.write_json("config.json", RunConfig(
@@ -224,7 +231,7 @@ class PortSession:
                   changed=changed, require_native=require, model=self.model.name if self.model else None)
         for warning in warnings:
             self.emit("warning", message=warning)
-        baseline = self._verify(log, baseline_text(module, target), "retarget", 0, target, require)
+        baseline = self._verify(log, baseline_ptx, "retarget", 0, target, require)
         stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
         best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
@@ -262,7 +269,7 @@ class PortSession:
         ctx = PortContext(source_ptx=module.text, source=module, src_profile=src, dst_profile=dst, target=target,
                           target_reason=target_reason, spec=req.spec, baseline=baseline.verdict,
                           baseline_feedback=baseline.feedback, require_native=require,
-                          offenders=compatibility(module, target).offenders)
+                          offenders=compatibility(module, target).offenders, isa=self.toolchain.isa())
         messages = build_messages(agent, ctx)
         log.write_json("prompt.json", messages)
         for m in messages:

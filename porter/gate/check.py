@@ -49,8 +49,9 @@ from porter.gate.verdict import (
     size_label,
 )
 from porter.ptx import PtxModule, read_ptx
-from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on
+from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on, version_problem
 from porter.ptx.inspection import signature_evidence
+from porter.ptx.retarget import fit_to_ptxas
 from porter.ptx.toolchain import AssembleResult, Toolchain
 
 
@@ -114,7 +115,9 @@ def cluster_problems(spec: Spec, entry: Any) -> list[str]:
             "through that directive, so the kernel must declare the same shape"]
 
 
-def _assemble_gate(result: AssembleResult) -> Gate:
+def _assemble_gate(result: AssembleResult, isa_problem: str | None = None) -> Gate:
+    """The assemble gate from ptxas's result; when ptxas refused a module that porter can say why
+    (a PTX ISA this ptxas lacks, see :func:`porter.ptx.arch.version_problem`), that comes first."""
     if result.ok:
         warnings = [d for d in result.diagnostics if d.severity == "warning"]
         spills = [f"{n}: {r.spill_stores}/{r.spill_loads} B spilled" for n, r in result.resources.items()
@@ -124,6 +127,8 @@ def _assemble_gate(result: AssembleResult) -> Gate:
                     tuple(spills + [d.message for d in warnings[:5]]))
     errors = [d for d in result.diagnostics if d.severity in ("error", "fatal")]
     details = tuple(f"line {d.line}: {d.message}" if d.line else d.message for d in errors[:10])
+    if isa_problem:
+        return Gate("assemble", "failed", f"ptxas -arch={result.arch}: {isa_problem}", details)
     return Gate("assemble", "failed", f"ptxas -arch={result.arch}: {len(errors)} errors", details)
 
 
@@ -296,7 +301,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
     gates.append(Gate("interface", "passed", f"{len(entry.params)} params match the spec"))
 
-    gates.append(_assemble_gate(assembled))
+    gates.append(_assemble_gate(assembled, version_problem(module, target, toolchain.isa())))
     base = dict(kernel=str(candidate), entry=entry_name, arch=target, resources=_resources(assembled),
                 toolchain=f"ptxas {assembled.ptxas_version}", assembly=assembled.summary())
     if not assembled.ok:
@@ -448,6 +453,8 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
     With ``fallback``, a module whose own target cannot load here (sm_80 PTX on an sm_90 GPU) is
     assembled for this GPU instead, and the note says so; without it, only ``assembled`` counts.
     """
+    if (problem := toolchain.driver_problem(device.driver)) is not None:
+        return None, problem
     if assembled is not None and assembled.ok and cubin_runs_on(assembled.arch, device.arch):
         return assembled.cubin, ""
     ok, why = ptx_runs_on(module.arch, device.arch)
@@ -458,7 +465,10 @@ def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: 
         return None, (f"needs a {target} GPU to run; this machine has {device.name} ({device.arch}), and {why}. "
                       "Record golden outputs on the source GPU with `porter record` and check on target hardware")
     build = module.arch if cubin_runs_on(module.arch, device.arch) else device.arch
-    result = toolchain.assemble(module.text, build, filename=filename)
+    # A source or reference (a judged candidate has assembled as written by now) may carry a .version
+    # newer than this ptxas takes: lowered where nothing needs it, else an EnvironmentProblem.
+    text, _ = fit_to_ptxas(module, toolchain.isa(), filename=filename)
+    result = toolchain.assemble(text, build, filename=filename)
     if not result.ok:
         first = next((d.message for d in result.diagnostics if d.severity in ("error", "fatal")), "ptxas failed")
         return None, f"does not assemble for this GPU ({build}): {first}"

@@ -43,7 +43,8 @@ class ArchInspection:
     diagnostics: tuple[Diagnostic, ...]
     signature: SignatureEvidence | None
 
-    # What can be said for this arch: the static verdict ("as-is", "retarget", "incompatible"),
+    # What can be said for this arch: the static verdict ("as-is", "retarget", "incompatible", or
+    # "needs newer ptxas" when the ptxas in use is too old for the PTX ISA the module needs there),
     # unless ptxas contradicts it ("ptxas error"): a module ptxas rejects never "assembles as is".
     verdict: str = ""
     reason: str = ""
@@ -69,17 +70,18 @@ def signature_evidence(result: AssembleResult, profile: ArchProfile, toolchain: 
 
 
 def assemble_for(module: PtxModule, compat: Compatibility) -> tuple[str, bool]:
-    """The text to hand ptxas for this verdict: the module itself, or its mechanical retarget."""
+    """The text to hand ptxas for this verdict: the module itself, or its mechanical retarget (which
+    may lower a ``.version`` the ptxas in use does not take)."""
     if compat.status == "retarget":
-        return retarget(module.text, compat.new_target or compat.arch, min_version=compat.new_version), True
+        return retarget(module.text, compat.new_target or compat.arch, version=compat.new_version), True
     return module.text, False
 
 
 def inspect_arch(
     module: PtxModule, profile: ArchProfile, toolchain: Toolchain | None, filename: str
 ) -> ArchInspection:
-    compat = compatibility(module, profile.name)
-    if compat.status == "incompatible" or toolchain is None:
+    compat = compatibility(module, profile.name, toolchain.isa() if toolchain is not None else None)
+    if compat.status in ("incompatible", "needs newer ptxas") or toolchain is None:
         return ArchInspection(profile.name, compat, None, False, "", {}, (), None, compat.status, compat.reason)
     text, retargeted = assemble_for(module, compat)
     result = toolchain.assemble(text, profile.name, filename=filename)
@@ -122,10 +124,11 @@ def inspect_file(path: Path, *, archs: list[str] | None = None, assemble: bool =
     with ThreadPoolExecutor(max_workers=4) as pool:
         inspections = tuple(pool.map(lambda p: inspect_arch(module, p, toolchain, path.name), chosen))
     ptxas = toolchain.ptxas if toolchain else None
+    isa = toolchain.isa() if toolchain else None
     return InspectReport(
         path=path,
         module=module,
         features=tuple(features_used(module.instructions())),
         archs=inspections,
-        ptxas=f"{ptxas.path} ({ptxas.version})" if ptxas else None,
+        ptxas=f"{ptxas.path} ({ptxas.version}{f', PTX ISA up to {isa.max_ptx}' if isa else ''})" if ptxas else None,
     )
