@@ -81,7 +81,7 @@ def test_fixture_set() -> None:
 
 def test_nvcc_vector_add() -> None:
     m = parse("vector_add.ptx")
-    assert (m.version, m.target, m.arch, m.address_size) == ("9.0", ("sm_90",), "sm_90", 64)
+    assert (m.version, m.target, m.arch, m.address_size) == ("7.8", ("sm_90",), "sm_90", 64)
     assert (m.version_line, m.target_line) == (9, 10)
     (k,) = m.kernels
     assert (k.name, k.kind, k.line, k.end_line, k.visible) == ("vector_add", "entry", 15, 64, True)

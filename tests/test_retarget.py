@@ -46,16 +46,16 @@ def test_triton_sm90a_to_sm100a() -> None:
 
 
 def test_never_lowers_without_explicit_version() -> None:
-    before = load("vector_add.ptx")  # .version 9.0
-    after = retarget(before, "sm_100a", min_version="8.6")
-    assert parse_ptx(after).version == "9.0"
+    before = load("vector_add.ptx")  # .version 7.8
+    after = retarget(before, "sm_100a", min_version="7.0")
+    assert parse_ptx(after).version == "7.8"
     assert changed_lines(before, after) == [10]
     assert retarget(before, "sm_90") == before  # same target, no version change: identical
 
 
 def test_explicit_version_may_lower() -> None:
-    after = retarget(load("vector_add.ptx"), "sm_80", version="8.0")
-    assert (parse_ptx(after).version, parse_ptx(after).arch) == ("8.0", "sm_80")
+    after = retarget(load("vector_add.ptx"), "sm_80", version="7.0")
+    assert (parse_ptx(after).version, parse_ptx(after).arch) == ("7.0", "sm_80")
     after = retarget(load("vector_add.ptx"), "sm_100a", version="8.8", min_version="8.6")
     assert parse_ptx(after).version == "8.8"
     with pytest.raises(InputError, match="below the minimum"):
@@ -89,9 +89,9 @@ def test_only_the_directive_is_touched_not_comments() -> None:
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_line_endings_and_trailing_text_preserved(newline: str) -> None:
     before = load("reduce_asm.ptx").replace("\n", newline).rstrip("\r\n")  # no final line break
-    after = retarget(before, "sm_100f", min_version="8.8")
+    after = retarget(before, "sm_100f", min_version="7.0")
     want = before.replace(
-        f".version 9.0{newline}.target sm_90{newline}", f".version 9.0{newline}.target sm_100f{newline}"
+        f".version 7.8{newline}.target sm_90{newline}", f".version 7.8{newline}.target sm_100f{newline}"
     )
     assert after == want
     after = retarget(before, "sm_110a", min_version="9.0")

@@ -27,10 +27,15 @@ Usage (from the repository root)::
 
 nvcc is looked up in this order: ``--nvcc``, ``$PORTER_CUDA_HOME/bin``, ``$CUDA_HOME/bin``,
 ``PATH``, then the pip wheel ``nvidia-cuda-nvcc`` (``site-packages/nvidia/cu13/bin``). ptxas is
-taken from the same folder as nvcc, else the same search. The committed PTX was made with CUDA
-13.0 (``.version 9.0``): a newer nvcc writes a newer ``.version`` (13.5 writes 9.5), which a CUDA
-13.0 driver (such as the H200's 580.x) refuses to JIT, and which ``--check`` reports as a
-toolchain-only difference.
+taken from the same folder as nvcc, else the same search.
+
+nvcc writes the ``.version`` of its own release (13.0 writes 9.0, 13.5 writes 9.5), which older
+ptxas releases refuse outright (ptxas 12.9 stops at 8.8). So every PTX written here carries the
+lowest ``.version`` its instructions allow instead: the most of its ``.target``'s minimum and its
+instruction families' (``profiles/``, :func:`porter.ptx.arch.isa_floor`), which ptxas 12.9 and 13.x
+both accept (``tests/test_cuda_releases.py`` assembles every example with each ptxas it finds).
+``--lower FILE...`` does the same to PTX files that have no ``.cu`` source here (hand-written
+kernels, test data) and writes nothing else.
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from porter.ptx import parse_ptx  # noqa: E402
+from porter.ptx import retarget as retarget_ptx  # noqa: E402
+from porter.ptx.arch import isa_floor  # noqa: E402
+
 EXAMPLES = REPO / "examples"
 DIRECTIVE = re.compile(r"^\s*//\s*porter-regen:\s*(?P<body>.+?)\s*$")
 HEADER_SCAN_LINES = 20
@@ -156,7 +167,16 @@ def compile_ptx(nvcc: Path, build: Build, dest: Path) -> str:
     if proc.returncode != 0:
         raise SystemExit(f"nvcc failed for {build.source.relative_to(REPO)}:\n{proc.stderr}")
     launch = LAUNCH_LINE.findall(build.source.read_text(encoding="utf-8"))
-    return "".join(f"{line.strip()}\n" for line in launch) + dest.read_text(encoding="utf-8")
+    return lowest_version("".join(f"{line.strip()}\n" for line in launch) + dest.read_text(encoding="utf-8"))
+
+
+def lowest_version(text: str, filename: str = "<ptx>") -> str:
+    """``text`` with the lowest ``.version`` its ``.target`` and instructions allow (never raised)."""
+    module = parse_ptx(text, filename=filename)
+    floor = isa_floor(module)
+    if floor is None or tuple(map(int, floor.version.split("."))) >= tuple(map(int, module.version.split("."))):
+        return text
+    return retarget_ptx(text, module.arch, version=floor.version, filename=filename)
 
 
 def strip_toolchain(text: str) -> list[str]:
@@ -232,7 +252,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nvcc", help="nvcc to use (default: PORTER_CUDA_HOME, CUDA_HOME, PATH, pip wheel)")
     parser.add_argument("--only", help="only sources whose repo-relative path contains this string")
     parser.add_argument("--examples", type=Path, default=EXAMPLES, help="root to scan (default: examples/)")
+    parser.add_argument("--lower", type=Path, nargs="+", metavar="FILE",
+                        help="only lower the .version of these PTX files to what their instructions allow")
     args = parser.parse_args(argv)
+    if args.lower:
+        for path in args.lower:
+            old = path.read_text(encoding="utf-8")
+            new = lowest_version(old, str(path))
+            if new != old:
+                path.write_text(new, encoding="utf-8")
+            version = parse_ptx(new).version
+            print(f"{'lowered' if new != old else 'same   '} {path} (.version {version})")
+        return 0
 
     nvcc = find_tool("nvcc", args.nvcc)
     ptxas = find_tool("ptxas", beside=nvcc) if args.ptxas else None
