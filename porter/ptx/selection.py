@@ -85,10 +85,10 @@ def driver_problem(ptxas: FoundTool, driver: str | None) -> str | None:
         return None
     release = _release(ptxas)
     assert release is not None and driver is not None
-    extra = "cuda12" if ptx_key(driver)[0] == 12 else f"cuda{ptx_key(driver)[0]}"
+    major = ptx_key(driver)[0]
+    wheel = "pip install 'porter-kernels[cuda12]', or " if major == 12 else ""
     return (f"ptxas {ptxas.version} ({ptxas.source}) makes CUDA {release[0]} cubins, which this driver "
-            f"(CUDA {driver}) cannot load: pip install 'porter-kernels[{extra}]', or point --toolchain / "
-            f"PORTER_CUDA_HOME at a CUDA {ptx_key(driver)[0]}.x toolkit")
+            f"(CUDA {driver}) cannot load: {wheel}point --toolchain / PORTER_CUDA_HOME at a CUDA {major}.x toolkit")
 
 
 def _best_partner(candidates: Sequence[Tool], ptxas: Tool | None) -> Tool | None:
@@ -114,7 +114,7 @@ def choose(found: Mapping[str, Sequence[Tool]], driver: str | None) -> Choice[To
     ptxas = forced["ptxas"]
     if ptxas is None and ptxases:
         loadable = [t for t in ptxases if cubins_load(t, driver)]
-        for skipped in (t for t in ptxases if t not in loadable):
+        for skipped in (t for t in ptxases if loadable and t not in loadable):
             notes.append(f"ptxas {skipped.version} ({skipped.source}) not used: this driver (CUDA {driver}) "
                          f"cannot load its CUDA {ptx_key(skipped.version)[0]} cubins")
         pool = loadable or ptxases
@@ -136,7 +136,7 @@ def choose(found: Mapping[str, Sequence[Tool]], driver: str | None) -> Choice[To
 def _mixed(ptxas: FoundTool, disassemblers: Sequence[FoundTool]) -> str | None:
     """The line that says the disassemblers are not of ptxas's release, and what that means."""
     strangers = [t for t in disassemblers if _kin(t, ptxas) < 2]
-    if not strangers:
+    if not strangers or _release(ptxas) is None:
         return None
     listed = " and ".join(f"{t.name} {t.version} ({t.source})" for t in strangers)
     older = [t.name for t in strangers if (_release(t) or (0, 0)) < (_release(ptxas) or (0, 0))]
