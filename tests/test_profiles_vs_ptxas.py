@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import site
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +22,7 @@ import pytest
 
 from porter.ptx.arch import can_compile, features_used, load_features, load_profiles
 from porter.ptx.model import Instruction
+from porter.ptx.toolchain import find_copies
 
 PROBES = Path(__file__).resolve().parent / "probes"
 # Every PTX ISA version there is, to find the one just below a feature's minimum.
@@ -33,24 +32,19 @@ EXTRA_TARGETS = ("sm_87", "sm_103", "sm_103f", "sm_110", "sm_110f", "sm_120f", "
 
 
 def _find_tool(name: str) -> Path | None:
-    found = shutil.which(name)
-    if found:
-        return Path(found)
-    for folder in [*site.getsitepackages(), site.getusersitepackages()]:
-        candidate = Path(folder) / "nvidia" / "cu13" / "bin" / name
-        if candidate.is_file():
-            return candidate
+    """The first copy porter sees (PATH before the pip wheels) of CUDA 13 or newer: the profiles
+    record ptxas 13's matrix, which ptxas 12 (no sm_110a) cannot check."""
+    for tool in find_copies(name):
+        major = tool.version.split(".")[0]
+        if major.isdigit() and int(major) >= 13:
+            return tool.path
     return None
 
 
 def _ptxas_problem(ptxas: Path | None) -> str | None:
-    """Why this ptxas cannot check the profiles (None if it can): the matrix is for ptxas 13 (sm_110a)."""
+    """Why this ptxas cannot check the profiles (None if it can)."""
     if ptxas is None:
-        return "ptxas not found on PATH or in the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc)"
-    out = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True, check=False).stdout
-    match = re.search(r"release (\d+)\.(\d+)", out)
-    if not match or int(match.group(1)) < 13:
-        return f"{ptxas} is not CUDA 13 or newer ({out.strip().splitlines()[-1:] or 'no version'})"
+        return "no ptxas of CUDA 13 or newer found, and the profiles are ptxas 13's matrix (pip install nvidia-cuda-nvcc)"
     return None
 
 
