@@ -37,7 +37,7 @@ def test_several_entries_need_a_choice() -> None:
     module = read_ptx(ROOT / "tests" / "data" / "ptx" / "rdc_cluster.ptx")
     with pytest.raises(InputError, match="choose one with --entry"):
         choose_entry(module, None)
-    with pytest.raises(InputError, match=r"no \.entry 'nope'"):
+    with pytest.raises(InputError, match=r"--entry nope: no such \.entry \(entries: "):
         choose_entry(module, "nope")
 
 

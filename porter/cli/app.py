@@ -430,17 +430,17 @@ def spec_scaffold(
     entry: Annotated[str | None, typer.Option(help="The .entry to describe (needed when there are several).")] = None,
     out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
 ) -> None:
-    """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
-    from porter.gate.scaffold import choose_entry, scaffold_spec
-    from porter.ptx import read_ptx
+    """Write a first porter.toml from what the kernel's PTX (and Triton's metadata beside it) says; every
+    guess goes in its todo list, which porter check and port refuse until it is empty. Never overwrites."""
+    from porter.gate.scaffold import scaffold_file
 
-    module = read_ptx(kernel)
     target = out or kernel.parent / "porter.toml"
     if target.exists():
         raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
-    text = scaffold_spec(module, choose_entry(module, entry))
+    text, chosen = scaffold_file(kernel, entry)
     target.write_text(text)
-    typer.echo(f"wrote {target}: edit every TODO, then `porter check {kernel} --spec {target} --against {kernel}`")
+    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list, then "
+               f"`porter check {kernel} --spec {target} --against {kernel}`")
 
 
 def main() -> None:
