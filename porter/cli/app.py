@@ -157,6 +157,10 @@ def check(
         list[str] | None,
         typer.Option("--time-at", help="Time at these sizes instead of [sizes], e.g. M=8192,N=8192,K=8192 (repeatable)."),
     ] = None,
+    entry: Annotated[
+        str | None, typer.Option(help="The candidate's .entry to check, for a module of several kernels "
+                                 "(default: the spec's kernel.entry, or the candidate's porter-launch entry).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
@@ -172,7 +176,7 @@ def check(
     loaded = services.find_spec(candidate, spec)
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds, seed), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
-                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
+                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry)
     verdict = services.check(candidate, loaded, options, gpu=gpu)
     if as_json:
         _emit_json(verdict)

@@ -156,12 +156,12 @@ def _block(entry: Entry, meta: TritonMetadata | None, w: _Writer) -> tuple[int, 
     req, most = entry.directive("reqntid"), entry.directive("maxntid")
     if req is not None:
         dims = (*req.values, 1, 1)[:3]
-        also = f"; {meta.num_warps} warps in {meta.path.name}" if meta is not None else ""
-        if meta is not None and meta.block != tuple(dims):
+        also = f"; {meta.num_warps} warps in {meta.path.name}" if meta is not None and meta.block else ""
+        if meta is not None and meta.block and meta.block != tuple(dims):
             also = f"; {meta.path.name} says {meta.num_warps} warps ({meta.block[0]} threads): the PTX wins"
         w.add("block", str(list(dims)), f".reqntid {', '.join(map(str, req.values))} (line {req.line}){also}")
         return dims[0], dims[1], dims[2]
-    if meta is not None:
+    if meta is not None and meta.block:
         w.add("block", str(list(meta.block)), f"{meta.num_warps} warps of {meta.warp_size} in {meta.path.name}")
         return meta.block
     if most is not None:

@@ -8,7 +8,7 @@ the kernel's own arguments, null when 0), ``target`` and ``triton_version``; old
 ``(num_ctas, 1, 1)`` and ``num_ctas`` times the program grid along x, and allocates each scratch
 buffer as ``size * programs * num_ctas`` bytes.
 
-A ``.json`` that does not parse or lacks these keys is not Triton's and is read as no metadata
+A ``.json`` that does not parse or lacks ``name`` and ``shared`` is not Triton's and is read as no metadata
 (with the reason, for the caller to show); one that names another kernel is not this kernel's.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 class TritonMetadata:
     path: Path
     name: str
-    num_warps: int
+    num_warps: int | None  # None when the file does not say
     num_ctas: int
     shared: int  # dynamic shared memory, bytes
     warp_size: int = 32
@@ -36,8 +36,8 @@ class TritonMetadata:
     launch_cooperative_grid: bool = False
 
     @property
-    def block(self) -> tuple[int, int, int]:
-        return (self.num_warps * self.warp_size, 1, 1)
+    def block(self) -> tuple[int, int, int] | None:
+        return (self.num_warps * self.warp_size, 1, 1) if self.num_warps else None
 
     @property
     def cluster(self) -> tuple[int, int, int]:
@@ -61,9 +61,8 @@ def read_triton_metadata(ptx: Path, entry: str | None = None) -> tuple[TritonMet
         data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         return None, f"{meta.name} is not JSON ({type(err).__name__}), ignored"
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or _int(data, "num_warps") is None \
-            or _int(data, "shared") is None:
-        return None, f"{meta.name} is not Triton's compile metadata (no name, num_warps and shared), ignored"
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or _int(data, "shared") is None:
+        return None, f"{meta.name} is not Triton's compile metadata (no name and shared), ignored"
     if entry is not None and data["name"] != entry:
         return None, f"{meta.name} describes kernel {data['name']!r}, not {entry!r}, ignored"
     target = data.get("target")
@@ -76,7 +75,7 @@ def read_triton_metadata(ptx: Path, entry: str | None = None) -> tuple[TritonMet
     return TritonMetadata(
         path=meta,
         name=data["name"],
-        num_warps=_int(data, "num_warps") or 1,
+        num_warps=_int(data, "num_warps") or None,
         num_ctas=_int(data, "num_ctas", 1) or 1,
         shared=_int(data, "shared") or 0,
         warp_size=_int(data, "warp_size", 32) or 32,

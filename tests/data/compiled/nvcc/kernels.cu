@@ -60,6 +60,12 @@ extern "C" __global__ void axpy_inplace(const float* x, float* y, float* workspa
     if (i < n) y[i] = alpha * x[i] + y[i];
 }
 
+// The same contract as axpy_inplace, two elements a thread: a variant in the same module (`--entry`).
+extern "C" __global__ void axpy_inplace_x2(const float* x, float* y, float* workspace, int n, float alpha) {
+    int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    for (int k = i; k < i + 2 && k < n; ++k) y[k] = alpha * x[k] + y[k];
+}
+
 __device__ static inline uint64_t smem_desc(const void* p) {
     uint64_t addr = static_cast<uint64_t>(__cvta_generic_to_shared(p));
     return ((addr & 0x3FFFF) >> 4) | (uint64_t(8) << 16) | (uint64_t(64) << 32);  // no swizzle, LBO 128 B, SBO 1024 B
