@@ -7,10 +7,11 @@ runs the whole pipeline, ptxas included, on the CPU), so this runs anywhere Trit
     python -m venv /tmp/vt && /tmp/vt/bin/pip install "triton==3.6.*" numpy
     /tmp/vt/bin/python tools/make_triton_fixtures.py tests/data/compiled/triton
 
-Arguments are specialised as Triton's JIT specialises them for contiguous tensors whose sizes are
-multiples of 16: every pointer and every integer argument marked divisible by 16 (what `tt.divisibility`
-records for a `torch.empty` buffer and a stride of 64). The kernels are written for these fixtures;
-the reference semantics of each are in tests/data/compiled/triton/README.md.
+Arguments are specialised as Triton's JIT specialises them for one typical call (its
+``tt.divisibility`` of 16 for every pointer, as torch allocates them, and for each integer argument
+whose value in that call is a multiple of 16; UNALIGNED names the integers that are not): the
+compiled kernel may assume those integers stay multiples of 16, which its spec's sizes must respect.
+The kernels are written for these fixtures; each docstring says what it computes.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def attn_fwd(Q, K, V, sm_scale, LSE, Out, stride_qz, stride_qh, stride_qm, strid
     offs_d = tl.arange(0, HEAD_DIM)
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0  # the first alpha, 2^-inf = 0, clears it
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     for start_n in range(0, N_CTX, BLOCK_N):
@@ -88,7 +89,6 @@ def attn_fwd(Q, K, V, sm_scale, LSE, Out, stride_qz, stride_qh, stride_qm, strid
         v = tl.load(v_base + (start_n + offs_n)[:, None] * stride_vk + offs_d[None, :])
         acc = tl.dot(p.to(tl.float16), v, acc)
         m_i = m_ij
-    l_i = l_i - 1.0  # l_i started at 1 so that the first alpha (2^-inf) scaled it to 0
     acc = acc / l_i[:, None]
     tl.store(LSE + off_hz * N_CTX + offs_m, m_i + tl.math.log2(l_i))
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(Out.type.element_ty))
@@ -184,6 +184,11 @@ KERNELS = [
 ]
 
 
+# Integer arguments whose value in the typical call is not a multiple of 16 (attention with 3 heads,
+# a softmax over 1000 columns, ragged tensor-descriptor extents): not specialised.
+UNALIGNED = {("attn_fwd", "H"), ("softmax_kernel", "n_cols"), ("copy_tma", "M")}
+
+
 def compile_all(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     target = GPUTarget("cuda", 90, 32)
@@ -191,10 +196,11 @@ def compile_all(out: Path) -> None:
         signature = _signature(fn, types)
         into = out.joinpath(*subfolder)
         into.mkdir(parents=True, exist_ok=True)
-        # Divisible by 16, as the JIT marks aligned pointers and sizes that are multiples of 16;
-        # eps and sm_scale are floats (never specialised), n_cols is left unmarked on purpose.
+        # Divisible by 16, as the JIT marks aligned pointers and integers that are multiples of 16
+        # (floats are never specialised).
         attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
-                 if signature[name] != "constexpr" and not signature[name].startswith("fp") and name != "n_cols"}
+                 if signature[name] != "constexpr" and not signature[name].startswith("fp")
+                 and (fn.__name__, name) not in UNALIGNED}
         with tempfile.TemporaryDirectory() as cache:
             triton.knobs.cache.dir = cache
             src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
