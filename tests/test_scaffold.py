@@ -240,3 +240,31 @@ def test_the_command_names_the_entries_of_a_module_of_several(tmp_path: Path) ->
     r = subprocess.run([*run, "--entry", "axpy_inplace_x2"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert 'entry = "axpy_inplace_x2"' in (tmp_path / "s.toml").read_text()
+
+
+# Triton 3.6.0 output made on the H200 (the lead's fixtures: each folder's launch.json records the
+# call that compiled it: every argument's kind and dtype, num_warps). The outputs by name:
+H200 = COMPILED / "triton_h200"
+H200_OUTPUTS = {"attn_bwd_dkdv": {"dk_ptr", "dv_ptr"}, "attn_bwd_dq": {"dq_ptr"}, "attn_bwd_preprocess": {"delta_ptr"},
+                "attn_fwd": {"o_ptr", "lse_ptr"}, "layernorm": {"y_ptr", "mean_ptr", "rstd_ptr"},
+                "matmul": {"c_ptr"}, "softmax": {"y_ptr"}}
+_NUMPY_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+@pytest.mark.parametrize("name", sorted(H200_OUTPUTS))
+def test_triton_kernels_compiled_on_the_h200_come_out_as_they_were_called(name: str, tmp_path: Path) -> None:
+    folder = H200 / name
+    launch = json.loads((folder / "launch.json").read_text())
+    (kernel,) = folder.glob("*.ptx")
+    spec, todo, _ = scaffold(kernel, tmp_path)
+    expected = []
+    for arg, a in launch["args"].items():
+        if a["kind"] == "tensor":
+            expected.append(b(_NUMPY_NAMES[a["dtype"]], "out" if arg in H200_OUTPUTS[name] else "in"))
+        else:
+            expected.append(s("f32" if a["python"] == "float" else "i32"))
+    assert shape_of(spec) == [*expected, SCRATCH, SCRATCH]
+    meta = json.loads(kernel.with_suffix(".json").read_text())
+    dims = spec.launch_dims(spec.default_sizes())
+    assert (dims.block, dims.shared) == ((32 * launch["num_warps"], 1, 1), meta["shared"])
+    assert not [t for t in todo if t.endswith((".dtype", ".role")) or t in ("launch.block", "launch.shared")]

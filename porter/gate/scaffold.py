@@ -108,7 +108,11 @@ def _dtype_for(p: PointerFacts, declared: CxxType | None, facts: EntryFacts) -> 
     width_why = f"{width}-byte elements ({p.scale_evidence})" if p.scale_evidence else (
         f"{width}-byte accesses" if width else "")
     if shown is not None:
-        return shown[0], f"{shown[1]}" + (f"; {width_why}" if width_why else ""), True
+        why = f"{shown[1]}" + (f"; {width_why}" if width_why else "")
+        if p.conflicts:
+            others = ", ".join(f"{d} ({e})" for d, e in p.conflicts)
+            return shown[0], f"{why}; but also {others}", False
+        return shown[0], why, True
     if width is not None:
         kinds = [(d, e) for d, e in facts.float_types.get(width, ()) if d in FLOAT_DTYPES]
         if len(kinds) == 1:

@@ -92,6 +92,18 @@ class PointerFacts:
         return "out" if self.stores else "in"
 
     @property
+    def conflicts(self) -> tuple[tuple[str, Evidence], ...]:
+        """Evidence for other types than :attr:`dtype` of the same width (the first of each)."""
+        best = self.dtype
+        if best is None:
+            return ()
+        seen: dict[str, Evidence] = {}
+        for d, e in self.dtypes:
+            if d != best[0] and DTYPE_BYTES[d] == DTYPE_BYTES[best[0]]:
+                seen.setdefault(d, e)
+        return tuple(seen.items())
+
+    @property
     def dtype(self) -> tuple[str, Evidence] | None:
         """The type the code shows for this pointer's elements: the most frequent one that fits
         the element width (first seen on a tie), or None."""
@@ -210,7 +222,9 @@ def _value_type(ins: Instruction, *, consumer: bool) -> str | None:
     if not types:
         return None
     if ins.base == "cvt":  # cvt.rn.f16x2.f32: destination type, then source type
-        word = (types[1] if consumer else types[0]) if len(types) >= 2 else None
+        if len(types) < 2 or not ({types[0][0], types[1][0]} - {"s", "u", "b"}):
+            return None  # between two integer widths (cvt.u16.u32): moving bits, not naming a type
+        word = types[1] if consumer else types[0]
     elif ins.base in ("mma", "wgmma") or ins.opcode.startswith("wmma.mma"):  # d, a, b[, c]
         word = types[1] if consumer and len(types) > 1 else types[0]
     elif ins.base in ("ld", "ldu", "st", "atom", "red", "setp", "set", "wmma") or ins.opcode.startswith("wmma."):
