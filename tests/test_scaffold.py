@@ -268,3 +268,24 @@ def test_triton_kernels_compiled_on_the_h200_come_out_as_they_were_called(name: 
     dims = spec.launch_dims(spec.default_sizes())
     assert (dims.block, dims.shared) == ((32 * launch["num_warps"], 1, 1), meta["shared"])
     assert not [t for t in todo if t.endswith((".dtype", ".role")) or t in ("launch.block", "launch.shared")]
+
+
+def test_triton_ir_beside_the_ptx_names_the_params_and_says_what_was_specialised(tmp_path: Path) -> None:
+    spec, _, text = scaffold(H200 / "layernorm" / "layernorm_kernel.ptx", tmp_path)
+    assert [p.name for p in spec.params] == ["x_ptr", "w_ptr", "b_ptr", "y_ptr", "mean_ptr", "rstd_ptr", "N", "eps",
+                                             "global_scratch", "profile_scratch"]
+    assert list(spec.sizes) == ["N"] and 'dtype = "bf16"  # declared *bf16 in layernorm_kernel.ttgir' in text
+    assert "Triton specialised" not in text  # layernorm's N was not a multiple of 16 when it was compiled
+    (tmp_path / "mm").mkdir()
+    _, _, text = scaffold(H200 / "matmul" / "matmul_kernel.ptx", tmp_path / "mm")
+    assert "# Triton specialised M, N, K, stride_am, stride_bk, stride_cm as multiples of 16" in text
+
+
+def test_triton_ir_that_does_not_fit_the_ptx_is_not_used(tmp_path: Path) -> None:
+    for suffix in (".ptx", ".json"):
+        shutil.copyfile(H200 / "softmax" / f"softmax_kernel{suffix}", tmp_path / f"softmax_kernel{suffix}")
+    ir = (H200 / "softmax" / "softmax_kernel.ttgir").read_text()
+    (tmp_path / "softmax_kernel.ttgir").write_text(ir.replace("%stride: i32", "%stride: !tt.ptr<f32>"))
+    (tmp_path / "spec").mkdir()
+    spec, _, _ = scaffold(tmp_path / "softmax_kernel.ptx", tmp_path / "spec")
+    assert [p.name for p in spec.params][:4] == ["param_0", "param_1", "param_2", "param_3"]

@@ -30,9 +30,9 @@ from porter.errors import InputError
 from porter.gate.todo import render_todo
 from porter.ptx import Entry, PtxModule
 from porter.ptx.dataflow import DTYPE_BYTES, FLOAT_DTYPES, EntryFacts, PointerFacts, ScalarFacts, entry_facts
-from porter.ptx.mangled import CxxType, demangle
+from porter.ptx.mangled import demangle
 from porter.ptx.model import Param
-from porter.ptx.triton_meta import TritonMetadata, read_triton_metadata
+from porter.ptx.triton_meta import TritonArg, TritonMetadata, read_triton_metadata, read_triton_signature
 
 _SCALARS = {".f64": "f64", ".f32": "f32", ".f16": "f16", ".bf16": "bf16", ".s8": "i8", ".s16": "i16",
             ".s32": "i32", ".s64": "i64", ".u8": "u8", ".u16": "u16", ".u32": "i32", ".u64": "u64",
@@ -75,6 +75,43 @@ class _Writer:
         self.add(key, value, f"TODO(porter): {why}")
 
 
+@dataclass(frozen=True)
+class _Declared:
+    """A param's type as its source declared it: nvcc's mangled C++ type, or Triton's IR."""
+
+    dtype: str | None  # the element's (a pointer's) or the value's spec dtype
+    text: str  # "const __half*", "!tt.ptr<f16>"
+    where: str  # "in the mangled name", "in attn_fwd.ttgir"
+    const: bool = False  # a pointer to const elements
+    lanes: int = 1  # a vector type's elements a value (__half2: 2)
+    divisible_by_16: bool = False  # Triton specialised it as a multiple of 16
+
+    def __str__(self) -> str:
+        return f"{self.text} {self.where}"
+
+
+def _declared_types(entry: Entry, triton_args: tuple[TritonArg, ...] | None, triton_ir: str
+                    ) -> tuple[list[_Declared | None] | None, list[str] | None, str]:
+    """Each param's declared type (None where there is none) and name, from Triton's IR when it is
+    beside the PTX and agrees with it, else from the mangled name; and how the function reads."""
+    params = entry.params
+    if triton_args is not None:
+        extra = len(params) - len(triton_args)
+        fits = extra in (0, 2) and all(a.pointer == _is_pointer(p) for a, p in zip(triton_args, params, strict=False))
+        if fits:
+            declared: list[_Declared | None] = [
+                _Declared(a.dtype, f"{'*' if a.pointer else ''}{a.dtype or '?'}", f"in {triton_ir}",
+                          divisible_by_16=a.divisible_by_16) for a in triton_args]
+            names = [a.name for a in triton_args] + ["global_scratch", "profile_scratch"][:extra]
+            return declared + [None] * extra, names, f"{entry.name}({', '.join(map(str, triton_args))})"
+    found = demangle(entry.name)
+    if found is None or len(found[1]) != len(params):
+        return None, None, ""
+    function, types = found
+    return ([_Declared(t.dtype, str(t), "in the mangled name", const=t.const and t.pointers > 0, lanes=t.lanes)
+             for t in types], None, f"{function}({', '.join(map(str, types))})")
+
+
 def _short(name: str, entry: str) -> str:
     """``attn_fwd_param_3`` -> ``param_3``: the entry's prefix off its parameter names."""
     return name[len(entry) + 1:] if name.startswith(entry + "_") and name[len(entry) + 1:].isidentifier() else name
@@ -94,12 +131,12 @@ def _scratch_indices(entry: Entry, facts: EntryFacts, meta: TritonMetadata | Non
     return found
 
 
-def _dtype_for(p: PointerFacts, declared: CxxType | None, facts: EntryFacts) -> tuple[str, str, bool]:
-    """(dtype, why, settled): the declared C++ type, else what the code shows, else the element
+def _dtype_for(p: PointerFacts, declared: _Declared | None, facts: EntryFacts) -> tuple[str, str, bool]:
+    """(dtype, why, settled): the declared type, else what the code shows, else the element
     width's only float type in the kernel; anything else is a guess (settled False)."""
     shown = p.dtype
     if declared is not None and declared.dtype is not None:
-        why = f"declared {declared} in the mangled name" + (
+        why = f"declared {declared}" + (
             f" ({declared.lanes} {declared.dtype} a value: count elements of {declared.dtype})" if declared.lanes > 1 else "")
         if shown is not None and shown[0] != declared.dtype:
             return declared.dtype, f"{why}, but the code treats it as {shown[0]} at {shown[1]}", False
@@ -126,7 +163,7 @@ def _dtype_for(p: PointerFacts, declared: CxxType | None, facts: EntryFacts) -> 
     return "f32", "the code never shows this pointer's element type", False
 
 
-def _role_for(p: PointerFacts, declared: CxxType | None) -> tuple[str, str, bool]:
+def _role_for(p: PointerFacts, declared: _Declared | None) -> tuple[str, str, bool]:
     def lines(name: str, where: tuple[int, ...]) -> str:
         return f"{len(where)} {name}{'s' if len(where) != 1 else ''}, first at line {where[0]}"
 
@@ -179,11 +216,11 @@ def _block(entry: Entry, meta: TritonMetadata | None, w: _Writer) -> tuple[int, 
 
 
 def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | None = None, source: str = "",
-                  notes: tuple[str, ...] = ()) -> str:
+                  notes: tuple[str, ...] = (), triton_args: tuple[TritonArg, ...] | None = None,
+                  triton_ir: str = "") -> str:
     """The text of a porter.toml for ``entry``; every guess is in its ``todo`` list."""
     facts = entry_facts(module, entry)
-    signature = demangle(entry.name)
-    declared = signature[1] if signature is not None and len(signature[1]) == len(entry.params) else None
+    declared, ir_names, function = _declared_types(entry, triton_args, triton_ir)
     for index, p in enumerate(entry.params):
         if p.array_size:
             raise InputError(f"param {index} ({p.name}) is passed by value as {p.type}[{p.array_size}] "
@@ -191,7 +228,7 @@ def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | Non
                              "param by hand (a TMA descriptor is kind = \"tensormap\", see docs/spec.md)")
         if not _is_pointer(p) and p.type not in _SCALARS:
             raise InputError(f"param {index} ({p.name}) has type {p.type}, which porter's specs do not know")
-    names = {p.name: _short(p.name, entry.name) for p in entry.params}
+    names = {p.name: ir_names[i] if ir_names else _short(p.name, entry.name) for i, p in enumerate(entry.params)}
     pointer_facts = {p.index: p for p in facts.pointers}
     scalar_facts = {s.index: s for s in facts.scalars}
     scratch = _scratch_indices(entry, facts, meta)
@@ -202,15 +239,18 @@ def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | Non
     body.lines += ["[kernel]", f"entry = {_q(entry.name)}"]
     if meta is not None:
         what = f"{entry.name}, compiled by Triton{' ' + meta.triton_version if meta.triton_version else ''}"
-    elif signature is not None and declared is not None:
-        what = f"{signature[0]}({', '.join(map(str, declared))})"
     else:
-        what = entry.name
+        what = function or entry.name
     body.add("description", _q(f"{what} for {module.arch}"), "say what it computes")
     body.lines += ["", "[sizes]"]
     body.todo.append(("sizes", "the size symbols: their default values, and [[sweep]] entries (tiny, ragged, large)"))
     body.lines.append("# TODO(porter): one symbol per integer parameter: which are sizes, which strides or derived "
                       "(lda = \"K\"), and add [[sweep]] entries")
+    specialised = [names[p.name] for i, p in enumerate(entry.params)
+                   if declared and declared[i] is not None and declared[i].divisible_by_16 and not _is_pointer(p)]
+    if specialised:
+        body.lines.append(f"# Triton specialised {', '.join(specialised)} as multiples of 16 ({triton_ir}: "
+                          "tt.divisibility): the kernel may rely on it, so keep every size set so")
     for symbol in size_symbols:
         body.add(symbol, str(DEFAULT_SIZE))
     body.lines.append("")
@@ -255,7 +295,7 @@ def _is_pointer(p: Param) -> bool:
     return p.is_ptr or (p.type in (".u64", ".b64", ".s64") and not p.array_size)
 
 
-def _buffer(w: _Writer, index: int, p: PointerFacts, cxx: CxxType | None, facts: EntryFacts, *,
+def _buffer(w: _Writer, index: int, p: PointerFacts, cxx: _Declared | None, facts: EntryFacts, *,
             need_output: bool) -> int:
     """Write one buffer param; 1 when it is an output."""
     w.add("kind", '"buffer"')
@@ -291,7 +331,7 @@ def _scratch(w: _Writer, index: int, p: Param, which: str, meta: TritonMetadata 
             "of the grid: write it over the same sizes as launch.grid")
 
 
-def _scalar(w: _Writer, index: int, p: Param, name: str, s: ScalarFacts | None, cxx: CxxType | None,
+def _scalar(w: _Writer, index: int, p: Param, name: str, s: ScalarFacts | None, cxx: _Declared | None,
             names: dict[str, str]) -> None:
     dtype = _SCALARS[p.type]
     why = ""
@@ -354,4 +394,7 @@ def scaffold_file(kernel: Path, entry: str | None = None) -> tuple[str, Entry]:
         if meta.launch_pdl or meta.launch_cooperative_grid:
             notes.append(f"{meta.path.name} asks for a {'programmatic-dependent' if meta.launch_pdl else 'cooperative'} "
                          "launch, which porter does not make")
-    return scaffold_spec(module, chosen, meta=meta, source=kernel.name, notes=tuple(notes)), chosen
+    args = read_triton_signature(kernel, chosen.name)
+    ir = next((kernel.with_suffix(x).name for x in (".ttgir", ".ttir") if kernel.with_suffix(x).is_file()), "")
+    return scaffold_spec(module, chosen, meta=meta, source=kernel.name, notes=tuple(notes), triton_args=args,
+                         triton_ir=ir), chosen

@@ -87,3 +87,78 @@ def read_triton_metadata(ptx: Path, entry: str | None = None) -> tuple[TritonMet
         launch_pdl=data.get("launch_pdl") is True,
         launch_cooperative_grid=data.get("launch_cooperative_grid") is True,
     ), ""
+
+
+# -- the kernel's signature, from Triton's IR beside the PTX ------------------------------------
+
+_IR_TYPES = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "f8E4M3FN": "e4m3", "f8E5M2": "e5m2",
+             "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "i1": "u8"}
+
+
+@dataclass(frozen=True)
+class TritonArg:
+    """One argument of a Triton kernel as its IR declares it: ``%a_ptr: !tt.ptr<f16> {tt.divisibility = 16}``."""
+
+    name: str
+    dtype: str | None  # a pointer's element type or a scalar's type, as a spec dtype (None: not one)
+    pointer: bool
+    divisible_by_16: bool  # Triton specialised it (tt.divisibility = 16): the kernel may rely on it
+
+    def __str__(self) -> str:
+        return f"{'*' if self.pointer else ''}{self.dtype or '?'} {self.name}"
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "(<{[":
+            depth += 1
+        elif ch in ")>}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current))
+    return parts
+
+
+def _ir_arg(text: str) -> TritonArg | None:
+    text = text.strip()
+    if not text.startswith("%") or ":" not in text:
+        return None
+    name, _, rest = text[1:].partition(":")
+    rest = rest.strip()
+    type_text = rest.split(" {", 1)[0].split(" loc(", 1)[0].strip()
+    pointer = type_text.startswith("!tt.ptr<") and type_text.endswith(">")
+    element = type_text[len("!tt.ptr<"):-1] if pointer else type_text
+    return TritonArg(name=name.strip(), dtype=_IR_TYPES.get(element), pointer=pointer,
+                     divisible_by_16="tt.divisibility = 16" in rest)
+
+
+def read_triton_signature(ptx: Path, entry: str) -> tuple[TritonArg, ...] | None:
+    """The arguments of ``entry`` as Triton's IR beside the PTX declares them (``<stem>.ttgir``,
+    else ``<stem>.ttir``, as Triton's cache keeps them): names, types and which ones Triton
+    specialised as multiples of 16. None without such a file, or when it does not declare ``entry``."""
+    for suffix in (".ttgir", ".ttir"):
+        path = ptx.with_suffix(suffix)
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        start = text.find(f"tt.func public @{entry}(")
+        if start < 0:
+            return None
+        i = text.index("(", start) + 1
+        depth = 1
+        j = i
+        while j < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        args = [_ir_arg(part) for part in _split_top(text[i:j - 1])]
+        return None if any(a is None for a in args) else tuple(a for a in args if a is not None)
+    return None
