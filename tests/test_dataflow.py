@@ -156,3 +156,20 @@ def test_any_mix_of_instructions_gives_facts_and_never_raises(lines: list[str]) 
         assert p.element_bytes in (None, 1, 2, 4, 8)
         if p.role is not None:
             assert p.touched
+
+
+def test_the_parser_keeps_every_operand_as_written() -> None:
+    """For every one-line instruction of the compiled fixtures, the operands joined by commas are
+    the source's operand text without blanks (the parser splits only at top-level commas)."""
+    checked = 0
+    for path in sorted(COMPILED.rglob("*.ptx")):
+        module = read_ptx(path)
+        lines = module.text.splitlines()
+        for ins in module.instructions():
+            source = lines[ins.line - 1].split("//", 1)[0].strip()
+            if not source.endswith(";") or source.count(";") != 1 or source.startswith("{"):
+                continue
+            body = source[:-1].split(ins.opcode, 1)[1]
+            assert ",".join(ins.operands) == "".join(body.split()), (path.name, ins.line)
+            checked += 1
+    assert checked > 5000
