@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from porter._toml import tomllib
 from porter.errors import InputError
 from porter.gate.scaffold import choose_entry, scaffold_file, scaffold_spec
 from porter.gate.spec import Spec, check_against_entry, load_spec
-from porter.ptx import read_ptx
+from porter.ptx import parse_ptx, read_ptx
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = ROOT / "tests" / "data" / "compiled"
@@ -289,3 +291,28 @@ def test_triton_ir_that_does_not_fit_the_ptx_is_not_used(tmp_path: Path) -> None
     (tmp_path / "spec").mkdir()
     spec, _, _ = scaffold(tmp_path / "softmax_kernel.ptx", tmp_path / "spec")
     assert [p.name for p in spec.params][:4] == ["param_0", "param_1", "param_2", "param_3"]
+
+
+_PARAM_TYPES = st.sampled_from([".u64", ".u64 .ptr .global .align 1", ".b64", ".u32", ".s32", ".f32", ".b32", ".f64"])
+_LINES = st.sampled_from([
+    "ld.param.u64 %rd1, [p0];", "ld.param.u64 %rd2, [p1];", "ld.param.b64 %rd3, [p2];", "ld.param.u32 %r1, [p1];",
+    "cvta.to.global.u64 %rd4, %rd1;", "mul.wide.s32 %rd5, %r1, 4;", "add.s64 %rd6, %rd4, %rd5;",
+    "ld.global.f32 %f1, [%rd6];", "st.global.f32 [%rd2], %f1;", "atom.global.add.u32 %r2, [%rd3], 1;",
+    "setp.lt.s32 %p1, %r1, %r3;", "st.global.b16 [%rd3], %rs1;", "cvt.rn.bf16.f32 %rs1, %f1;",
+])
+
+
+@settings(max_examples=60, deadline=None)
+@given(types=st.lists(_PARAM_TYPES, min_size=1, max_size=5), lines=st.lists(_LINES, max_size=12))
+def test_any_entry_scaffolds_to_a_spec_that_loads_and_matches(types: list[str], lines: list[str],
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    params = ", ".join(f".param {t} p{i}" for i, t in enumerate(types))
+    text = (f".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k({params})\n{{\n"
+            + "\n".join(lines) + "\nret;\n}\n")
+    module = parse_ptx(text)
+    if not any(t.split()[0] in (".u64", ".b64") for t in types):
+        return  # no pointer, no output: nothing a spec could check
+    folder = tmp_path_factory.mktemp("spec")
+    (folder / "porter.toml").write_text(scaffold_spec(module, module.kernels[0]))
+    spec = load_spec(folder / "porter.toml", allow_todo=True)
+    assert check_against_entry(spec, module.kernels[0]) == []

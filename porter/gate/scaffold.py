@@ -128,6 +128,9 @@ def _scratch_indices(entry: Entry, facts: EntryFacts, meta: TritonMetadata | Non
     for p in facts.pointers:
         if p.index not in found and not p.touched and not p.escapes:
             found[p.index] = "unused"
+    unused = [i for i, which in found.items() if which == "unused"]
+    if unused and len(found) == len(pointers):  # a spec needs a buffer to check: the last one the code leaves alone
+        del found[unused[-1]]
     return found
 
 
