@@ -176,6 +176,8 @@ def _role_for(p: PointerFacts, declared: _Declared | None) -> tuple[str, str, bo
     if p.atomics:
         return "inout", (f"read-modify-written ({lines('atomic', p.atomics)}): porter fills it before each launch and "
                          "the reference must add to those values; a float sum is not bitwise repeatable"), False
+    if not p.touched:
+        return "in", "the code never loads or stores through it", False
     parts = [lines(n, w) for n, w in (("load", p.loads), ("store", p.stores)) if w]
     role = p.role or "in"
     why = "; ".join(parts) + ("; never stored" if role == "in" else "; never loaded" if role == "out" else "")
