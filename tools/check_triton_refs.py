@@ -6,7 +6,8 @@ the spec's reference under the spec's tolerances.
 
 On a machine without a GPU the kernel runs under Triton's interpreter (numpy, on the CPU; slow, so
 only the smallest size sets); with ``--gpu`` (torch and a CUDA GPU) it is compiled by Triton and run.
-Either needs Triton 3.6 importable, and porter on PYTHONPATH:
+Either needs Triton 3.6 importable (its interpreter needs numpy < 2.3: it converts one-element
+arrays to ints, which newer numpy refuses), and porter on PYTHONPATH:
 
     PYTHONPATH=$PWD python tools/check_triton_refs.py examples/triton_matmul examples/triton_attention
     PYTHONPATH=$PWD python tools/check_triton_refs.py --gpu --sets 4 examples/triton_matmul examples/triton_attention
