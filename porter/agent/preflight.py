@@ -21,9 +21,7 @@ line. Pure apart from ptxas; nothing here imports the gate's runtime.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from pathlib import Path
 
 from porter.errors import EnvironmentProblem, InputError
@@ -31,11 +29,11 @@ from porter.gate.spec import Spec, check_against_entry, declared_spec
 from porter.gate.verdict import size_label
 from porter.ptx import PtxModule
 from porter.ptx.arch import can_compile, negotiate_version, normalize_arch
+from porter.ptx.dataflow import dynamic_shared_use
 from porter.ptx.model import Entry
 from porter.ptx.retarget import fit_to_ptxas
 from porter.ptx.toolchain import Toolchain
-
-_EXTERN_SHARED = re.compile(r"^[ \t]*\.extern[ \t]+\.shared\b[^;\n]*?([A-Za-z_$%][\w$]*)[ \t]*\[[ \t]*\]", re.M)
+from porter.ptx.triton_meta import read_triton_metadata
 
 
 def source_arch_warning(module: PtxModule, from_arch: str | None) -> str | None:
@@ -113,22 +111,13 @@ def block_problems(spec: Spec, entry: Entry) -> list[str]:
 def declared_dynamic_shared(path: Path, entry: str) -> int | None:
     """Dynamic shared bytes a compiler's metadata beside the kernel declares: Triton writes
     ``<stem>.json`` with ``"name"`` and ``"shared"`` next to the PTX in its cache. None without one."""
-    meta = path.with_suffix(".json")
-    if not meta.is_file():
-        return None
-    try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("name") not in (None, entry):
-        return None
-    shared = data.get("shared")
-    return shared if isinstance(shared, int) and not isinstance(shared, bool) and shared >= 0 else None
+    meta, _ = read_triton_metadata(path, entry)
+    return meta.shared if meta is not None else None
 
 
 def shared_problems(spec: Spec, module: PtxModule, entry: Entry, path: Path) -> list[str]:
     """The spec's dynamic shared memory against what the kernel declares it needs."""
-    extern = _EXTERN_SHARED.search(module.text)
+    extern = dynamic_shared_use(module, entry)
     declared = declared_dynamic_shared(path, entry.name)
     for sizes in spec.size_sets():
         shared = spec.launch_dims(sizes).shared
@@ -137,8 +126,7 @@ def shared_problems(spec: Spec, module: PtxModule, entry: Entry, path: Path) -> 
             return [f"the spec gives {shared} bytes of dynamic shared memory at {label}, but "
                     f"{path.with_suffix('.json').name} declares {declared} for {entry.name}"]
         if extern is not None and shared == 0:
-            line = module.text.count("\n", 0, extern.start()) + 1
-            return [f"the kernel declares dynamic shared memory (.extern .shared {extern.group(1)}[] at line {line}), "
+            return [f"the kernel declares dynamic shared memory (.extern .shared {extern.what}[] at line {extern.line}), "
                     f"but the spec launches it with none at {label} (set [launch] shared)"]
     return []
 

@@ -166,6 +166,10 @@ def check(
         list[str] | None,
         typer.Option("--time-at", help="Time at these sizes instead of [sizes], e.g. M=8192,N=8192,K=8192 (repeatable)."),
     ] = None,
+    entry: Annotated[
+        str | None, typer.Option(help="The candidate's .entry to check, for a module of several kernels "
+                                 "(default: the spec's kernel.entry, or the candidate's porter-launch entry).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
@@ -181,7 +185,7 @@ def check(
     loaded = services.find_spec(candidate, spec)
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds, seed), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
-                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()))
+                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry)
     verdict = services.check(candidate, loaded, options, gpu=gpu)
     if as_json:
         _emit_json(verdict)
@@ -439,17 +443,17 @@ def spec_scaffold(
     entry: Annotated[str | None, typer.Option(help="The .entry to describe (needed when there are several).")] = None,
     out: Annotated[Path | None, typer.Option(help="Where to write it (default: porter.toml beside the kernel).")] = None,
 ) -> None:
-    """Write a first porter.toml from the kernel's signature, with a TODO on every guess. Never overwrites."""
-    from porter.gate.scaffold import choose_entry, scaffold_spec
-    from porter.ptx import read_ptx
+    """Write a first porter.toml from what the kernel's PTX (and Triton's metadata beside it) says; every
+    guess goes in its todo list, which porter check and port refuse until it is empty. Never overwrites."""
+    from porter.gate.scaffold import scaffold_file
 
-    module = read_ptx(kernel)
     target = out or kernel.parent / "porter.toml"
     if target.exists():
         raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
-    text = scaffold_spec(module, choose_entry(module, entry))
+    text, chosen = scaffold_file(kernel, entry)
     target.write_text(text)
-    typer.echo(f"wrote {target}: edit every TODO, then `porter check {kernel} --spec {target} --against {kernel}`")
+    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list, then "
+               f"`porter check {kernel} --spec {target} --against {kernel}`")
 
 
 def main() -> None:

@@ -75,6 +75,7 @@ class CheckOptions:
     native: bool | None = False
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
+    entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -276,6 +277,24 @@ def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
     return profile.peak_for(device.name)
 
 
+def candidate_entry(module: PtxModule, name: str, candidate: Path, *, named_by: str) -> Any:
+    """The entry ``name`` of the candidate's module; one line listing its entries when it has none
+    by that name (and how to choose one when it has several)."""
+    for e in module.kernels:
+        if e.name == name:
+            return e
+    names = [e.name for e in module.kernels]
+    if named_by == "--entry":
+        raise InputError(f"{candidate}: --entry {name}: no such .entry (entries: {', '.join(names) or 'none'})")
+    if len(names) > 1:
+        hint = f"its {len(names)} entries are {', '.join(names)}: choose the one to check with --entry"
+    elif names:
+        hint = f"its one entry is {names[0]}: --entry {names[0]} checks it against this spec"
+    else:
+        hint = "it has no .entry at all"
+    raise InputError(f"{candidate}: no .entry {name!r} ({named_by}); {hint}")
+
+
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
               runner: GpuRunner | None) -> Verdict:
     start = time.perf_counter()
@@ -283,12 +302,12 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
     source_entry = spec.entry
     spec, launch = declared_spec(spec, module.text, source=str(candidate))
-    entry_name = spec.entry
-    try:
-        entry = module.entry(entry_name)
-    except KeyError:
-        names = ", ".join(e.name for e in module.kernels) or "none"
-        raise InputError(f"{candidate}: no .entry {entry_name!r} (entries: {names})") from None
+    if options.entry is not None:
+        spec = replace(spec, entry=options.entry)
+    entry = candidate_entry(module, spec.entry, candidate,
+                            named_by="--entry" if options.entry is not None
+                            else "its porter-launch line" if launch and "entry" in launch else "the spec's kernel.entry")
+    entry_name = entry.name
     gates: list[Gate] = []
     warnings: list[str] = []
     problems = check_against_entry(spec, entry) + cluster_problems(spec, entry)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from porter._toml import tomllib
 from porter.errors import InputError
+from porter.gate import todo
 from porter.gate.dtypes import DType, parse_dtype
 from porter.gate.expr import Expr, Number, check_symbols, evaluate, free_symbols, resolve_sizes
 
@@ -60,6 +61,7 @@ _TOP_KEYS = (
     "baseline",
     "profile",
     "inputs",
+    "todo",
 )
 _PARAM_KEYS = {
     "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
@@ -666,8 +668,9 @@ def declared_spec(spec: Spec, ptx_text: str, *, source: str) -> tuple[Spec, dict
     return (with_launch(spec, directive, source=source) if directive else spec), directive
 
 
-def load_spec(path: Path) -> Spec:
-    """Read and check a spec file (a folder means its ``porter.toml``)."""
+def load_spec(path: Path, *, allow_todo: bool = False) -> Spec:
+    """Read and check a spec file (a folder means its ``porter.toml``). A spec whose ``todo`` list
+    is not empty is refused with the list (see :mod:`porter.gate.todo`) unless ``allow_todo``."""
     path = Path(path)
     if path.is_dir():
         path = path / "porter.toml"
@@ -683,6 +686,9 @@ def load_spec(path: Path) -> Spec:
         raise InputError(f"{path.name}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path.name}: TOML syntax error: {e}") from None
+    left = todo.pending(data, path.name)
+    if left and not allow_todo:
+        raise todo.refusal(left, path.name)
     return parse_spec(data, base_dir=path.resolve().parent, source=path.name)
 
 

@@ -33,6 +33,10 @@ class Instruction:
     # Inside an inline-asm `{ }` scope (nvcc/Triton emit these; nvcc's `{ // callseq` call blocks
     # excluded) or between the `// begin inline asm` / `// end inline asm` markers.
     in_inline_asm: bool = False
+    # The operands as written, split at the top-level commas, each without blanks:
+    # ``ld.global.v4.b32 { %r1, %r2 }, [ %rd8 + 0 ]`` -> ("{%r1,%r2}", "[%rd8+0]"). Not compared:
+    # an instruction is its line, opcode and guard.
+    operands: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def base(self) -> str:

@@ -279,7 +279,8 @@ class _Parser:
             raise self.error(rest[0][0] if rest else line, f"expected an instruction, got {_show(got)}")
         body.instructions.append(
             Instruction(
-                line=rest[0][0], opcode=rest[0][1], predicate=predicate, in_inline_asm=body.in_inline_asm
+                line=rest[0][0], opcode=rest[0][1], predicate=predicate, in_inline_asm=body.in_inline_asm,
+                operands=_operands(rest[1:]),
             )
         )
 
@@ -297,6 +298,23 @@ class _Parser:
             target_line=self.target[0],
             text=self.text,
         )
+
+
+def _operands(tokens: list[_Token]) -> tuple[str, ...]:
+    """An instruction's operand tokens, joined and split at the commas outside braces and brackets."""
+    operands: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for _, tok in tokens:
+        if tok == "," and depth == 0:
+            operands.append("".join(current))
+            current = []
+            continue
+        depth += (tok in "{[(") - (tok in "}])") if len(tok) == 1 else 0
+        current.append(tok)
+    if current:
+        operands.append("".join(current))
+    return tuple(operands)
 
 
 def _header_kind(stmt: list[_Token]) -> str | None:
