@@ -27,7 +27,8 @@ def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
     words = {1: np.uint8, 2: np.uint16}[dtype.itemsize]
     if dtype.name not in tables:
         every = np.arange(2 ** (8 * dtype.itemsize), dtype=np.int64).astype(words)
-        tables[dtype.name] = xp.asarray(every.view(dtype.numpy).astype(np.float64))
+        with np.errstate(invalid="ignore"):  # the NaN patterns stay NaN
+            tables[dtype.name] = xp.asarray(every.view(dtype.numpy).astype(np.float64))
     return tables[dtype.name][raw.view(words)]
 
 
