@@ -56,8 +56,8 @@ def ascontiguousarray(a: Any) -> ndarray:
 
 flatnonzero, count_nonzero = np.flatnonzero, np.count_nonzero
 abs, isnan, isfinite, dtype = np.abs, np.isnan, np.isfinite, np.dtype  # CuPy's names
-uint8, uint16, uint32, uint64, float16, float32, float64 = (np.uint8, np.uint16, np.uint32, np.uint64, np.float16,
-                                                            np.float32, np.float64)
+uint8, uint16, uint32, uint64, int32 = np.uint8, np.uint16, np.uint32, np.uint64, np.int32
+float16, float32, float64 = np.float16, np.float32, np.float64
 
 
 class _RandomState:

@@ -21,6 +21,8 @@ import fake_cupy
 import numpy as np
 import pytest
 import vocab_kernels
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, _timed_outputs_problems, run_check
@@ -316,3 +318,67 @@ def test_a_held_output_that_goes_wrong_when_timed_fails_the_timing(toolchain) ->
     assert verdict.gate("equivalence").status == "passed"
     timing = verdict.gate("timing")
     assert timing.status == "failed" and "in S (" in timing.summary and "outside the reference's tolerance" in timing.summary
+
+
+# --- fuzzed: the vocabulary's parser takes any value anywhere ----------------------------------------
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=True),
+                     st.text(max_size=12), st.sampled_from(["R", "C % 4 == 0", "amp", "row_mean", "S", "X"]))
+_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                       max_leaves=8)
+
+
+def _mutated(data: Any, draw: Any) -> Any:
+    """``data`` with one value somewhere inside it (a table's key or an array's entry) replaced."""
+    if isinstance(data, dict) and data and draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(data)))
+        return {**data, key: _mutated(data[key], draw)}
+    if isinstance(data, list) and data and draw(st.booleans()):
+        index = draw(st.integers(0, len(data) - 1))
+        return [*data[:index], _mutated(data[index], draw), *data[index + 1:]]
+    return draw(_values)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_vocabulary_spec_with_any_value_anywhere_loads_or_says_why_in_one_line(data) -> None:
+    from porter._toml import tomllib
+    from porter.gate.spec import parse_spec
+
+    spec = tomllib.loads((VOCAB / "porter.toml").read_text())
+    try:
+        parse_spec(_mutated(spec, data.draw), base_dir=VOCAB, source="fuzz.toml")
+    except InputError as err:
+        assert "\n" not in str(err) and str(err).startswith("fuzz.toml")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(max_size=120), min_size=1, max_size=3))
+def test_porter_kernel_lines_take_any_text(bodies: list[str]) -> None:
+    text = "".join(f"// porter-kernel:{body}\n" for body in bodies)
+    try:
+        declared_spec(load_spec(VOCAB / "porter.toml"), text, source="k.ptx")
+    except InputError as err:
+        assert "\n" not in str(err) and str(err).startswith("k.ptx")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 6), st.integers(0, 5), st.sampled_from([1, 2, 4, 8]), st.data())
+def test_a_padding_layout_keeps_the_view_and_sees_any_byte_of_the_padding(rows, width, extra, itemsize, data):
+    layout = Padding.of((rows, width + extra), (rows, width), itemsize)
+    if extra == 0:
+        assert layout is None
+        return
+    assert layout is not None
+    rng = np.random.default_rng(rows * 100 + width)
+    pattern = rng.integers(0, 256, rows * (width + extra) * itemsize, dtype=np.uint8)
+    view = rng.integers(0, 256, rows * width * itemsize, dtype=np.uint8)
+    whole = layout.image(np, view, pattern)
+    assert np.array_equal(layout.view(np, whole), view) and layout.changes(np, whole, pattern, "B", width + extra) == ""
+    row, column = data.draw(st.integers(0, rows - 1)), data.draw(st.integers(0, width + extra - 1))
+    whole.reshape(rows, -1)[row, column * itemsize] ^= 0x01
+    said = layout.changes(np, whole, pattern, "B", width + extra)
+    assert (said != "") == (column >= width)
+    if said:
+        assert f"first at row {row}, column {column}" in said

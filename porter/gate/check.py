@@ -638,10 +638,14 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     held = tuple(p.name for p in spec.outputs if not p.deterministic)
     for sizes in timed:
         label = size_label(sizes)
+        reference = reference_for(sizes) if held else None
+        if held and reference is None:
+            problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
+                            "(no checked case there)")
         try:
             reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
                                 seed=seed, contenders=contenders, budget_s=options.timing_budget_s,
-                                reference=reference_for(sizes) if held else None)
+                                reference=reference)
         except WorkerFault as fault:
             return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "

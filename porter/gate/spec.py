@@ -229,7 +229,8 @@ class ReferenceSpec:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction`` both grow by sqrt(reduction / 128)."""
+    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction``, atol grows by sqrt(reduction / 128)
+    (rtol, the output's own rounding, does not)."""
 
     atol: float
     rtol: float
@@ -859,7 +860,8 @@ class _Parser:
     base_dir: Path
 
     def error(self, key: str, problem: str) -> InputError:
-        return InputError(f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}")
+        message = f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}"
+        return InputError(message.replace("\r", "\\r").replace("\n", "\\n"))  # one line, whatever a key holds
 
     def table(self, value: object, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):

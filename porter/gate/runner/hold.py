@@ -29,7 +29,7 @@ def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
         every = np.arange(2 ** (8 * dtype.itemsize), dtype=np.int64).astype(words)
         with np.errstate(invalid="ignore"):  # the NaN patterns stay NaN
             tables[dtype.name] = xp.asarray(every.view(dtype.numpy).astype(np.float64))
-    return tables[dtype.name][raw.view(words)]
+    return tables[dtype.name][raw.view(words).astype(xp.int32)]
 
 
 @dataclass(frozen=True)
