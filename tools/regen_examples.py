@@ -155,10 +155,10 @@ def tool_version(tool: Path) -> str:
     return f"{m.group(1).rstrip(',')} ({m.group(2)})" if m else out.strip().splitlines()[-1]
 
 
-# A kernel whose launch (or TMA descriptor params) differ from its spec's declares them in its
-# source; nvcc drops comments, so the directives are carried to the top of the PTX, where porter
-# reads them.
-LAUNCH_LINE = re.compile(r"^[ \t]*//[ \t]*porter-(?:launch|param):.*$", re.MULTILINE)
+# A kernel whose launch (or TMA descriptor params, or sequence of kernels) differ from its
+# spec's declares them in its source; nvcc drops comments, so the directives are carried to the
+# top of the PTX, where porter reads them.
+LAUNCH_LINE = re.compile(r"^[ \t]*//[ \t]*porter-(?:launch|param|kernel):.*$", re.MULTILINE)
 
 
 def compile_ptx(nvcc: Path, build: Build, dest: Path) -> str:

@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.gate.spec import Spec, check_against_entry, declared_spec
+from porter.gate.spec import Spec, check_against_module, declared_spec
 from porter.gate.verdict import size_label
 from porter.ptx import PtxModule
 from porter.ptx.arch import can_compile, negotiate_version, normalize_arch
@@ -139,7 +139,7 @@ def check_spec_matches(spec: Spec, module: PtxModule, path: Path) -> None:
     except KeyError:
         names = ", ".join(e.name for e in module.kernels) or "none"
         raise InputError(f"{path}: no .entry {declared.entry!r}, which {spec.path.name} names (entries: {names})") from None
-    problems = check_against_entry(declared, entry)
+    problems = check_against_module(declared, module)  # every kernel of a hot loop of several
     problems += block_problems(declared, entry)
     problems += shared_problems(declared, module, entry, path)
     if problems:

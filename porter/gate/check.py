@@ -23,6 +23,7 @@ import hashlib
 import math
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,9 +35,9 @@ from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.golden import check_golden, load_golden
 from porter.gate.native import judge_native
-from porter.gate.plan import Case, check_plan, check_seeds
+from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault
-from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
+from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
 from porter.gate.verdict import (
     CaseResult,
     Gate,
@@ -101,19 +102,24 @@ def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int,
     return None
 
 
-def cluster_problems(spec: Spec, entry: Any) -> list[str]:
+def cluster_problems(spec: Spec, module: PtxModule) -> list[str]:
     """Clusters are launched through the entry's own .reqnctapercluster (CuPy's launch has no
-    cluster argument): a spec asking for clusters the entry does not declare cannot be honoured."""
-    cluster = spec.launch_dims(spec.default_sizes()).cluster
-    if cluster is None or math.prod(cluster) == 1:
-        return []
-    directive = entry.directive("reqnctapercluster")
-    declared = tuple(directive.values) + (1,) * (3 - len(directive.values)) if directive else None
-    if declared == tuple(cluster):
-        return []
-    have = f".reqnctapercluster {', '.join(map(str, declared))}" if declared else "no .reqnctapercluster"
-    return [f"the spec launches clusters of {tuple(cluster)} but the entry has {have}: porter forms clusters "
-            "through that directive, so the kernel must declare the same shape"]
+    cluster argument): a spec asking for clusters an entry does not declare cannot be honoured."""
+    problems = []
+    for step in spec.sequence():
+        if not step.entry or step.entry not in {e.name for e in module.kernels}:
+            continue
+        cluster = spec.launch_dims(spec.default_sizes(), step=step).cluster
+        if cluster is None or math.prod(cluster) == 1:
+            continue
+        directive = module.entry(step.entry).directive("reqnctapercluster")
+        declared = tuple(directive.values) + (1,) * (3 - len(directive.values)) if directive else None
+        if declared == tuple(cluster):
+            continue
+        have = f".reqnctapercluster {', '.join(map(str, declared))}" if declared else "no .reqnctapercluster"
+        problems.append(f"the spec launches {step.entry} in clusters of {tuple(cluster)} but the entry has {have}: "
+                        "porter forms clusters through that directive, so the kernel must declare the same shape")
+    return problems
 
 
 def _assemble_gate(result: AssembleResult, isa_problem: str | None = None) -> Gate:
@@ -203,13 +209,15 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement; one
         # that differs is compared with the reference, to tell initial-state dependence from a race.
+        # An output declared nondeterministic (atomics) may differ: each run must match the reference.
         for initial, later in zip(initials[1:], runs[1:], strict=True):
             diff = compare_runs(runs[0][p.name], later[p.name])
             if not diff:
                 continue
             again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile)
             if again.passed == c.passed:
-                nondet.append(f"{p.name}: {diff}")
+                if p.deterministic:
+                    nondet.append(f"{p.name}: {diff}")
                 continue
             bad, good = (initial, initials[0]) if c.passed else (initials[0], initial)
             wrong = again if c.passed else c
@@ -304,13 +312,16 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     spec, launch = declared_spec(spec, module.text, source=str(candidate))
     if options.entry is not None:
         spec = replace(spec, entry=options.entry)
-    entry = candidate_entry(module, spec.entry, candidate,
-                            named_by="--entry" if options.entry is not None
-                            else "its porter-launch line" if launch and "entry" in launch else "the spec's kernel.entry")
-    entry_name = entry.name
+    if spec.kernels:  # a hot loop of several kernels: check_against_module names a missing one
+        entry_name = spec.entry
+    else:
+        entry_name = candidate_entry(module, spec.entry, candidate,
+                                     named_by="--entry" if options.entry is not None
+                                     else "its porter-launch line" if launch and "entry" in launch
+                                     else "the spec's kernel.entry").name
     gates: list[Gate] = []
     warnings: list[str] = []
-    problems = check_against_entry(spec, entry) + cluster_problems(spec, entry)
+    problems = check_against_module(spec, module) + cluster_problems(spec, module)
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.
@@ -318,7 +329,11 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if problems:
         gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
-    gates.append(Gate("interface", "passed", f"{len(entry.params)} params match the spec"))
+    launched = [step for step in spec.sequence() if step.entry]
+    gates.append(Gate("interface", "passed", f"{len(module.entry(spec.entry).params)} params match the spec"
+                      if not spec.kernels else
+                      f"{len(launched)} kernels in sequence ({', '.join(s.entry for s in launched)}); "
+                      "the params of each match the spec"))
 
     gates.append(_assemble_gate(assembled, version_problem(module, target, toolchain.isa())))
     base = dict(kernel=str(candidate), entry=entry_name, arch=target, resources=_resources(assembled),
@@ -376,11 +391,19 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     else:
         seeds = check_seeds(options.seeds)
         plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
+        if note := skipped_unannounced(spec, plan):
+            warnings.append(note)
 
     assert runner is not None
-    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings,
-                                lambda index: _reference_job(spec, options, reference_cubin, source_entry, golden,
-                                                             index, source_launch))
+
+    def reference_job(index: int) -> dict[str, Any]:
+        return _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
+
+    def reference_for(sizes: dict[str, int]) -> dict[str, Any] | None:
+        key = Case(sizes, seeds[0]).key()
+        return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
+
+    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job)
     gates.append(_equivalence_gate(cases, len(plan)))
 
     extras: dict[str, Any] = {"seeds": seeds}
@@ -401,7 +424,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if options.timing and gates_passed(gates, "equivalence"):
         timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
                                               (source_cubin, source_entry, source_launch), options, seeds[0],
-                                              digests, timed)
+                                              digests, timed, reference_for)
         gates.append(timing_gate)
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
                     cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
@@ -534,7 +557,9 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), ()
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
-    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), metrics=metrics)
+    kernels = [step.entry for step in spec.sequence() if step.entry]
+    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, entries=spec.entries,
+                            launches=len(kernels)), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
@@ -616,7 +641,9 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
 
 def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
             source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seed: int,
-            verified: dict[tuple, list[int]], timed: list[dict[str, int]]) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+            verified: dict[tuple, list[int]], timed: list[dict[str, int]],
+            reference_for: Callable[[dict[str, int]], dict[str, Any] | None] = lambda sizes: None,
+            ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
     at each size set asked for; the speedups are those of the first.
 
@@ -640,11 +667,19 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     problems: list[str] = []
     notes: list[str] = []
     speed: dict[str, float | None] = {}
+    # Outputs declared nondeterministic cannot be held to a digest: each timed launch's are
+    # compared with the reference, on the GPU, within the spec's tolerance.
+    held = tuple(p.name for p in spec.outputs if not p.deterministic)
     for sizes in timed:
         label = size_label(sizes)
+        reference = reference_for(sizes) if held else None
+        if held and reference is None:
+            problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
+                            "(no checked case there)")
         try:
             reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
-                                seed=seed, contenders=contenders, budget_s=options.timing_budget_s)
+                                seed=seed, contenders=contenders, budget_s=options.timing_budget_s,
+                                reference=reference)
         except WorkerFault as fault:
             return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "
@@ -655,7 +690,8 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
         timings.extend(here)
         by_name = {t.name: t for t in here}
         cand = by_name["candidate"]
-        problems += _timed_outputs_problems(reply, Case(sizes, seed).key(), verified, label)
+        problems += _timed_outputs_problems(reply, Case(sizes, seed).key(), verified, label,
+                                            tuple(p.name for p in spec.outputs), held)
         if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
             said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
                     "faster than the hardware allows for the spec's cost")
@@ -681,8 +717,13 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
 
 
-def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tuple, list[int]], label: str) -> list[str]:
-    """How the candidate's timed launches differ from its verified launch at the same case."""
+def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tuple, list[int]], label: str,
+                            outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
+    """How the candidate's timed launches differ from its verified launch at the same case.
+
+    Each launch leaves one number per output (``outputs``, in order): a digest, which must be the
+    verified launch's, or for an output declared nondeterministic (``held``) the count of its
+    elements outside the reference's tolerance, which must be 0 (the verified launch's entry)."""
     problems = []
     names = reply["names"]
     guards = reply.get("guards", [[] for _ in names])[names.index("candidate")]
@@ -698,8 +739,13 @@ def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tu
         launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
         differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
         if differ:
+            first = launches[differ[0]]
+            slots = [k for k in range(min(len(first), len(expected))) if first[k] != expected[k]]
+            which = [outputs[k] + (f" ({first[k]} elements outside the reference's tolerance)" if outputs[k] in held
+                                   else "") for k in slots if k < len(outputs)]
+            named = f", in {', '.join(which)}" if which else ""
             problems.append(f"{len(differ)} of {len(launches)} {what} at {label} left outputs that differ from "
-                            f"the verified launch (first: launch {differ[0] + 1}): the kernel did not do the "
+                            f"the verified launch (first: launch {differ[0] + 1}{named}): the kernel did not do the "
                             "verified work on every launch (skipped, cached or changed it when called again)")
     return problems
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -306,6 +307,16 @@ def _judge(
         ok |= o == r
         ok |= np.isnan(o) & np.isnan(r)
     return ok, absdiff, finite
+
+
+def within_tolerance(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> Any:
+    """:func:`_judge`'s ``ok`` in plain array operations of any array module (``xp``: NumPy, or
+    CuPy where the worker holds an output to its reference on the GPU): within the tolerance
+    where the difference is finite, else equal (the same infinity) or NaN facing NaN."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the NaN rules below decide
+        diff = xp.abs(o - r)
+        ok = (diff <= atol + rtol * xp.abs(r)) & xp.isfinite(diff)
+    return ok | (o == r) | (xp.isnan(o) & xp.isnan(r))
 
 
 def _partial_l2(x: np.ndarray, scale: float) -> tuple[float, float]:

@@ -52,6 +52,8 @@ class LaunchJob:
     sizes: dict[str, int]
     seed: int = 0
     launch: dict[str, Any] | None = None  # the candidate's own launch directive, if it declares one
+    entries: tuple[str, ...] = ()  # a hot loop of several kernels: every entry it launches
+    launches: int = 1  # kernel launches in one run of the hot loop (ncu profiles them all)
 
     def write(self, folder: Path) -> Path:
         cubin_path = folder / "kernel.cubin"
@@ -168,7 +170,8 @@ class NcuRun:
 
 def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[str, ...] = ("SourceCounters",),
             timeout_s: float = 600.0) -> NcuRun:
-    """Profile the job's one launch; read back per-opcode executed counts and the details page."""
+    """Profile the job's launches (one, or every kernel of a hot loop); read back per-opcode
+    executed counts (summed over the kernels) and the details page (of the first)."""
     ncu = find_tool("ncu")
     if ncu is None:
         return NcuRun(False, "ncu (Nsight Compute) not found")
@@ -178,7 +181,8 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
         job_path = job.write(folder)
         report = folder / "report"
         command = [str(ncu), "--clock-control", "none", "--target-processes", "all",
-                   "-k", f"regex:^{re.escape(job.entry)}$", "-c", "1", "-f", "-o", str(report)]
+                   "-k", f"regex:^({'|'.join(re.escape(e) for e in job.entries or (job.entry,))})$",
+                   "-c", str(max(1, job.launches)), "-f", "-o", str(report)]
         for section in sections:
             command += ["--section", section]
         if metrics:

@@ -60,6 +60,17 @@ def check_plan(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]
     return plan
 
 
+def skipped_unannounced(spec: Spec, plan: list[Case]) -> str:
+    """Why a plan has no unannounced size set although the spec asks for one, or ''. The draw
+    must stay inside the spec's size contract (``kernel.require``) and the lattice the sweep
+    implies; when no draw does, the check says so rather than run the kernel out of contract."""
+    if not spec.sweep or not spec.inputs_spec.unannounced or any(c.why == "unannounced" for c in plan):
+        return ""
+    contract = " and kernel.require" if spec.require else ""
+    return ("no size set the spec does not list could be drawn inside the sweep's ranges" + contract
+            + ": this check ran no unannounced size set")
+
+
 def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] | None:
     """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
 
@@ -69,7 +80,8 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] 
     ragged against any larger tile); a symbol the sweep
     never varies keeps its value (a head dimension of 64 stays 64), and derived symbols are
     recomputed from the sweep entry drawn as the base, a draw that leaves any symbol's range or
-    lattice (a leading dimension the sweep keeps a multiple of 8) is drawn again. None when the spec has no sweep, opts out
+    lattice (a leading dimension the sweep keeps a multiple of 8) is drawn again, and so is one
+    that breaks the size contract (``kernel.require``). None when the spec has no sweep, opts out
     (``[inputs] unannounced = false``) or no draw passes the spec's checks.
     """
     if not spec.sweep or not spec.inputs_spec.unannounced:

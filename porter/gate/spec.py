@@ -27,7 +27,7 @@ from porter.gate.dtypes import DType, parse_dtype
 from porter.gate.expr import Expr, Number, check_symbols, evaluate, free_symbols, resolve_sizes
 
 if TYPE_CHECKING:
-    from porter.ptx.model import Entry
+    from porter.ptx.model import Entry, PtxModule
 
 KINDS = ("buffer", "scalar", "scratch", "tensormap")
 SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}  # swizzle name -> span in bytes
@@ -52,6 +52,8 @@ MAX_CLUSTER = 16  # non-portable cluster size limit
 _TOP_KEYS = (
     "kernel",
     "sizes",
+    "values",
+    "kernels",
     "sweep",
     "params",
     "launch",
@@ -64,11 +66,12 @@ _TOP_KEYS = (
     "todo",
 )
 _PARAM_KEYS = {
-    "buffer": ("name", "kind", "dtype", "shape", "role", "fill"),
+    "buffer": ("name", "kind", "dtype", "shape", "role", "fill", "ld", "derive", "deterministic"),
     "scalar": ("name", "kind", "dtype", "value", "range"),
     "scratch": ("name", "kind", "bytes"),
     "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
 }
+_STEP_KEYS = ("entry", "grid", "block", "shared", "cluster", "args", "zero")
 _CONSTANT_FILLS = frozenset({"zeros", "zero", "ones", "one", "full", "constant", "const", "fill", "empty"})
 _FILL_USAGE = "uniform(lo, hi), normal(mean, std) or randint(lo, hi)"
 
@@ -126,7 +129,12 @@ class ParamSpec:
     """One kernel parameter, in the entry's order.
 
     A buffer has ``dtype``, ``shape`` (row-major, elements), ``role`` and, unless it is an ``out``
-    buffer (those are poisoned before each launch), ``fill``. A scalar has ``dtype`` and either a
+    buffer (those are poisoned before each launch) or a derived input, ``fill``. With ``ld`` the
+    shape is a view of padded rows: ``ld`` elements apart in memory (the elements past the shape's
+    last extent are padding, which must come back unchanged). A derived input (``derive``) is
+    computed from the other inputs by a reference-side function. An output that is
+    ``deterministic = false`` (accumulated with atomics) is held to the reference within tolerance
+    instead of bit for bit from launch to launch. A scalar has ``dtype`` and either a
     ``value`` or a ``range`` ``(lo, hi)`` from which each case draws its own value (so that a kernel
     cannot hard-code it).
     Scratch has ``bytes`` (0: a null pointer). A tensormap has ``tensormap``.
@@ -142,6 +150,9 @@ class ParamSpec:
     bytes: Expr | None = None
     tensormap: TensorMapSpec | None = None
     range: tuple[Expr, Expr] | None = None
+    ld: Expr | None = None  # row pitch in elements of a padded buffer (>= the shape's last extent)
+    derive: CallableRef | None = None  # a derived input: fn(args, sizes) -> {name: array}
+    deterministic: bool = True  # False: an output accumulated in no fixed order (atomics)
 
     @property
     def is_output(self) -> bool:
@@ -160,6 +171,34 @@ class LaunchSpec:
     block: tuple[Expr, Expr, Expr]
     shared: Expr = 0
     cluster: tuple[Expr, Expr, Expr] | None = None
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """One step of the hot loop: a kernel launch (``entry``, ``launch``, and ``args``: the param
+    names in the order of the entry's PTX params), or porter zeroing buffers (``zero``), as a
+    program does before kernels that accumulate into them."""
+
+    entry: str = ""
+    launch: LaunchSpec | None = None
+    args: tuple[str, ...] = ()
+    zero: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return self.entry if self.entry else f"zero {', '.join(self.zero)}"
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """A typed value that is not a size (``[values]``): a softmax scale, an epsilon, a fill's
+    amplitude. Fixed (``value``, which may read the sizes) or drawn per case from ``range``; fills
+    and scalar params may read it, and the reference gets it in its ``args``, in its dtype. It
+    never appears among the sizes."""
+
+    name: str
+    dtype: DType
+    value: Expr | None = None
+    range: tuple[Expr, Expr] | None = None
 
 
 class LaunchDims(NamedTuple):
@@ -192,7 +231,8 @@ class ReferenceSpec:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction`` both grow by sqrt(reduction / 128)."""
+    """``|out - ref| <= atol + rtol * |ref|``; with ``reduction``, atol grows by sqrt(reduction / 128)
+    (rtol, the output's own rounding, does not)."""
 
     atol: float
     rtol: float
@@ -258,6 +298,9 @@ class Spec:
     base_dir: Path
     source: str  # the spec's file name, for messages
     inputs_spec: InputsSpec = InputsSpec()
+    require: tuple[str, ...] = ()  # the size contract: expressions every size set must satisfy
+    values: tuple[ValueSpec, ...] = ()  # typed values that are not sizes
+    kernels: tuple[KernelStep, ...] = ()  # a hot loop of several kernels (empty: entry + launch)
 
     @property
     def path(self) -> Path:
@@ -279,6 +322,14 @@ class Spec:
         sizes = resolve_sizes(self.sizes, overrides, where=where)
         self.check_sizes(sizes, context=where)
         return sizes
+
+    def check_require(self, sizes: Mapping[str, int], *, context: str = "") -> None:
+        """InputError naming the first rule of ``kernel.require`` that ``sizes`` break."""
+        for i, rule in enumerate(self.require):
+            where = f"{self._prefix(context)}kernel.require[{i}]"
+            if not evaluate(rule, sizes, where=where):
+                shown = ", ".join(f"{k}={sizes[k]}" for k in sorted(free_symbols(rule)))
+                raise InputError(f"{where}: the size contract {rule!r} does not hold ({shown})")
 
     def size_sets(self) -> list[dict[str, int]]:
         """The equivalence sweep's size sets, resolved; just the defaults when there is no sweep."""
@@ -310,6 +361,45 @@ class Spec:
         """Buffers porter fills before a launch (role in or inout), in param order."""
         return tuple(p for p in self.params if p.is_input)
 
+    def sequence(self) -> tuple[KernelStep, ...]:
+        """The hot loop's steps: ``[[kernels]]``, or the one kernel ``entry`` launched with
+        ``[launch]`` on every param in order."""
+        if self.kernels:
+            return self.kernels
+        return (KernelStep(self.entry, self.launch, tuple(p.name for p in self.params)),)
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """The PTX entries the hot loop launches, each once, in order of first launch."""
+        return tuple(dict.fromkeys(s.entry for s in self.sequence() if s.entry))
+
+    def value(self, name: str) -> ValueSpec:
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def value_number(self, value: str | ValueSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> Number | tuple[Number, Number]:
+        """A ``[values]`` entry at these sizes: its number, or the ``(lo, hi)`` it is drawn from."""
+        v = self.value(value) if isinstance(value, str) else value
+        where = f"{self._prefix(context)}values.{v.name}"
+        if v.range is None:
+            assert v.value is not None
+            return _typed_number(v.dtype, v.value, sizes, where, "value")
+        lo, hi = (_typed_number(v.dtype, e, sizes, f"{where}.range[{j}]", "value") for j, e in enumerate(v.range))
+        if not lo < hi:
+            raise InputError(f"{where}.range: needs lo < hi (got {lo}, {hi})")
+        return lo, hi
+
+    def value_corners(self, sizes: Mapping[str, int], *, context: str = "") -> list[dict[str, Number]]:
+        """The ``[values]`` with every ranged one at its low end, then at its high end: where a
+        spec that loads is checked (one set when none is ranged)."""
+        numbers = {v.name: self.value_number(v, sizes, context=context) for v in self.values}
+        low = {k: (n[0] if isinstance(n, tuple) else n) for k, n in numbers.items()}
+        high = {k: (n[1] if isinstance(n, tuple) else n) for k, n in numbers.items()}
+        return [low] if low == high else [low, high]
+
     def param_signature(self) -> list[tuple[str, str, DType | None]]:
         """``(name, kind, dtype)`` per param, in order; scratch has no dtype."""
         return [(p.name, p.kind, p.dtype) for p in self.params]
@@ -330,6 +420,21 @@ class Spec:
         p = self._resolve(param)
         where = self._prefix(context) + self._key(p)
         return tuple(_integer(e, sizes, f"{where}.shape[{j}]", least=1) for j, e in enumerate(p.shape))
+
+    def memory_shape(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+                     context: str = "") -> tuple[int, ...]:
+        """A buffer's shape in memory: its ``shape``, with the last extent widened to ``ld`` when
+        its rows are padded."""
+        p = self._resolve(param)
+        shape = self.shape(p, sizes, context=context)
+        if p.ld is None:
+            return shape
+        where = f"{self._prefix(context)}{self._key(p)}.ld"
+        ld = _integer(p.ld, sizes, where, least=1)
+        if ld < shape[-1]:
+            raise InputError(f"{where}: {ld} is less than the shape's last extent ({shape[-1]}): "
+                             "a row cannot be narrower than the view of it")
+        return (*shape[:-1], ld)
 
     def buffer_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
         p = self._resolve(param)
@@ -356,13 +461,7 @@ class Spec:
 
     def _scalar_number(self, p: ParamSpec, expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
         assert p.dtype is not None
-        value = evaluate(expr, sizes, where=where)
-        lo, hi = p.dtype.value_range
-        if not p.dtype.is_float and not isinstance(value, int):
-            raise InputError(f"{where}: an {p.dtype} scalar needs an integer (got {value!r})")
-        if not lo <= value <= hi:
-            raise InputError(f"{where}: {value} does not fit in {p.dtype} ({lo} to {hi})")
-        return float(value) if p.dtype.is_float else value
+        return _typed_number(p.dtype, expr, sizes, where)
 
     def scratch_bytes(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> int:
         p = self._resolve(param)
@@ -405,10 +504,17 @@ class Spec:
 
     # --- launch, tolerance, cost ------------------------------------------------------------
 
-    def launch_dims(self, sizes: Mapping[str, int], *, context: str = "") -> LaunchDims:
-        """Grid, block, dynamic shared bytes and cluster, checked against CUDA's limits."""
-        where = self._prefix(context) + "launch"
-        launch = self.launch
+    def launch_dims(self, sizes: Mapping[str, int], *, context: str = "",
+                    step: KernelStep | None = None) -> LaunchDims:
+        """Grid, block, dynamic shared bytes and cluster (of ``[launch]``, or of one step of the
+        sequence), checked against CUDA's limits."""
+        if step is not None and self.kernels:
+            assert step.launch is not None
+            where = f"{self._prefix(context)}kernels[{self.kernels.index(step)}]"
+            launch = step.launch
+        else:
+            where = self._prefix(context) + "launch"
+            launch = step.launch if step is not None and step.launch is not None else self.launch
         grid = _dims3(launch.grid, sizes, f"{where}.grid", MAX_GRID)
         block = _dims3(launch.block, sizes, f"{where}.block", MAX_BLOCK)
         if math.prod(block) > MAX_THREADS:
@@ -429,13 +535,15 @@ class Spec:
         return LaunchDims(grid, block, shared, cluster)
 
     def tolerance(self, name: str, sizes: Mapping[str, int], *, context: str = "") -> tuple[float, float]:
-        """``(atol, rtol)`` for an output at these sizes: scaled by max(1, sqrt(reduction / 128))."""
+        """``(atol, rtol)`` for an output at these sizes. With a reduction, atol is scaled by
+        max(1, sqrt(reduction / 128)): the error of a sum in another order grows with its length,
+        in absolute terms; rtol, the output's own rounding, does not."""
         tol = self.tolerances[name]
         if tol.reduction is None:
             return tol.atol, tol.rtol
         length = _integer(tol.reduction, sizes, f"{self._prefix(context)}tolerance.{name}.reduction", least=1)
         scale = max(1.0, math.sqrt(length / REDUCTION_BASE))
-        return tol.atol * scale, tol.rtol * scale
+        return tol.atol * scale, tol.rtol
 
     def flops(self, sizes: Mapping[str, int], *, context: str = "") -> Number | None:
         """Floating-point (or integer) operations per launch; None when ``cost.flops`` is not given."""
@@ -464,7 +572,7 @@ class Spec:
         where = self._prefix(context) + self._key(p)
         buffer = self.param(tm.tensor)
         assert buffer.dtype is not None
-        shape = self.shape(buffer, sizes, context=context)
+        shape = self.memory_shape(buffer, sizes, context=context)
         dims = tuple(_integer(e, sizes, f"{where}.dims[{j}]", least=1, most=shape[j]) for j, e in enumerate(tm.dims))
         item = buffer.dtype.itemsize
         strides = tuple(math.prod(shape[j + 1:]) * item for j in range(len(shape) - 1))
@@ -527,26 +635,37 @@ class Spec:
             context = f"inputs.cases {case.name!r}"
             sizes = self.value_case_sizes(case)
             self.check_sizes(sizes, context=context)
-            for name, fill in case.fills.items():
-                self._fill_bounds(self.param(name), fill, sizes, context=context)
+            for symbols in self.symbol_sets(sizes, context=context):
+                for name, fill in case.fills.items():
+                    self._fill_bounds(self.param(name), fill, symbols, context=context)
+
+    def symbol_sets(self, sizes: Mapping[str, int], *, context: str = "") -> list[dict[str, Number]]:
+        """What fills and scalar values are evaluated over when a spec is checked: the sizes with
+        the ``[values]`` at each end of their ranges (see :meth:`value_corners`)."""
+        return [{**sizes, **corner} for corner in self.value_corners(sizes, context=context)]
 
     def check_sizes(self, sizes: Mapping[str, int], *, context: str = "") -> None:
-        """Evaluate every size-dependent value at ``sizes``; InputError for the first bad one."""
+        """Evaluate every size-dependent value at ``sizes``, the size contract first; InputError
+        for the first bad one."""
+        self.check_require(sizes, context=context)
         for p in self.params:
             if p.kind == "buffer":
-                self.shape(p, sizes, context=context)
-                if p.fill is not None:
-                    self.fill_bounds(p, sizes, context=context)
-            elif p.kind == "scalar":
-                if p.range is not None:
-                    self.scalar_range(p, sizes, context=context)
-                else:
-                    self.scalar_value(p, sizes, context=context)
+                self.memory_shape(p, sizes, context=context)
             elif p.kind == "tensormap":
                 self.tensormap_geometry(p, sizes, context=context)
-            else:
+            elif p.kind == "scratch":
                 self.scratch_bytes(p, sizes, context=context)
-        self.launch_dims(sizes, context=context)
+        for symbols in self.symbol_sets(sizes, context=context):
+            for p in self.params:
+                if p.kind == "buffer" and p.fill is not None:
+                    self.fill_bounds(p, symbols, context=context)
+                elif p.kind == "scalar" and p.range is not None:
+                    self.scalar_range(p, symbols, context=context)
+                elif p.kind == "scalar":
+                    self.scalar_value(p, symbols, context=context)
+        for step in self.sequence():
+            if step.launch is not None:
+                self.launch_dims(sizes, context=context, step=step)
         for name in self.tolerances:
             self.tolerance(name, sizes, context=context)
         self.flops(sizes, context=context)
@@ -566,6 +685,18 @@ def _widen(fill: FillSpec, factor: float, cap: float) -> FillSpec:
         return FillSpec("normal", fill.a, f"min({factor} * {b}, ({cap} - abs({a})) / {NORMAL_SPREAD + 1})")
     centre, half = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
     return FillSpec("uniform", f"max(-{cap}, {centre} - {factor} * {half})", f"min({cap}, {centre} + {factor} * {half})")
+
+
+def _typed_number(dtype: DType, expr: Expr, symbols: Mapping[str, Number], where: str, what: str = "scalar") -> Number:
+    """An expression's value as a number of ``dtype``: an int inside an integer dtype's range, or a
+    finite float inside a float dtype's."""
+    value = evaluate(expr, symbols, where=where)
+    lo, hi = dtype.value_range
+    if not dtype.is_float and not isinstance(value, int):
+        raise InputError(f"{where}: an {dtype} {what} needs an integer (got {value!r})")
+    if not lo <= value <= hi:
+        raise InputError(f"{where}: {value} does not fit in {dtype} ({lo} to {hi})")
+    return float(value) if dtype.is_float else value
 
 
 def _integer(expr: Expr, sizes: Mapping[str, int], where: str, *, least: int, most: int | None = None) -> int:
@@ -598,6 +729,7 @@ def _amount(expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
 
 _LAUNCH_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-launch:(?P<body>.*)$", re.MULTILINE)
 _PARAM_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-param:(?P<body>.*)$", re.MULTILINE)
+_KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*porter-kernel:(?P<body>.*)$", re.MULTILINE)
 
 
 def launch_directive(ptx_text: str, *, source: str) -> dict[str, Any] | None:
@@ -619,6 +751,9 @@ def launch_directive(ptx_text: str, *, source: str) -> dict[str, Any] | None:
     params = [_directive_table(ptx_text, m, "porter-param", source) for m in _PARAM_DIRECTIVE.finditer(ptx_text)]
     if params:
         directive["params"] = params
+    kernels = [_directive_table(ptx_text, m, "porter-kernel", source) for m in _KERNEL_DIRECTIVE.finditer(ptx_text)]
+    if kernels:
+        directive["kernels"] = kernels
     return directive or None
 
 
@@ -631,10 +766,15 @@ def _directive_table(ptx_text: str, match: re.Match[str], name: str, source: str
 
 
 def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spec:
-    """The spec with a candidate's launch (and entry name), checked as strictly as ``[launch]``."""
+    """The spec with a candidate's launch (and entry name), or its own sequence of kernels (its
+    porter-kernel lines), and its added params, checked as strictly as the spec itself."""
     parser = _Parser(source=f"{source}: porter-launch", base_dir=spec.base_dir)
     table = dict(directive)
     extra = table.pop("params", [])
+    steps = table.pop("kernels", None)
+    if table and (steps is not None or spec.kernels):
+        raise parser.error(next(iter(table)), "a hot loop of several kernels is declared with porter-kernel lines, "
+                           "one per step (entry, grid, block, shared, args; or zero), not with porter-launch")
     entry = table.pop("entry", spec.entry)
     if not isinstance(entry, str) or not entry or entry.strip() != entry or " " in entry:
         raise parser.error("entry", f"must be a PTX entry name without spaces (got {entry!r})")
@@ -644,20 +784,28 @@ def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spe
     param_parser = _Parser(source=f"{source}: porter-param", base_dir=spec.base_dir)
     for raw in extra:
         key = f"params[{len(params)}]"
-        if raw.get("kind") != "tensormap":
-            raise param_parser.error(f"{key}.kind", "a candidate can add only tensormap params (they are built "
-                                     f"from the spec's buffers, so the contract stays the spec's); got {raw.get('kind')!r}")
+        if raw.get("kind") not in ("tensormap", "scratch"):
+            raise param_parser.error(f"{key}.kind", "a candidate can add only tensormap params (built from the "
+                                     "spec's buffers) and scratch (its own temporaries), so the contract stays the "
+                                     f"spec's; got {raw.get('kind')!r}")
         param = param_parser.param(raw, key, tuple(spec.sizes))
         if any(p.name == param.name for p in params):
             raise param_parser.error(f"{key}.name", f"duplicate param name {param.name!r}")
         params.append(param)
         added.append(param)
     param_parser.tensormap_targets(params, added)
-    changed = replace(spec, entry=entry, launch=launch, params=tuple(params))
+    kernels = spec.kernels
+    if steps is not None:
+        kernels = _Parser(source=source, base_dir=spec.base_dir).kernels(steps, "porter-kernel", tuple(spec.sizes),
+                                                                          params)
+        entry = next(k.entry for k in kernels if k.entry)
+        launch = next(k.launch for k in kernels if k.entry == entry)
+    changed = replace(spec, entry=entry, launch=launch, params=tuple(params), kernels=kernels)
     try:
         changed.validate()
     except InputError as err:  # evaluated against every size set: say whose launch it is
-        raise InputError(f"{source}: porter-launch: {str(err).removeprefix(spec.source + ': ')}") from None
+        what = "porter-kernel" if steps is not None else "porter-launch"
+        raise InputError(f"{source}: {what}: {str(err).removeprefix(spec.source + ': ')}") from None
     return changed
 
 
@@ -718,7 +866,8 @@ class _Parser:
     base_dir: Path
 
     def error(self, key: str, problem: str) -> InputError:
-        return InputError(f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}")
+        message = f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}"
+        return InputError(message.replace("\r", "\\r").replace("\n", "\\n"))  # one line, whatever a key holds
 
     def table(self, value: object, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -751,38 +900,155 @@ class _Parser:
     def spec(self, data: dict[str, Any]) -> Spec:
         self.keys(data, _TOP_KEYS, "", " at the top level")
         kernel = self.table(data.get("kernel", {}), "kernel")
-        self.keys(kernel, ("entry", "description"), "kernel")
-        entry = self.string(kernel, "entry", "kernel")
-        if entry.strip() != entry or " " in entry:
-            raise self.error("kernel.entry", f"must be a PTX entry name without spaces (got {entry!r})")
+        self.keys(kernel, ("entry", "description", "require"), "kernel")
+        sequence = "kernels" in data
+        entry = self.entry_name(kernel.get("entry"), "kernel.entry") if "entry" in kernel or not sequence else ""
         description = self.string(kernel, "description", "kernel", default="")
 
         sizes, known = self.sizes(data.get("sizes", {}))
+        require = self.require(kernel.get("require", []), known)
+        values = self.values(data.get("values", {}), known)
+        valued = known + tuple(v.name for v in values)
+        reference = self.reference(data["reference"]) if "reference" in data else None
         sweep = self.sweep(data.get("sweep", []), known)
-        params = self.params(data.get("params"), known)
+        params = self.params(data.get("params"), known, valued, reference)
+        for v in values:
+            if any(p.name == v.name for p in params):
+                raise self.error(f"values.{v.name}", "is also a param's name: the reference gets both in its args")
         outputs = {p.name: p for p in params if p.is_output}
         if not outputs:
             raise self.error("params", "no out or inout buffer: porter needs an output to check")
-        if "launch" not in data:
+        kernels: tuple[KernelStep, ...] = ()
+        if sequence:
+            if "launch" in data:
+                raise self.error("launch", "give [launch] for one kernel or [[kernels]] for a sequence, not both")
+            kernels = self.kernels(data["kernels"], "kernels", known, params)
+            entries = [k.entry for k in kernels if k.entry]
+            if not entry:
+                entry = entries[0]
+            elif entry not in entries:
+                raise self.error("kernel.entry", f"with [[kernels]], names the hot loop by one of its entries "
+                                 f"({', '.join(entries)}); got {entry!r}")
+            launch = next(k.launch for k in kernels if k.entry == entry)
+            assert launch is not None
+        elif "launch" not in data:
             raise self.error("", "the [launch] table is missing")
+        else:
+            launch = self.launch(data["launch"], known)
         spec = Spec(
             entry=entry,
             description=description,
             sizes=sizes,
             sweep=sweep,
             params=params,
-            launch=self.launch(data["launch"], known),
-            reference=self.reference(data["reference"]) if "reference" in data else None,
+            launch=launch,
+            reference=reference,
             tolerances=self.tolerances(data.get("tolerance", {}), outputs, known),
             cost=self.cost(data["cost"], known) if "cost" in data else None,
             baseline=self.baseline(data["baseline"]) if "baseline" in data else None,
             profile=self.profile(data.get("profile", {})),
             base_dir=self.base_dir,
             source=self.source,
-            inputs_spec=self.inputs(data.get("inputs", {}), params, known),
+            inputs_spec=self.inputs(data.get("inputs", {}), params, known, valued),
+            require=require,
+            values=values,
+            kernels=kernels,
         )
         spec.validate()
         return spec
+
+    def entry_name(self, value: object, key: str) -> str:
+        if value is None:
+            raise self.error("", f"{key} is missing")
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"must be a non-empty string (got {value!r})")
+        if value.strip() != value or " " in value:
+            raise self.error(key, f"must be a PTX entry name without spaces (got {value!r})")
+        return value
+
+    def require(self, raw: object, known: tuple[str, ...]) -> tuple[str, ...]:
+        """``kernel.require``: the size contract, expressions over the sizes (non-zero: holds)."""
+        if not isinstance(raw, list):
+            raise self.error("kernel.require", 'must be an array of expressions, e.g. ["N % 16 == 0", "D == 64"]')
+        for i, rule in enumerate(raw):
+            if not isinstance(rule, str):
+                raise self.error(f"kernel.require[{i}]", f"must be an expression string (got {_toml_type(rule)})")
+            check_symbols(rule, known, where=f"{self.source}: kernel.require[{i}]")
+        return tuple(raw)
+
+    def values(self, raw: object, known: tuple[str, ...]) -> tuple[ValueSpec, ...]:
+        """``[values]``: name = { dtype, value } or { dtype, range = [lo, hi] }, over the sizes."""
+        table = self.table(raw, "values")
+        values = []
+        for name, entry in table.items():
+            key = f"values.{name}"
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise self.error(key, "a value's name must be a name like eps or scale")
+            if name in known:
+                raise self.error(key, "is also a size symbol: a value is not a size")
+            if not isinstance(entry, dict):
+                raise self.error(key, 'must be a table such as { dtype = "f32", value = 1e-5 } or '
+                                 '{ dtype = "f32", range = [0.5, 2.0] }')
+            self.keys(entry, ("dtype", "value", "range"), key)
+            if "dtype" not in entry:
+                raise self.error("", f"{key}.dtype is missing")
+            dtype = parse_dtype(entry["dtype"], f"{self.source}: {key}.dtype")
+            value, span = self.value_or_range(entry, key, known)
+            values.append(ValueSpec(name, dtype, value=value, range=span))
+        return tuple(values)
+
+    def value_or_range(self, table: Mapping[str, Any], key: str,
+                       known: tuple[str, ...]) -> tuple[Expr | None, tuple[Expr, Expr] | None]:
+        """A scalar's or a value's ``value`` (fixed) or ``range = [lo, hi]`` (drawn per case)."""
+        if "value" not in table and "range" not in table:
+            raise self.error("", f"{key}.value is missing")
+        if "value" in table and "range" in table:
+            raise self.error(f"{key}.range", "give value (fixed) or range = [lo, hi] (drawn per case), not both")
+        if "value" in table:
+            return self.expr(table["value"], f"{key}.value", known), None
+        raw = table["range"]
+        if not isinstance(raw, list) or len(raw) != 2:
+            raise self.error(f"{key}.range", f"must be [lo, hi] (got {raw!r})")
+        lo, hi = (self.expr(v, f"{key}.range[{j}]", known) for j, v in enumerate(raw))
+        return None, (lo, hi)
+
+    def kernels(self, raw: object, key: str, known: tuple[str, ...],
+                params: tuple[ParamSpec, ...] | list[ParamSpec]) -> tuple[KernelStep, ...]:
+        """``[[kernels]]``: the hot loop's steps, in order; each a launch of an entry on params by
+        name, or ``zero = [buffers]``."""
+        if not isinstance(raw, list) or not raw:
+            raise self.error(key, "must be a non-empty array of tables, written [[kernels]]")
+        names = {p.name: p for p in params}
+        steps = []
+        for i, entry in enumerate(raw):
+            at = f"{key}[{i}]"
+            table = self.table(entry, at)
+            self.keys(table, _STEP_KEYS, at)
+            if "zero" in table:
+                if len(table) > 1:
+                    raise self.error(f"{at}.zero", "a zero step takes no other key (it launches no kernel)")
+                zero = table["zero"]
+                if not isinstance(zero, list) or not zero:
+                    raise self.error(f"{at}.zero", 'must be a non-empty array of buffer names, e.g. ["dQ"]')
+                for j, name in enumerate(zero):
+                    if not (isinstance(name, str) and name in names and names[name].is_output):
+                        raise self.error(f"{at}.zero[{j}]", f"must name an out or inout buffer (got {name!r})")
+                steps.append(KernelStep(zero=tuple(zero)))
+                continue
+            step_entry = self.entry_name(table.get("entry"), f"{at}.entry")
+            args = table.get("args")
+            if not isinstance(args, list):
+                raise self.error(f"{at}.args", "must be an array of param names, in the order of the entry's PTX params")
+            for j, name in enumerate(args):
+                if not (isinstance(name, str) and name in names):
+                    close = difflib.get_close_matches(str(name), names, n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise self.error(f"{at}.args[{j}]", f"not a param ({hint}params: {', '.join(names)}; got {name!r})")
+            launch = self.launch({k: v for k, v in table.items() if k not in ("entry", "args")}, known, at)
+            steps.append(KernelStep(step_entry, launch, tuple(args)))
+        if not any(s.entry for s in steps):
+            raise self.error(key, "launches no kernel (every step is a zero step)")
+        return tuple(steps)
 
     def sizes(self, raw: object) -> tuple[dict[str, int | str], tuple[str, ...]]:
         table = self.table(raw, "sizes")
@@ -818,7 +1084,8 @@ class _Parser:
             entries.append(dict(table))
         return tuple(entries)
 
-    def params(self, raw: object, known: tuple[str, ...]) -> tuple[ParamSpec, ...]:
+    def params(self, raw: object, known: tuple[str, ...], valued: tuple[str, ...] | None = None,
+               reference: ReferenceSpec | None = None) -> tuple[ParamSpec, ...]:
         if raw is None:
             raise self.error("", "no [[params]]: list every kernel parameter, in order")
         if not isinstance(raw, list) or not raw:
@@ -826,7 +1093,7 @@ class _Parser:
         params: list[ParamSpec] = []
         seen: dict[str, int] = {}
         for i, entry in enumerate(raw):
-            param = self.param(self.table(entry, f"params[{i}]"), f"params[{i}]", known)
+            param = self.param(self.table(entry, f"params[{i}]"), f"params[{i}]", known, valued, reference)
             if param.name in seen:
                 raise self.error(
                     f"params[{i}].name",
@@ -852,7 +1119,11 @@ class _Parser:
                 raise self.error(f"{key}.dims", f"has {len(p.tensormap.dims)} extents but buffer "
                                  f"{target.name!r} has {len(target.shape)} axes")
 
-    def param(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> ParamSpec:
+    def param(self, table: dict[str, Any], key: str, known: tuple[str, ...], valued: tuple[str, ...] | None = None,
+              reference: ReferenceSpec | None = None) -> ParamSpec:
+        """One ``[[params]]`` entry. Shapes, ``ld``, scratch bytes and tensor maps read the sizes
+        (``known``); fills and scalar values also the ``[values]`` (``valued``)."""
+        valued = known if valued is None else valued
         name = self.string(table, "name", key)
         if "kind" not in table:
             raise self.error("", f"{key}.kind is missing (buffer, scalar, scratch or tensormap)")
@@ -868,17 +1139,8 @@ class _Parser:
             raise self.error("", f"{key}.dtype is missing")
         dtype = parse_dtype(table["dtype"], f"{self.source}: {key}.dtype")
         if kind == "scalar":
-            if "value" not in table and "range" not in table:
-                raise self.error("", f"{key}.value is missing")
-            if "value" in table and "range" in table:
-                raise self.error(f"{key}.range", "give value (fixed) or range = [lo, hi] (drawn per case), not both")
-            if "value" in table:
-                return ParamSpec(name, kind, dtype, value=self.expr(table["value"], f"{key}.value", known))
-            raw = table["range"]
-            if not isinstance(raw, list) or len(raw) != 2:
-                raise self.error(f"{key}.range", f"must be [lo, hi] (got {raw!r})")
-            lo, hi = (self.expr(v, f"{key}.range[{j}]", known) for j, v in enumerate(raw))
-            return ParamSpec(name, kind, dtype, range=(lo, hi))
+            value, span = self.value_or_range(table, key, valued)
+            return ParamSpec(name, kind, dtype, value=value, range=span)
 
         if "shape" not in table:
             raise self.error("", f"{key}.shape is missing")
@@ -889,16 +1151,44 @@ class _Parser:
         role = table.get("role", "in")
         if role not in ROLES:
             raise self.error(f"{key}.role", f"must be in, out or inout (got {role!r})")
+        ld = None
+        if "ld" in table:
+            if len(shape) < 2:
+                raise self.error(f"{key}.ld", "pads rows: it needs a shape of 2 or more axes")
+            ld = self.expr(table["ld"], f"{key}.ld", known)
+        deterministic = table.get("deterministic", True)
+        if not isinstance(deterministic, bool):
+            raise self.error(f"{key}.deterministic", f"must be true or false (got {deterministic!r})")
+        if not deterministic and (role == "in" or not dtype.is_float):
+            raise self.error(f"{key}.deterministic", "false is for float outputs accumulated in no fixed order "
+                             "(atomics); integer sums and inputs are the same in any order")
+        derive = None
         fill = None
-        if role == "out":
+        if "derive" in table:
+            if role != "in":
+                raise self.error(f"{key}.derive", "derives an input: the param's role must be in")
+            if "fill" in table:
+                raise self.error(f"{key}.fill", "a derived input is computed by its derive function, not filled")
+            derive = self.derive(table["derive"], f"{key}.derive", reference)
+        elif role == "out":
             if "fill" in table:
                 raise self.error(
                     f"{key}.fill",
                     'out buffers are poisoned, not filled; use role = "inout" to pass initial values',
                 )
         else:
-            fill = self.fill(table.get("fill"), dtype, f"{key}.fill", known)
-        return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill)
+            fill = self.fill(table.get("fill"), dtype, f"{key}.fill", valued)
+        return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill, ld=ld, derive=derive,
+                         deterministic=deterministic)
+
+    def derive(self, raw: object, key: str, reference: ReferenceSpec | None) -> CallableRef:
+        """``"FILE.py:FUNCTION"``, or a function of the ``[reference] python`` file by its name."""
+        if isinstance(raw, str) and raw.isidentifier():
+            if reference is None or reference.callable is None:
+                raise self.error(key, f"{raw!r} names a function of [reference] python, which this spec has not; "
+                                 'write "FILE.py:FUNCTION"')
+            return CallableRef(reference.callable.path, raw)
+        return self.callable_ref(raw, key)
 
     def tensormap(self, table: dict[str, Any], key: str, known: tuple[str, ...]) -> TensorMapSpec:
         tensor = self.string(table, "tensor", key)
@@ -958,17 +1248,17 @@ class _Parser:
         check_symbols(text, known, where=where)
         return text if free_symbols(text) else evaluate(text, {}, where=where)
 
-    def launch(self, raw: object, known: tuple[str, ...]) -> LaunchSpec:
-        table = self.table(raw, "launch")
-        self.keys(table, ("grid", "block", "shared", "cluster"), "launch")
+    def launch(self, raw: object, known: tuple[str, ...], key: str = "launch") -> LaunchSpec:
+        table = self.table(raw, key)
+        self.keys(table, ("grid", "block", "shared", "cluster"), key)
         for name in ("grid", "block"):
             if name not in table:
-                raise self.error("", f"launch.{name} is missing")
-        cluster = self.dims(table["cluster"], "launch.cluster", known) if "cluster" in table else None
+                raise self.error("", f"{key}.{name} is missing")
+        cluster = self.dims(table["cluster"], f"{key}.cluster", known) if "cluster" in table else None
         return LaunchSpec(
-            grid=self.dims(table["grid"], "launch.grid", known),
-            block=self.dims(table["block"], "launch.block", known),
-            shared=self.expr(table.get("shared", 0), "launch.shared", known),
+            grid=self.dims(table["grid"], f"{key}.grid", known),
+            block=self.dims(table["block"], f"{key}.block", known),
+            shared=self.expr(table.get("shared", 0), f"{key}.shared", known),
             cluster=cluster,
         )
 
@@ -1054,7 +1344,8 @@ class _Parser:
             raise self.error("cost.native_share", f"must be a share from 0 to 1 (got {share!r})")
         return CostSpec(flops, nbytes, approximate, share)
 
-    def inputs(self, raw: object, params: tuple[ParamSpec, ...], known: tuple[str, ...]) -> InputsSpec:
+    def inputs(self, raw: object, params: tuple[ParamSpec, ...], known: tuple[str, ...],
+               valued: tuple[str, ...] | None = None) -> InputsSpec:
         table = self.table(raw, "inputs")
         self.keys(table, ("wide", "cases", "unannounced"), "inputs")
         unannounced = table.get("unannounced", True)
@@ -1066,7 +1357,7 @@ class _Parser:
         raw_cases = table.get("cases", [])
         if not isinstance(raw_cases, list):
             raise self.error("inputs.cases", "must be an array of tables, written [[inputs.cases]]")
-        inputs = {p.name: p for p in params if p.is_input}
+        inputs = {p.name: p for p in params if p.is_input and p.derive is None}
         cases: list[ValueCase] = []
         for i, entry in enumerate(raw_cases):
             key = f"inputs.cases[{i}]"
@@ -1082,7 +1373,7 @@ class _Parser:
                     raise self.error(f"{key}.fill.{pname}", f"not an input buffer (inputs: {', '.join(inputs)})")
                 dtype = inputs[pname].dtype
                 assert dtype is not None
-                fills[pname] = self.fill(text, dtype, f"{key}.fill.{pname}", known)
+                fills[pname] = self.fill(text, dtype, f"{key}.fill.{pname}", valued or known)
             if not fills:
                 raise self.error(f"{key}.fill", "give at least one input's fill, e.g. { x = \"uniform(-100, 100)\" }")
             at = self.table(case.get("at", {}), f"{key}.at")
@@ -1137,12 +1428,35 @@ def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
     problems = []
     if entry.name != spec.entry:
         problems.append(f"the spec's kernel.entry is {spec.entry!r} but the PTX entry is {entry.name!r}")
-    signature = spec.param_signature()
-    if len(signature) != len(entry.params):
-        problems.append(
-            f"the spec lists {len(signature)} params but .entry {entry.name} has {len(entry.params)}"
-        )
-    for i, ((name, kind, dtype), ptx) in enumerate(zip(signature, entry.params, strict=False)):
+    return problems + _param_problems(list(spec.params), entry, "params", "the spec lists")
+
+
+def check_against_module(spec: Spec, module: PtxModule) -> list[str]:
+    """:func:`check_against_entry` for every kernel of the hot loop: each step's entry is in the
+    module and takes the step's ``args``, in order."""
+    if not spec.kernels:
+        return check_against_entry(spec, module.entry(spec.entry))
+    problems = []
+    names = ", ".join(e.name for e in module.kernels) or "none"
+    for i, step in enumerate(spec.kernels):
+        if not step.entry:
+            continue
+        try:
+            entry = module.entry(step.entry)
+        except KeyError:
+            problems.append(f"kernels[{i}]: no .entry {step.entry!r} in the module (entries: {names})")
+            continue
+        params = [spec.param(name) for name in step.args]
+        problems += _param_problems(params, entry, f"kernels[{i}].args", f"kernels[{i}] passes")
+    return problems
+
+
+def _param_problems(params: list[ParamSpec], entry: Entry, key: str, listing: str) -> list[str]:
+    problems = []
+    if len(params) != len(entry.params):
+        problems.append(f"{listing} {len(params)} params but .entry {entry.name} has {len(entry.params)}")
+    for i, (p, ptx) in enumerate(zip(params, entry.params, strict=False)):
+        name, kind, dtype = p.name, p.kind, p.dtype
         width = (dtype.itemsize if kind == "scalar" and dtype is not None
                  else TENSORMAP_BYTES if kind == "tensormap" else POINTER_BYTES)
         ptx_text = f"{ptx.type}[{ptx.array_size}]" if ptx.array_size else ptx.type
@@ -1151,16 +1465,16 @@ def check_against_entry(spec: Spec, entry: Entry) -> list[str]:
         spec_float = kind == "scalar" and dtype is not None and dtype.is_float
         if ptx.size_bytes != width:
             problems.append(
-                f"params[{i}] {name!r}: {_describe(kind, dtype)} of {width} bytes, but PTX param "
+                f"{key}[{i}] {name!r}: {_describe(kind, dtype)} of {width} bytes, but PTX param "
                 f"{ptx.name} is {ptx_text} ({ptx.size_bytes} bytes)"
             )
         elif (ptx_float and not spec_float) or (ptx_int and spec_float):
             problems.append(
-                f"params[{i}] {name!r}: {_describe(kind, dtype)}, but PTX param {ptx.name} is {ptx_text}"
+                f"{key}[{i}] {name!r}: {_describe(kind, dtype)}, but PTX param {ptx.name} is {ptx_text}"
             )
         elif kind == "tensormap" and (ptx.align or 1) < 64:
             problems.append(
-                f"params[{i}] {name!r}: a tensor map must be 64-byte aligned "
+                f"{key}[{i}] {name!r}: a tensor map must be 64-byte aligned "
                 f"(.param .align 64 .b8 {ptx.name}[128]), but PTX param {ptx.name} has align {ptx.align or 1}"
             )
     return problems

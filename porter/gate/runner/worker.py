@@ -18,15 +18,15 @@ memory. Timed launches are digested, so that what was timed can be held to what 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from porter.gate.usercode import load_callable
 
 GUARD_BYTES = 64 * 1024
 SCRUB = 0x3C
@@ -119,11 +119,6 @@ class DeviceBuffer:
         if self.nbytes:
             self.data[...] = device_bytes
 
-    def poison(self, bits: int, itemsize: int) -> None:
-        if self.nbytes:
-            word = {1: self.cp.uint8, 2: self.cp.uint16, 4: self.cp.uint32, 8: self.cp.uint64}[itemsize]
-            self.data.view(word).fill(bits)
-
     def download(self) -> np.ndarray:
         """The data, as host bytes."""
         return self.data.get()
@@ -149,22 +144,6 @@ class DeviceBuffer:
             self.data = self.raw = None
             self._fence.free()
             self._fence = None
-
-
-def _load_callable(path: str, function: str) -> Any:
-    module_name = "porter_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise RuntimeError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    fn = getattr(module, function, None)
-    if fn is None:
-        raise RuntimeError(f"{path} has no function {function!r}")
-    return fn
 
 
 _SUPPORT_SOURCE = r"""
@@ -193,20 +172,22 @@ extern "C" __global__ void porter_digest(const unsigned char* data, unsigned lon
 """
 
 
-class LoadedKernel:
-    """A candidate's function with its module's ``.global`` variables and their load-time images.
+class LoadedModule:
+    """A candidate's module: its kernels by entry, its ``.global`` variables and their load-time images.
 
     Across the cases of a check the globals carry over, as across the calls of a real program:
     a kernel that latches the first case's scalars or counts its launches goes wrong in a later
     case. :meth:`restore` puts them back as they were when the module loaded: at the start of
     each check (so checks are reproducible) and before every timed launch (so nothing a kernel
-    remembered, a cache of results above all, is timed).
+    remembered, a cache of results above all, is timed). The kernels of a hot loop of several
+    share one module, and so its globals, as in the program.
     """
 
-    def __init__(self, cp: Any, module: Any, entry: str, cubin: bytes) -> None:
+    def __init__(self, cp: Any, module: Any, cubin: bytes) -> None:
         from porter.gate.runner.cubin import module_globals
 
-        self.fn = module.get_function(entry)
+        self.module = module
+        self._functions: dict[str, tuple[Any, int]] = {}  # entry -> (function, opt-in shared bytes)
         self.globals: list[tuple[Any, Any]] = []
         for var in module_globals(cubin):
             if var.size <= 0:
@@ -214,12 +195,22 @@ class LoadedKernel:
             view = cp.ndarray((var.size,), dtype=cp.uint8, memptr=module.get_global(var.name))
             self.globals.append((view, view.copy()))
 
+    def function(self, entry: str, shared: int) -> Any:
+        """The kernel ``entry``, allowed ``shared`` bytes of dynamic shared memory (asked of the
+        driver once: a hot loop's launches follow each other without a query between them)."""
+        fn, allowed = self._functions.get(entry, (None, 48 * 1024))
+        if fn is None:
+            fn = self.module.get_function(entry)
+        if shared > allowed:
+            if fn.max_dynamic_shared_size_bytes < shared:
+                fn.max_dynamic_shared_size_bytes = shared
+            allowed = shared
+        self._functions[entry] = (fn, allowed)
+        return fn
+
     def restore(self) -> None:
         for view, image in self.globals:
             view[...] = image
-
-    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared: int) -> None:
-        self.fn(grid, block, args, shared_mem=shared)
 
 
 class WorkerState:
@@ -227,7 +218,7 @@ class WorkerState:
 
     def __init__(self, cp: Any, *, fenced: bool = True) -> None:
         self.cp = cp
-        self.kernels: dict[tuple[str, str], LoadedKernel] = {}
+        self.modules: dict[str, LoadedModule] = {}
         self.specs: dict[str, Any] = {}
         self.references: dict[tuple, dict[str, np.ndarray]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-"))
@@ -283,18 +274,14 @@ class WorkerState:
         spec = self.specs[key]
         return with_launch(spec, launch, source="candidate") if launch else spec
 
-    def kernel(self, cubin: bytes, entry: str, shared: int) -> LoadedKernel:
+    def module(self, cubin: bytes) -> LoadedModule:
+        """The module of ``cubin``, loaded once per worker."""
         digest = hashlib.sha256(cubin).hexdigest()
-        key = (digest, entry)
-        if key not in self.kernels:
+        if digest not in self.modules:
             path = self.tmp / f"{digest}.cubin"
             path.write_bytes(cubin)
-            module = self.cp.RawModule(path=str(path))
-            self.kernels[key] = LoadedKernel(self.cp, module, entry, cubin)
-        loaded = self.kernels[key]
-        if shared > 48 * 1024 and loaded.fn.max_dynamic_shared_size_bytes < shared:
-            loaded.fn.max_dynamic_shared_size_bytes = shared
-        return loaded
+            self.modules[digest] = LoadedModule(self.cp, self.cp.RawModule(path=str(path)), cubin)
+        return self.modules[digest]
 
     def flush_buffer(self) -> Any:
         """A buffer twice the L2's size: writing it evicts whatever the last launch left cached."""
@@ -358,58 +345,75 @@ def _scalar_arg(dtype: Any, value: float | int) -> Any:
 
 
 class Launch:
-    """The buffers and arguments of one launch on one size set, and the state before each launch.
+    """The buffers and arguments of one run of the hot loop on one size set (one kernel, or the
+    spec's sequence of kernels and zero steps), and the state before each run.
 
-    ``seed`` drives everything random around the inputs: guard patterns, the outputs' random
-    initial contents and the scratch contents (the inputs themselves come with ``host_args``).
+    ``seed`` drives everything random around the inputs: guard patterns, the padding of padded
+    buffers, the outputs' random initial contents and the scratch contents (the inputs themselves
+    come with ``host_args``).
     """
 
     def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
                  seed: int, guard: int = GUARD_BYTES) -> None:
         """``guard=0`` gives exact-size plain allocations, for compute-sanitizer's bounds checks."""
         from porter.gate.inputs import GUARDS, stream
+        from porter.gate.runner.padding import Padding
 
         cp = state.cp
         self.state, self.spec, self.sizes, self.seed = state, spec, sizes, seed
         self.buffers: dict[str, DeviceBuffer] = {}
+        self.padding: dict[str, Padding] = {}
+        self.held: dict[str, Any] = {}  # nondeterministic outputs held to the reference (see hold)
         self._pristine: dict[str, Any] = {}
+        self._tables: dict[str, Any] = {}
         fenced = state.fenced and guard > 0
         for index, p in enumerate(spec.params):  # buffers first: a tensormap may describe a buffer listed after it
-            nbytes = (int(np.prod(spec.shape(p, sizes), dtype=np.int64)) * p.dtype.itemsize if p.kind == "buffer"
-                      else spec.scratch_bytes(p, sizes) if p.kind == "scratch" else 0)
+            nbytes = 0
+            if p.kind == "buffer":
+                memory = spec.memory_shape(p, sizes)
+                nbytes = int(np.prod(memory, dtype=np.int64)) * p.dtype.itemsize
+                padding = Padding.of(memory, spec.shape(p, sizes), p.dtype.itemsize)
+                if padding is not None:
+                    self.padding[p.name] = padding
+                    rng = stream(seed, GUARDS, sizes, index, "padding")
+                    pattern = rng.integers(0, 256, nbytes, dtype=np.uint8)
+                    self._pristine[f"padding:{p.name}"] = (pattern, cp.asarray(pattern))
+            elif p.kind == "scratch":
+                nbytes = spec.scratch_bytes(p, sizes)
             if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
                 self.buffers[p.name] = DeviceBuffer(cp, nbytes, guard, stream(seed, GUARDS, sizes, index), fenced=fenced,
                                                     read_only=p.kind == "buffer" and p.role == "in")
-        self.grid, self.block, self.shared, _cluster = spec.launch_dims(sizes)
+        self.steps = spec.sequence()
+        self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
         self.rebind(host_args)
 
     def rebind(self, host_args: dict[str, Any]) -> None:
         """New inputs and scalars in the same buffers: the next case of the same sizes runs where
         the last one ran, as a program calls a kernel again and again on new data."""
         self.host_args = host_args
-        self._pristine = {k: v for k, v in self._pristine.items() if k.startswith(("initial:", "scratch:"))}
-        self.args: list[Any] = []
+        self._pristine = {k: v for k, v in self._pristine.items()
+                          if k.startswith(("initial:", "scratch:", "padding:"))}
+        args: dict[str, Any] = {}
         for p in self.spec.params:
             if p.kind in ("buffer", "scratch"):
                 buf = self.buffers.get(p.name)
-                self.args.append(np.uint64(buf.kernel_ptr if buf is not None else 0))
+                args[p.name] = np.uint64(buf.kernel_ptr if buf is not None else 0)
             elif p.kind == "tensormap":
                 from porter.gate.runner.tensormap import encode_tiled
 
                 target = self.spec.param(p.tensormap.tensor)
-                self.args.append(encode_tiled(self.buffers[target.name].kernel_ptr, target.dtype.name,
-                                              target.dtype.itemsize, self.spec.tensormap_geometry(p, self.sizes)))
+                args[p.name] = encode_tiled(self.buffers[target.name].kernel_ptr, target.dtype.name,
+                                            target.dtype.itemsize, self.spec.tensormap_geometry(p, self.sizes))
             else:
-                self.args.append(_scalar_arg(p.dtype, host_args[p.name]))
+                args[p.name] = _scalar_arg(p.dtype, host_args[p.name])
+        self.args = [tuple(args[name] for name in step.args) for step in self.steps]
 
     def reset(self, initial: str = "poison") -> None:
         """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
-        INITIAL_STATES), scratch random, every SM's shared memory overwritten. Guard bands are
-        written once and checked after each launch. The module's globals are left as the last
-        launch left them, as in a program (a timed launch restores them first: see job_time)."""
-        from porter.gate.inputs import INITIAL, stream
-
-        cp = self.state.cp
+        INITIAL_STATES), the padding of padded buffers to its pattern, scratch random, every SM's
+        shared memory overwritten. Guard bands are written once and checked after each launch.
+        The module's globals are left as the last launch left them, as in a program (a timed
+        launch restores them first: see job_time)."""
         for index, p in enumerate(self.spec.params):
             buf = self.buffers.get(p.name)
             if buf is None:
@@ -417,20 +421,41 @@ class Launch:
             if p.kind == "scratch":
                 buf.copy_from(self._device_pattern(p.name, index, buf.nbytes))
             elif p.role == "out":
-                if initial == "poison":
-                    buf.poison(p.dtype.poison_bits, p.dtype.itemsize)
-                else:
-                    key = f"initial:{p.name}:{initial}"
-                    if key not in self._pristine:
-                        rng = stream(self.seed, INITIAL, self.sizes, index, initial)
-                        self._pristine[key] = random_finite(cp, p.dtype, buf.nbytes, int(rng.integers(2**62)))
-                    buf.copy_from(self._pristine[key])
+                buf.copy_from(self._initial(p, index, initial))
             else:
                 if p.name not in self._pristine:
-                    host = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
-                    self._pristine[p.name] = cp.asarray(host)
+                    self._pristine[p.name] = self.state.cp.asarray(self._input_image(p))
                 buf.copy_from(self._pristine[p.name])
         self.state.scrub_shared()
+
+    def _initial(self, p: Any, index: int, initial: str) -> Any:
+        """An output's whole buffer before a launch: the view poisoned or random, the padding its pattern."""
+        from porter.gate.inputs import INITIAL, stream
+
+        cp = self.state.cp
+        key = f"initial:{p.name}:{initial}"
+        if key not in self._pristine:
+            padding = self.padding.get(p.name)
+            nbytes = padding.view_bytes if padding is not None else self.buffers[p.name].nbytes
+            if initial == "poison":
+                word = {1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[p.dtype.itemsize]
+                view = cp.empty(nbytes, dtype=cp.uint8)
+                view.view(word).fill(p.dtype.poison_bits)
+            else:
+                rng = stream(self.seed, INITIAL, self.sizes, index, initial)
+                view = random_finite(cp, p.dtype, nbytes, int(rng.integers(2**62)))
+            if padding is not None:
+                view = padding.image(cp, view, self._pristine[f"padding:{p.name}"][1])
+            self._pristine[key] = view
+        return self._pristine[key]
+
+    def _input_image(self, p: Any) -> np.ndarray:
+        """An input's whole buffer as host bytes: its values, in the padding's pattern if padded."""
+        host = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+        padding = self.padding.get(p.name)
+        if padding is None:
+            return host
+        return padding.image(np, host, self._pristine[f"padding:{p.name}"][0])
 
     def _device_pattern(self, name: str, index: int, nbytes: int) -> Any:
         from porter.gate.inputs import INITIAL, stream
@@ -441,19 +466,66 @@ class Launch:
             self._pristine[key] = self.state.cp.asarray(rng.integers(0, 256, nbytes, dtype=np.uint8))
         return self._pristine[key]
 
-    def run(self, kernel: LoadedKernel) -> None:
-        kernel(tuple(self.grid), tuple(self.block), tuple(self.args), int(self.shared))
+    def run(self, module: LoadedModule) -> None:
+        """One run of the hot loop: every step in order, with nothing between them (no sync, no
+        reset), as the program runs them."""
+        for step, dims, args in zip(self.steps, self.dims, self.args, strict=True):
+            if dims is None:
+                for name in step.zero:
+                    self._zero(name)
+                continue
+            fn = module.function(step.entry, dims.shared)
+            fn(tuple(dims.grid), tuple(dims.block), args, shared_mem=int(dims.shared))
+
+    def _zero(self, name: str) -> None:
+        buf = self.buffers[name]
+        padding = self.padding.get(name)
+        if padding is None:
+            buf.data.fill(0)
+        else:
+            padding.fill_view(buf.data, 0)
 
     def guard_problems(self) -> list[str]:
-        return [problem for name, buf in self.buffers.items() if (problem := buf.guard_violation(name))]
+        """Writes into the guard bands, and into the padding of padded buffers, described."""
+        problems = [problem for name, buf in self.buffers.items() if (problem := buf.guard_violation(name))]
+        for name, padding in self.padding.items():
+            changed = padding.changes(self.state.cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1],
+                                      name, self.spec.memory_shape(name, self.sizes)[-1])
+            if changed:
+                problems.append(changed)
+        return problems
+
+    def hold(self, reference: dict[str, np.ndarray]) -> None:
+        """Hold the nondeterministic outputs to ``reference`` (see :mod:`porter.gate.runner.hold`)
+        from now on: their digest slots get the count of elements outside the tolerance."""
+        from porter.gate.runner.hold import HeldOutput
+
+        cp = self.state.cp
+        for p in self.spec.outputs:
+            if not p.deterministic:
+                atol, rtol = self.spec.tolerance(p.name, self.sizes)
+                ref = cp.asarray(np.asarray(reference[p.name], dtype=np.float64).reshape(-1))
+                self.held[p.name] = HeldOutput(ref, atol, rtol)
 
     def digest_outputs(self, out: Any, first_slot: int) -> None:
-        """Digest each output into consecutive slots of ``out``, from ``first_slot``."""
+        """One number per output into consecutive slots of ``out``, from ``first_slot``: the
+        digest of its buffer, or for a nondeterministic output the count of its elements outside
+        the tolerance of the reference it is held to (0 when it is held to none)."""
+        from porter.gate.runner.hold import decode
+
+        cp = self.state.cp
         for k, p in enumerate(self.spec.outputs):
-            self.state.digest(self.buffers[p.name].data, out, first_slot + k)
+            buf = self.buffers[p.name]
+            if p.deterministic:
+                self.state.digest(buf.data, out, first_slot + k)
+            elif p.name in self.held:
+                padding = self.padding.get(p.name)
+                raw = padding.view(cp, buf.data) if padding is not None else buf.data
+                count = self.held[p.name].outside(cp, decode(cp, raw, p.dtype, self._tables))
+                out[first_slot + k: first_slot + k + 1] = count.astype(cp.uint64)
 
     def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
-        """Outputs (host), guard violations, and inputs that the kernel modified."""
+        """Outputs (host, the view of padded ones), guard violations, and inputs that the kernel modified."""
         outputs: dict[str, np.ndarray] = {}
         modified: list[str] = []
         guards = self.guard_problems()
@@ -463,13 +535,14 @@ class Launch:
                 continue
             data = buf.download()
             if p.role == "in":
-                expected = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+                expected = self._input_image(p)
                 changed = np.flatnonzero(data != expected)
                 if changed.size:
                     modified.append(f"{p.name}: {changed.size} bytes changed (first at byte {changed[0]})")
             else:
-                shape = self.spec.shape(p, self.sizes)
-                outputs[p.name] = data.view(p.dtype.numpy).reshape(shape).copy()
+                padding = self.padding.get(p.name)
+                view = padding.view(np, data) if padding is not None else data
+                outputs[p.name] = view.view(p.dtype.numpy).reshape(self.spec.shape(p, self.sizes)).copy()
         return outputs, guards, modified
 
     def release(self) -> None:
@@ -505,18 +578,18 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
         return state.references[key]
     kind = reference["kind"]
     if kind == "python":
-        fn = _load_callable(reference["path"], reference["function"])
+        fn = load_callable(reference["path"], reference["function"])
         inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
         result = fn(inputs, dict(sizes))
         outs = {p.name: _reference_array(result, p) for p in spec.outputs}
     elif kind == "source":
         if reference.get("launch"):  # a source that is itself a port declares its own launch
             spec = state.spec(str(spec.path), reference["launch"])
-        kernel = state.kernel(reference["cubin"], reference["entry"], spec.launch_dims(sizes)[2])
+        module = state.module(reference["cubin"])
         launch = Launch(state, spec, sizes, host_args, seed)
         try:
             launch.reset()
-            launch.run(kernel)
+            launch.run(module)
             state.cp.cuda.Device().synchronize()
             outs, guards, modified = launch.collect()
         finally:
@@ -537,19 +610,23 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
 def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int], seed: int,
              reference: dict[str, Any], values: str = "", initials: tuple[str, ...] = INITIAL_STATES,
              launch: dict[str, Any] | None = None, first: bool = False) -> dict[str, Any]:
-    """One case of the sweep: launch the candidate once per initial output state on the same
-    fresh inputs, each launch from a fully restored state (see ``Launch.reset``).
+    """One case of the sweep: run the candidate's hot loop once per initial output state on the
+    same fresh inputs, each run from a fully restored state (see ``Launch.reset``).
 
-    ``launch`` is the candidate's own launch directive; the reference (a source kernel included)
-    always runs with the spec's own launch; ``first`` marks a check's first case. The reply carries each run's outputs, the digests of
-    the first run's outputs (which timed launches must reproduce) and the memory-safety findings.
+    ``launch`` is the candidate's own launch directive (or its own sequence of kernels); the
+    reference (a source kernel included) always runs with the spec's own launch; ``first`` marks
+    a check's first case. ``entry`` is the candidate's entry as the caller read it; the kernels
+    run are those of the spec with the directive applied. The reply carries each run's outputs,
+    the digests of the first run's outputs (which timed launches must reproduce; 0 for an output
+    declared nondeterministic, which the caller compares with the reference instead) and the
+    memory-safety findings.
     """
     source_spec = state.spec(spec_path)
     spec = state.spec(spec_path, launch)
     host_args = state.inputs(spec, sizes, seed, values)
-    kernel = state.kernel(cubin, entry, spec.launch_dims(sizes)[2])
+    module = state.module(cubin)
     if first:  # a check starts from the module as loaded, whatever an earlier check left in it
-        kernel.restore()
+        module.restore()
     candidate = state.case_launch(spec, sizes, host_args, seed, (cubin, entry, repr(launch)))
     per_run: list[dict[str, np.ndarray]] = []
     guards: list[str] = []
@@ -560,7 +637,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
         for k, initial in enumerate(initials):
             candidate.reset(initial)
             try:
-                candidate.run(kernel)
+                candidate.run(module)
                 state.cp.cuda.Device().synchronize()
             except Exception as err:
                 if k == 0:
@@ -594,21 +671,23 @@ def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) ->
     views: dict[str, Any] = {}
     for p in spec.params:
         if p.kind == "buffer":
-            shape = spec.shape(p, sizes)
+            shape = tuple(spec.shape(p, sizes))
             try:
                 dtype = cp.dtype(p.dtype.numpy)
                 cp.empty(0, dtype=dtype)
             except Exception:  # bf16 / fp8: CuPy has no such dtype; hand over the raw bits
                 dtype = {1: cp.uint8, 2: cp.uint16}[p.dtype.itemsize]
-            views[p.name] = launch.buffers[p.name].data.view(dtype).reshape(shape)
+            memory = launch.buffers[p.name].data.view(dtype).reshape(spec.memory_shape(p, sizes))
+            views[p.name] = memory[..., : shape[-1]] if memory.shape != shape else memory
         elif p.kind == "scalar":
             views[p.name] = launch.host_args[p.name]
+    views.update({v.name: launch.host_args[v.name] for v in spec.values})
     return views
 
 
 def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed: int,
              contenders: list[dict[str, Any]], budget_s: float = 2.0, max_reps: int = 200,
-             min_reps: int = 10) -> dict[str, Any]:
+             min_reps: int = 10, reference: dict[str, Any] | None = None) -> dict[str, Any]:
     """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
 
     Interleaving makes ratios between contenders survive clock and thermal drift. Every timed
@@ -616,28 +695,34 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
     inputs and module globals restored, shared memory overwritten: all outside the timed events),
     and a kernel contender's outputs are digested after every launch, so the caller can hold each
     timed launch to the outputs that were verified. Then the candidate runs a repeat phase (see
-    below), and the guard bands are checked.
+    below), and the guard bands are checked. A contender's launch is one run of its hot loop,
+    every kernel of a sequence inside the timed events. With ``reference`` (the case's, as the
+    case job had it), the candidate's nondeterministic outputs are held to it (see
+    :mod:`porter.gate.runner.hold`).
     """
     cp = state.cp
     state.drop_case_launch()
     spec = state.spec(spec_path)
     host_args = state.inputs(spec, sizes, seed)
     flush = state.flush_buffer()
-    steps: list[tuple[Launch, LoadedKernel | None, Any]] = []
+    steps: list[tuple[Launch, LoadedModule | None, Any]] = []
     launches: list[Launch] = []
     try:
         for c in contenders:
             launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args, seed)
             launches.append(launch)
             if c["kind"] == "kernel":
-                kernel = state.kernel(c["cubin"], c["entry"], launch.shared)
-                steps.append((launch, kernel, lambda launch=launch, kernel=kernel: launch.run(kernel)))
+                module = state.module(c["cubin"])
+                steps.append((launch, module, lambda launch=launch, module=module: launch.run(module)))
             else:
-                fn = _load_callable(c["path"], c["function"])
+                fn = load_callable(c["path"], c["function"])
                 views = _baseline_args(cp, spec, sizes, launch)
                 steps.append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
 
-        def prepare(launch: Launch, kernel: LoadedKernel | None) -> None:
+        if reference is not None and any(not p.deterministic for p in spec.outputs):
+            launches[0].hold(_reference(state, spec, sizes, seed, "", host_args, reference))
+
+        def prepare(launch: Launch, kernel: LoadedModule | None) -> None:
             # Module globals back to their load-time image: nothing a kernel remembered (a cache
             # of results, a launch count) survives into a timed launch.
             if kernel is not None:

@@ -1,0 +1,46 @@
+"""Outputs declared nondeterministic (``deterministic = false``), held to the reference on the GPU.
+
+An output accumulated with atomics differs in its last bits from launch to launch, so a timed
+launch cannot be held to the verified one by a digest. It is held to the reference instead: after
+every timed (and repeated) launch, the elements outside the spec's tolerance are counted on the
+GPU, and that count, which must be 0, takes the output's digest slot. A kernel that skips work on
+a later launch is caught as surely as by a digest; only the last bits are free.
+
+The functions take the array module (``xp``: CuPy in the worker, NumPy in the tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from porter.gate.compare import within_tolerance
+
+
+def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
+    """Contiguous bytes of a float dtype as float64 values (8- and 16-bit floats through a table
+    of every bit pattern, since CuPy has no bfloat16 or fp8; ``tables`` caches them)."""
+    if dtype.itemsize >= 4:
+        return raw.view(dtype.numpy).astype(xp.float64)
+    words = {1: np.uint8, 2: np.uint16}[dtype.itemsize]
+    if dtype.name not in tables:
+        every = np.arange(2 ** (8 * dtype.itemsize), dtype=np.int64).astype(words)
+        with np.errstate(invalid="ignore"):  # the NaN patterns stay NaN
+            tables[dtype.name] = xp.asarray(every.view(dtype.numpy).astype(np.float64))
+    return tables[dtype.name][raw.view(words).astype(xp.int32)]
+
+
+@dataclass(frozen=True)
+class HeldOutput:
+    """The reference of one output (float64, flat, on the device) and its tolerance there."""
+
+    reference: Any
+    atol: float
+    rtol: float
+
+    def outside(self, xp: Any, values: Any) -> Any:
+        """How many of ``values`` (float64, flat) are outside the tolerance: a 0-d device array."""
+        ok = within_tolerance(xp, values, self.reference, self.atol, self.rtol)
+        return xp.count_nonzero(~ok)

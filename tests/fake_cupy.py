@@ -1,0 +1,138 @@
+"""A stand-in for CuPy on the CPU, for tests of the GPU worker's bookkeeping where no GPU is.
+
+Device arrays are NumPy arrays with CuPy's ``get``/``set`` and a ``data.ptr`` (their host
+address); kernels are Python functions registered by entry name (:func:`module_with`), which reach
+the buffers they are handed as pointers through :func:`at`. porter's own support kernels (the
+shared-memory scrub, the digest) are played here too. What this cannot show (the driver, real
+kernels, timing) the ``gpu`` tests show on the H200; what it shows is that the worker puts the
+right bytes in the right places: initial states, padding, zero steps, sequences, digests, held
+outputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+__version__ = "fake"
+
+
+class ndarray(np.ndarray):  # CuPy's name
+    @property
+    def data(self) -> Any:  # type: ignore[override]
+        return SimpleNamespace(ptr=self.__array_interface__["data"][0])
+
+    def get(self) -> np.ndarray:
+        return np.array(self).view(np.ndarray)
+
+    def set(self, host: np.ndarray) -> None:
+        self[...] = np.asarray(host).reshape(self.shape)
+
+
+def _device(a: Any) -> ndarray:
+    return np.asarray(a).view(ndarray)
+
+
+def asarray(a: Any, dtype: Any = None) -> ndarray:
+    return _device(np.array(a, dtype=dtype))
+
+
+def empty(shape: Any, dtype: Any = float) -> ndarray:
+    return _device(np.empty(shape, dtype=dtype))
+
+
+def zeros(shape: Any, dtype: Any = float) -> ndarray:
+    return _device(np.zeros(shape, dtype=dtype))
+
+
+def ascontiguousarray(a: Any) -> ndarray:
+    return _device(np.ascontiguousarray(a))
+
+
+flatnonzero, count_nonzero = np.flatnonzero, np.count_nonzero
+abs, isnan, isfinite, dtype = np.abs, np.isnan, np.isfinite, np.dtype  # CuPy's names
+uint8, uint16, uint32, uint64, int32 = np.uint8, np.uint16, np.uint32, np.uint64, np.int32
+float16, float32, float64 = np.float16, np.float32, np.float64
+
+
+class _RandomState:
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.RandomState(seed % 2**32)
+
+    def randint(self, lo: int, hi: int, size: int, dtype: Any) -> ndarray:
+        return _device(self.rng.randint(lo, hi, size=size).astype(dtype))
+
+
+random = SimpleNamespace(RandomState=_RandomState)
+
+
+def at(pointer: int, count: int, dtype: Any) -> np.ndarray:
+    """The ``count`` elements of ``dtype`` a kernel's pointer argument points at."""
+    nbytes = count * np.dtype(dtype).itemsize
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(int(pointer)))[:nbytes]
+    return raw.view(dtype)
+
+
+class _Function:
+    def __init__(self, body: Callable[..., None]) -> None:
+        self.body = body
+        self.max_dynamic_shared_size_bytes = 48 * 1024
+        self.launches = 0
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...],
+                 shared_mem: int = 0) -> None:
+        self.launches += 1
+        self.body(grid, block, *args)
+
+
+def _scrub(grid: Any, block: Any, *args: Any) -> None:
+    pass
+
+
+def _digest(grid: Any, block: Any, data: Any, n: Any, out: Any, slot: Any) -> None:
+    word = int.from_bytes(hashlib.sha256(np.asarray(data).tobytes()).digest()[:8], "little")
+    out[int(slot)] = np.uint64((int(out[int(slot)]) + word) % 2**64)
+
+
+KERNELS: dict[str, Callable[..., None]] = {}  # entry -> body(grid, block, *args), for the next module loaded
+
+
+class RawModule:
+    """porter's support module (``code=``), or a candidate's (``path=``): its kernels are the
+    bodies in :data:`KERNELS` when it is loaded."""
+
+    def __init__(self, *, code: str | None = None, path: str | None = None) -> None:
+        bodies = {"porter_scrub_shared": _scrub, "porter_digest": _digest} if code is not None else dict(KERNELS)
+        self.functions = {name: _Function(body) for name, body in bodies.items()}
+
+    def get_function(self, name: str) -> _Function:
+        if name not in self.functions:
+            raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found ({name})")
+        return self.functions[name]
+
+
+class _Event:
+    def record(self) -> None:
+        pass
+
+
+class _Device:
+    id = 0
+
+    def __init__(self, index: int = 0) -> None:
+        self.attributes = {"L2CacheSize": 1 << 20, "MaxSharedMemoryPerBlockOptin": 227 << 10,
+                           "MultiProcessorCount": 4}
+
+    def synchronize(self) -> None:
+        pass
+
+    def use(self) -> None:
+        pass
+
+
+cuda = SimpleNamespace(Device=_Device, Event=_Event, get_elapsed_time=lambda start, end: 1.0)
