@@ -35,7 +35,8 @@ from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.golden import check_golden, load_golden
 from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds
-from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault
+from porter.gate.references import ReferenceCache
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_entry, declared_spec
 from porter.gate.verdict import (
     CaseResult,
@@ -172,7 +173,7 @@ def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
 
 def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
     sizes = case.sizes
-    runs: list[dict[str, np.ndarray]] = reply["outputs"]
+    runs: list[dict[str, np.ndarray] | None] = reply["outputs"]  # None: bit-identical to the first run
     initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
     reference: dict[str, np.ndarray] = reply["reference"]
     scale = spec.value_case(case.values).atol_scale if case.values else 1.0
@@ -195,9 +196,12 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
         c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
-        # A later run (another initial state) bit-identical to the first shares its judgement; one
-        # that differs is compared with the reference, to tell initial-state dependence from a race.
+        # A later run (another initial state) bit-identical to the first shares its judgement (the
+        # worker sends None for a run whose outputs are all bit-identical to the first's); one that
+        # differs is compared with the reference, to tell initial-state dependence from a race.
         for initial, later in zip(initials[1:], runs[1:], strict=True):
+            if later is None:
+                continue
             diff = compare_runs(runs[0][p.name], later[p.name])
             if not diff:
                 continue
@@ -272,7 +276,9 @@ def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
 
 
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
-              runner: GpuRunner | None) -> Verdict:
+              runner: GpuRunner | None, references: ReferenceCache | None = None) -> Verdict:
+    """The gate on one candidate. ``references`` keeps the reference outputs of a port run's
+    cases for the run's other candidates (see :mod:`porter.gate.references`)."""
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
@@ -356,17 +362,19 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     assert runner is not None
     cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings,
                                 lambda index: _reference_job(spec, options, reference_cubin, source_entry, golden,
-                                                             index, source_launch))
+                                                             index, source_launch), references)
     gates.append(_equivalence_gate(cases, len(plan)))
 
     extras: dict[str, Any] = {"seeds": seeds}
     if options.native:
-        evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
+        with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
+            evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
         gates.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
                                                             seeds[0], digests)))
         extras["native"] = evidence
     if options.sanitize:
-        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
+        with exclusive(runner):
+            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
         differs = [problem for r in reports if r.ran and not r.errors and r.digests
                    and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
         gates.append(_sanitize_gate(reports, differs))
@@ -394,24 +402,33 @@ def _fault_reason(fault: WorkerFault) -> str:
 
 
 def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
-               launch: dict[str, Any] | None, warnings: list[str],
-               reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
+               launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
+               references: ReferenceCache | None = None) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
     """Run the plan in the worker, judging each case in a thread while the next one runs (the
-    comparison is NumPy work that releases the GIL), and stop at the first fault."""
+    comparison is NumPy work that releases the GIL), and stop at the first fault. A reference that
+    ``references`` holds is not asked of the worker again (a ``held`` job); one it computes is kept."""
     pending = []
     digests: dict[tuple, list[int]] = {}
     faulted: list[CaseResult] = []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge") as judges:
         for index, case in enumerate(plan):
+            job = reference_job(index)
+            key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
+            held = references.get(key) if references is not None else None
             try:
                 reply = runner.call("case", options.case_timeout_s, cubin=cubin, entry=entry,
                                     spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
-                                    reference=reference_job(index), launch=launch, first=index == 0)
+                                    reference={"kind": "held", "key": job["key"]} if held is not None else job,
+                                    launch=launch, first=index == 0)
             except WorkerFault as fault:
                 faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
                                           values=case.values, reason=_fault_reason(fault), fault=str(fault)))
                 break
             digests[case.key()] = reply.get("digests", [])
+            if held is not None:
+                reply["reference"] = held
+            elif references is not None:
+                reply["reference"] = references.put(key, reply["reference"])
             if reply.get("fence") and reply["fence"] not in warnings:
                 warnings.append(reply["fence"])
             pending.append(judges.submit(_judge_case, spec, case, reply))
