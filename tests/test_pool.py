@@ -4,13 +4,13 @@ is computed once per port run, and a port's passing candidate is re-verified on 
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import candidates, small_vector_add
 
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.plan import check_plan
@@ -20,34 +20,6 @@ from porter.gate.spec import load_spec
 from porter.pool.lease import GpuLease, LeasedRunner, overlaps
 from porter.pool.local import LocalPool
 from porter.pool.verifier import CheckJob, RunnerVerifier
-
-ROOT = Path(__file__).resolve().parent.parent
-VECTOR_ADD = ROOT / "examples" / "vector_add"
-
-
-def small_vector_add(folder: Path, *, marker: str = "") -> tuple[Path, Path]:
-    """vector_add with a small sweep (fast on a CPU); the kernel with a ``.global`` named ``marker``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(VECTOR_ADD / "ref.py", folder / "ref.py")
-    text = (VECTOR_ADD / "porter.toml").read_text()
-    head, _, rest = text.partition("[[params]]")
-    head = head.split("[sizes]")[0] + "[sizes]\nn = 4096\n\n[[sweep]]\nn = 33\n[[sweep]]\nn = 1000\n\n"
-    (folder / "porter.toml").write_text(head + "[[params]]" + rest)
-    kernel = (VECTOR_ADD / "kernel.ptx").read_text()
-    if marker:
-        kernel = kernel.replace(".address_size 64", f".address_size 64\n.global .u32 {marker};", 1)
-    (folder / "kernel.ptx").write_text(kernel)
-    return folder / "kernel.ptx", folder / "porter.toml"
-
-
-def candidates(tmp_path: Path, n: int, *, marker: str = "") -> list[Path]:
-    kernel, _ = small_vector_add(tmp_path, marker=marker)
-    paths = []
-    for k in range(n):  # distinct texts, as a model's candidates are (ptxas runs for each)
-        path = tmp_path / f"cand{k}.ptx"
-        path.write_text(kernel.read_text().replace(".target sm_80", ".target sm_90") + f"\n// candidate {k}\n")
-        paths.append(path)
-    return paths
 
 
 def jobs(paths: list[Path], spec_path: Path, seeds=(11, 12), references=None) -> list[CheckJob]:
