@@ -134,6 +134,14 @@ def test_an_unreachable_scheduler_is_exit_3_within_10_seconds(toolchain, tmp_pat
     assert time.monotonic() - start < 10
 
 
+def test_a_worker_whose_scheduler_does_not_answer_says_so() -> None:
+    gpu = FakeGpu()
+    start = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match="did not accept the workers"):
+        WorkerGroup(f"tcp://127.0.0.1:{_free_port()}", [Gpu(0, gpu.runner(), gpu.info)], death_timeout_s=2).start()
+    assert time.monotonic() - start < 10
+
+
 def test_a_bundle_carries_what_the_check_reads(tmp_path: Path) -> None:
     kernel, spec_path = small_vector_add(tmp_path / "k")
     spec = load_spec(spec_path)

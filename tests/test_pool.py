@@ -67,11 +67,12 @@ def test_without_the_lease_timing_overlaps_other_work(toolchain, tmp_path: Path)
 def test_the_pool_is_faster_than_one_candidate_after_another(toolchain, tmp_path: Path) -> None:
     paths = candidates(tmp_path, 4)
     todo = jobs(paths, tmp_path / "porter.toml")
-    gpu = FakeGpu(case_s=0.06, time_s=0.05)
+    # Simulated GPU work that outweighs the CPU's (ptxas, comparisons) even on a busy 2-core machine.
+    gpu = FakeGpu(case_s=0.2, time_s=0.1)
     start = time.perf_counter()
     RunnerVerifier(gpu.runner(), toolchain).verify(todo)
     sequential = time.perf_counter() - start
-    pool = LocalPool(toolchain, devices=[0, 1], per_gpu=2, runner_factory=lambda d: FakeGpu(case_s=0.06, time_s=0.05).runner())
+    pool = LocalPool(toolchain, devices=[0, 1], per_gpu=2, runner_factory=lambda d: FakeGpu(case_s=0.2, time_s=0.1).runner())
     start = time.perf_counter()
     verdicts = pool.verify(todo)
     pooled = time.perf_counter() - start
@@ -172,3 +173,31 @@ def test_a_candidate_right_only_on_the_run_seeds_does_not_pass(toolchain, tmp_pa
     assert result.status != "passed"
     assert result.best.verdict.gate("equivalence").status == "failed"
     assert any("re-verified on fresh seeds" in w for w in result.best.verdict.warnings)
+
+
+def test_a_tool_launch_goes_to_the_checked_workers_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from porter.gate.nsight import _child_env
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "CUDA_VISIBLE_DEVICES" not in _child_env(0)
+    assert _child_env(1)["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert _child_env(1)["CUDA_VISIBLE_DEVICES"] == "5"
+    assert _child_env(0)["CUDA_VISIBLE_DEVICES"] == "4,5"
+
+
+def test_without_a_gpu_the_pool_says_why_and_starts_no_worker_again(toolchain, tmp_path: Path) -> None:
+    from porter.gate.runner.fake import InProcessRunner
+
+    made = []
+
+    def factory(device: int) -> InProcessRunner:
+        made.append(device)
+        return InProcessRunner({}, device=None)
+
+    paths = candidates(tmp_path, 2)
+    pool = LocalPool(toolchain, runner_factory=factory)
+    verdicts = pool.verify(jobs(paths, tmp_path / "porter.toml"))
+    assert [v.status for v in verdicts] == ["not run", "not run"]
+    assert all("no usable GPU" in v.gate("equivalence").summary for v in verdicts)
+    assert made == [0] and pool.capacity == 1 and pool.describe() == "no GPU"

@@ -3,7 +3,7 @@ pool (every GPU, several workers per GPU, timing exclusive per GPU, the round's 
 outputs shared), and per GPU; optionally through a dask cluster too.
 
     PYTHONPATH=$PWD python3 tools/bench_throughput.py [--example examples/gemm_bf16] [--candidates 8]
-        [--per-gpu 1,2,3] [--cluster tcp://127.0.0.1:8786] [--fake] [--json OUT.json]
+        [--per-gpu 1,2,3] [--cluster tcp://HOST:8786 | --cluster local] [--fake] [--json OUT.json]
 
 The round is ``--candidates`` copies of the example's kernel (by default the kernel its spec
 describes, checked as ``tools/bench_gate.py`` checks it: the whole sweep under two seeds, the timed
@@ -139,21 +139,37 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
     return row, verdicts
 
 
-def clustered(address: str, paths, spec, options, toolchain) -> tuple[Row, list]:
+def clustered(address: str, paths, spec, options, toolchain, factory) -> tuple[Row, list]:
+    """The round through a dask scheduler: ``address``, or ``local`` for a scheduler and a porter
+    worker on this machine's GPUs, both started here (tcp://127.0.0.1)."""
     from dataclasses import replace
 
     from porter.gate.plan import check_seeds
     from porter.pool.cluster import ClusterVerifier
 
+    cluster = group = None
+    if address == "local":
+        from distributed import LocalCluster
+
+        from porter.pool.worker import WorkerGroup, local_gpus
+
+        cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None)
+        address = cluster.scheduler_address
+        group = WorkerGroup(address, local_gpus(factory), name="bench").start()
+        print(f"started a scheduler at {address} and workers: {group.describe()}", flush=True)
     verifier = ClusterVerifier(address, toolchain=toolchain)
     try:
         workers = verifier.capacity
         verifier.verify(jobs_for(paths[:workers], spec, replace(options, seeds=check_seeds())))  # warm
         start = time.perf_counter()
-        verdicts = verifier.verify(jobs_for(paths, spec, options))
+        verdicts = verifier.verify(jobs_for(paths, spec, replace(options, seeds=check_seeds())))  # a run's shared seeds
         wall = time.perf_counter() - start
     finally:
         verifier.close()
+        if group is not None:
+            group.close()
+        if cluster is not None:
+            cluster.close()
     return Row(f"dask cluster {address}", workers, 1, wall, [str(v.status) for v in verdicts], library_ratio(verdicts),
                None), verdicts
 
@@ -166,7 +182,8 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=8)
     parser.add_argument("--per-gpu", default="1,2,3", help="workers per GPU to try, comma-separated")
     parser.add_argument("--no-sequential", action="store_true")
-    parser.add_argument("--cluster", default=None, help="also verify the round through this dask scheduler")
+    parser.add_argument("--cluster", default=None, help="also verify the round through this dask scheduler "
+                        "('local': start one here, with a porter worker on this machine's GPUs)")
     parser.add_argument("--fake", action="store_true", help="simulated GPUs (a CPU check of the overlap)")
     parser.add_argument("--fake-gpus", type=int, default=1)
     parser.add_argument("--fake-case-s", type=float, default=0.05)
@@ -215,7 +232,7 @@ def main() -> None:
                 rows.append(alone)
                 print(alone.line(), flush=True)
     if args.cluster:
-        row, cluster_verdicts = clustered(args.cluster, paths, spec, options, toolchain)
+        row, cluster_verdicts = clustered(args.cluster, paths, spec, options, toolchain, factory)
         rows.append(row)
         print(row.line(), flush=True)
         if pool_verdicts is not None:

@@ -372,7 +372,7 @@ class PortSession:
         return replies, stop
 
 
-def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any, model: ModelClient | None,
+def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
              from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
              require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
              on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1) -> PortResult:

@@ -374,7 +374,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         extras["native"] = evidence
     if options.sanitize:
         with exclusive(runner):
-            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
+            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index)
         differs = [problem for r in reports if r.ran and not r.errors and r.digests
                    and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
         gates.append(_sanitize_gate(reports, differs))
@@ -522,7 +522,7 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
         return judge_native(target, profile.signature_sass, signature, None,
                             not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), ()
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
-    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), metrics=metrics)
+    run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device.index), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
@@ -551,7 +551,7 @@ def _native_gate(evidence: NativeEvidence, differs: str = "") -> Gate:
 
 
 def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
-              launch: dict[str, Any] | None, seed: int) -> tuple[SanitizerReport, ...]:
+              launch: dict[str, Any] | None, seed: int, device: int = 0) -> tuple[SanitizerReport, ...]:
     """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
     a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
     from porter.gate.nsight import SANITIZER_TOOLS, LaunchJob, run_sanitizer
@@ -563,7 +563,7 @@ def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
         runs.insert(1, ("memcheck", middle))
     reports = []
     for tool, sizes in runs:
-        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool)
         report = replace(report, sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))

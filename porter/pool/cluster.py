@@ -30,7 +30,7 @@ from typing import Any
 
 from porter.errors import EnvironmentProblem
 from porter.gate.check import run_check
-from porter.gate.runner.client import DeviceInfo, WorkerFault
+from porter.gate.runner.client import Unavailable
 from porter.gate.verdict import Status, Verdict, overall_status
 from porter.jsonable import from_jsonable
 from porter.pool.bundle import pack
@@ -43,25 +43,6 @@ def _one_retry(dask_scheduler: Any) -> int:
     """Run on the scheduler: a task whose worker dies is run again once, elsewhere, then fails."""
     dask_scheduler.allowed_failures = 1
     return dask_scheduler.allowed_failures
-
-
-class _Elsewhere:
-    """A runner for the static half of a check that cannot run on any GPU here: says why."""
-
-    info: DeviceInfo | None = None
-    restarts = 0
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def start(self) -> DeviceInfo:
-        raise WorkerFault(self.reason, kind="unavailable")
-
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
-        raise WorkerFault(self.reason, kind="unavailable")
-
-    def close(self) -> None:
-        pass
 
 
 class ClusterVerifier:
@@ -149,7 +130,7 @@ class ClusterVerifier:
     def _here(self, job: CheckJob, reason: str, status: Status = Status.NOT_RUN) -> Verdict:
         """The check of ``job`` on this machine without a GPU (what needs none: interface, ptxas,
         SASS), its runtime gates ``not run`` (or ``error``) for ``reason``."""
-        verdict = run_check(job.candidate, job.spec, job.options, toolchain=self.toolchain, runner=_Elsewhere(reason))
+        verdict = run_check(job.candidate, job.spec, job.options, toolchain=self.toolchain, runner=Unavailable(reason))
         if status is Status.NOT_RUN:
             return verdict
         gates = tuple(replace(g, status=status) if g.status == Status.NOT_RUN else g for g in verdict.gates)

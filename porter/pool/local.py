@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from porter.gate.check import run_check
-from porter.gate.runner.client import GpuRunner, Runner, WorkerFault
+from porter.gate.runner.client import GpuRunner, Runner, Unavailable, WorkerFault
 from porter.gate.verdict import Verdict
 from porter.pool.lease import GpuLease, LeasedRunner
 from porter.pool.verifier import CheckJob
@@ -79,8 +79,10 @@ class LocalPool:
             if devices is None:
                 try:
                     devices = list(range(max(1, first.start().device_count)))
-                except WorkerFault:
-                    # No GPU here: one slot, whose checks say why (each tries to start its worker).
+                except WorkerFault as fault:
+                    # No GPU here: one slot, whose checks say why without starting a worker again.
+                    first.close()
+                    first = Unavailable(str(fault))
                     devices, per_gpu = [first_device], 1
             for index in range(per_gpu):
                 for device in devices:

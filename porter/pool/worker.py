@@ -123,6 +123,7 @@ class WorkerGroup:
         self._stop: asyncio.Event | None = None
 
     async def _main(self) -> None:
+        logging.getLogger("distributed").setLevel(logging.WARNING)
         self._stop = asyncio.Event()
         try:
             for gpu in self.gpus:
@@ -153,7 +154,6 @@ class WorkerGroup:
 
     def run(self) -> None:
         """Serve until the workers close or the process is interrupted."""
-        logging.getLogger("distributed").setLevel(logging.WARNING)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(self._main())
         if self._error is not None:

@@ -41,6 +41,7 @@ class DeviceInfo:
     runtime: str
     cupy: str
     device_count: int = 1  # GPUs this worker's process sees (a pool starts one worker per GPU)
+    index: int = 0  # this GPU's CUDA device index (as CUDA_VISIBLE_DEVICES shows them)
 
     def describe(self) -> str:
         return f"{self.name} ({self.arch}), CUDA driver {self.driver}, CuPy {self.cupy}"
@@ -175,6 +176,25 @@ class Runner:
                     "(a hang or an endless loop); the worker was killed",
                     kind="timeout",
                 )
+
+
+class Unavailable:
+    """A runner that has no GPU to offer, and says why (``kind`` "unavailable"): where a check can only
+    do what needs no GPU (no GPU here, or none of the target's on a cluster)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.info: DeviceInfo | None = None
+        self.restarts = 0
+
+    def start(self) -> DeviceInfo:
+        raise WorkerFault(self.reason, kind="unavailable")
+
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+        raise WorkerFault(self.reason, kind="unavailable")
+
+    def close(self) -> None:
+        pass
 
 
 def exclusive(runner: GpuRunner | None) -> AbstractContextManager[object]:

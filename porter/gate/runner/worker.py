@@ -748,6 +748,7 @@ def _device_info(cp: Any, device: int) -> dict[str, Any]:
         "runtime": f"{rt // 1000}.{rt % 1000 // 10}",
         "cupy": cp.__version__,
         "device_count": int(cp.cuda.runtime.getDeviceCount()),
+        "index": device,
     }
 
 
