@@ -112,6 +112,22 @@ def test_no_worker_of_the_target_is_not_run_at_once_naming_it(toolchain, tmp_pat
     assert took < 10, took
 
 
+def test_without_an_arch_a_kernel_runs_where_its_ptx_can_be_assembled(toolchain, tmp_path: Path,
+                                                                       scheduler: str) -> None:
+    kernel, spec_path = small_vector_add(tmp_path / "k")  # .target sm_80, checked with no --arch
+    group = _workers(scheduler, FakeGpu(arch="sm_90a", name="Fake H200"))
+    verifier = ClusterVerifier(scheduler, toolchain=toolchain)
+    try:
+        verdict = verifier.verify([CheckJob(kernel, load_spec(spec_path), CheckOptions(seeds=(1, 2)))])[0]
+        strict = verifier.verify([CheckJob(kernel, load_spec(spec_path), CheckOptions(arch="sm_80"))])[0]
+    finally:
+        verifier.close()
+        group.close()
+    assert verdict.status == "passed" and verdict.gpu.startswith("Fake H200")
+    assert any("ran as sm_90" in w for w in verdict.warnings)
+    assert strict.status == "not run" and "sm_80" in strict.gate("equivalence").summary
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

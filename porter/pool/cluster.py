@@ -36,6 +36,7 @@ from porter.jsonable import from_jsonable
 from porter.pool.bundle import pack
 from porter.pool.verifier import CheckJob
 from porter.ptx import read_ptx
+from porter.ptx.arch import ptx_runs_on
 from porter.ptx.toolchain import Toolchain
 
 
@@ -93,7 +94,7 @@ class ClusterVerifier:
         verdicts: list[Verdict | None] = [None] * len(jobs)
         pending: dict[int, tuple[str, Any]] = {}
         for k, job in enumerate(jobs):
-            target = job.options.arch or read_ptx(job.candidate).arch
+            target = resource_for(job, offered)
             if target not in offered:
                 verdicts[k] = self._here(job, f"no worker of the cluster at {self.address} offers the resource "
                                               f"{target} (it offers: {_offer_text(offered)}); start `porter worker "
@@ -140,6 +141,19 @@ class ClusterVerifier:
 
     def close(self) -> None:
         self.client.close()
+
+
+def resource_for(job: CheckJob, offered: dict[str, int]) -> str:
+    """The resource a job asks for. An explicit ``--arch`` is a claim about that target: only its own
+    resource will do. Without one, the candidate's ``.target``, else (as a local check falls back to
+    assembling for the GPU it has) a GPU the cluster offers that its PTX can be assembled for."""
+    if job.options.arch:
+        return job.options.arch
+    arch = read_ptx(job.candidate).arch
+    if arch in offered:
+        return arch
+    devices = [name for name in sorted(offered) if name[-1].isdigit()]  # a worker offers its GPU's own arch
+    return next((name for name in devices if ptx_runs_on(arch, name)[0]), arch)
 
 
 def _check_remote() -> Any:
