@@ -133,6 +133,7 @@ class FakeGpu:
         self.references = 0
         self._lock = threading.Lock()
         self._outputs: dict[tuple, dict[str, np.ndarray]] = {}
+        self._specs: dict[tuple, Any] = {}
         self._runners = 0
 
     def runner(self) -> FakeGpuRunner:
@@ -144,7 +145,14 @@ class FakeGpu:
     def _spec(self, path: str) -> Any:
         from porter.gate.spec import load_spec
 
-        return load_spec(Path(path))
+        key = (path, os.stat(path).st_mtime_ns)
+        with self._lock:
+            found = self._specs.get(key)
+        if found is None:
+            found = load_spec(Path(path))
+            with self._lock:
+                self._specs[key] = found
+        return found
 
     def _reference(self, spec: Any, sizes: dict[str, int], seed: int, values: str) -> dict[str, np.ndarray]:
         from porter.gate.inputs import make_args
