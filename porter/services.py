@@ -1,8 +1,9 @@
 """porter's services: ``check``, ``port``, ``replay``, ``record``, ``profile``, ``bench`` and ``ci`` as
 library functions under the interfaces (the CLI, an MCP server, a notebook).
 
-Each service owns what a command needs for its whole run: the GPU worker's lifetime (one
-:func:`gpu_runner` context per command, closed whatever happens), the toolchain, the spec search and
+Each service owns what a command needs for its whole run: where candidates are verified (one
+:func:`porter.pool.open_verifier` context per command: the local pool over every GPU, a cluster, or
+:func:`gpu_runner`'s one worker; closed whatever happens), the toolchain, the spec search and
 the model's resolution and pre-flight (:func:`porter.agent.llm.open_model`). The interfaces only parse
 arguments, call one of these and render what it returns; exit codes come from
 :func:`porter.gate.verdict.judge`.
@@ -107,13 +108,13 @@ def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[Dev
 # -- check, record, profile ---------------------------------------------------------------------
 
 
-def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True) -> Verdict:
-    """``porter check``: the gate on one candidate."""
-    from porter.gate.check import run_check
+def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True, cluster: str | None = None) -> Verdict:
+    """``porter check``: the gate on one candidate, here or on a worker of the cluster at ``cluster``."""
+    from porter.pool import CheckJob, open_verifier
 
     toolchain = assembler()
-    with gpu_runner(gpu) as runner:
-        return run_check(candidate, spec, options, toolchain=toolchain, runner=runner)
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
+        return verifier.verify([CheckJob(candidate, spec, options)])[0]
 
 
 def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False) -> dict[str, Any]:
@@ -177,11 +178,12 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
          branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
          gpu: bool = True, on_event: Callable[..., None] | None = None,
-         env: Mapping[str, str] | None = None) -> Ported:
+         env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
     branch asked for can be made), then the session, then the review branch of a port that passed."""
     from porter.agent.llm import Budget, open_model
     from porter.agent.session import run_port
+    from porter.pool import open_verifier
     from porter.review.branch import ReviewOutcome, branch_problem, open_review_branch
 
     # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
@@ -200,11 +202,13 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     no_branch = branch_problem(kernel) if branch is not False else ""
     if no_branch and asked_for_branch and out is None:
         raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
+    if candidates < 1:
+        raise InputError(f"--candidates: at least 1 (got {candidates})")
     toolchain = assembler()
-    with gpu_runner(gpu) as runner:
-        result = run_port(kernel, loaded, to_arch, toolchain=toolchain, runner=runner, model=client,
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
+        result = run_port(kernel, loaded, to_arch, toolchain=toolchain, verifier=verifier, model=client,
                           from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
-                          require_native=require_native, repo_root=root, on_event=on_event)
+                          require_native=require_native, repo_root=root, on_event=on_event, candidates=candidates)
     review = None
     if branch is not False and (result.status == "passed" or branch_on_failure):
         if no_branch and out is None:
@@ -289,21 +293,40 @@ class Benched:
 
 def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: bool = False,
           api_base: str | None = None, gpu: bool = True, on_row: Callable[[BenchRow], None] | None = None,
-          env: Mapping[str, str] | None = None) -> Benched:
-    """``porter bench``: every task of a suite ported by every model (or its reference port checked)."""
+          env: Mapping[str, str] | None = None, cluster: str | None = None) -> Benched:
+    """``porter bench``: every task of a suite ported by every model (or its reference port checked),
+    the tasks spread over every local GPU (or the cluster's workers)."""
     from porter.agent.llm import check_model
     from porter.bench.suite import find_tasks, run_bench, summarise
+    from porter.pool import open_verifier
 
     tasks = find_tasks(suite)
     if not solutions:
         for name in models:
             check_model(name, api_base=api_base, env=os.environ if env is None else env)  # a missing key: one line
     toolchain = assembler()
-    with gpu_runner(gpu) as runner:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
         rows = run_bench(tasks, models=list(models) or [None], solutions=solutions, toolchain=toolchain,
-                         runner=runner, api_base=api_base, on_row=on_row)
-        name = runner.info.describe() if runner is not None and runner.info is not None else "no GPU"
+                         verifier=verifier, api_base=api_base, on_row=on_row)
+        name = verifier.describe()
     return Benched(rows, summarise(rows), name)
+
+
+def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
+    """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
+    try:
+        from porter.pool.worker import WorkerGroup, local_gpus
+    except ImportError:
+        raise EnvironmentProblem("porter worker needs dask.distributed: pip install 'porter-kernels[cluster]'") from None
+    gpus = local_gpus()
+    group = WorkerGroup(scheduler, gpus, name=name)
+    echo(f"porter worker: joining {scheduler} with {group.describe()}")
+    try:
+        group.run()
+    finally:
+        for gpu in gpus:
+            gpu.runner.close()
+    echo("porter worker: stopped")
 
 
 def ci(repo: Path, *, model: str | None = None, port_to: str | None = None, gpu: bool = True,

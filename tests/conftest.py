@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from porter.ptx import retarget
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -90,3 +93,28 @@ def plain_git(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def small_vector_add(folder: Path, *, marker: str = "") -> tuple[Path, Path]:
+    """vector_add with a small sweep (fast on a CPU); the kernel with a ``.global`` named ``marker``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXAMPLES / "vector_add" / "ref.py", folder / "ref.py")
+    text = (EXAMPLES / "vector_add" / "porter.toml").read_text()
+    head, _, rest = text.partition("[[params]]")
+    head = head.split("[sizes]")[0] + "[sizes]\nn = 4096\n\n[[sweep]]\nn = 33\n[[sweep]]\nn = 1000\n\n"
+    (folder / "porter.toml").write_text(head + "[[params]]" + rest)
+    kernel = (EXAMPLES / "vector_add" / "kernel.ptx").read_text()
+    if marker:
+        kernel = kernel.replace(".address_size 64", f".address_size 64\n.global .u32 {marker};", 1)
+    (folder / "kernel.ptx").write_text(kernel)
+    return folder / "kernel.ptx", folder / "porter.toml"
+
+
+def candidates(tmp_path: Path, n: int, *, marker: str = "") -> list[Path]:
+    kernel, _ = small_vector_add(tmp_path, marker=marker)
+    paths = []
+    for k in range(n):  # distinct texts, as a model's candidates are (ptxas runs for each)
+        path = tmp_path / f"cand{k}.ptx"
+        path.write_text(retarget(kernel.read_text(), "sm_90", min_version="7.8") + f"\n// candidate {k}\n")
+        paths.append(path)
+    return paths

@@ -15,6 +15,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("porter", "porter.errors", "porter.jsonable", "porter._toml", "porter._data", "porter.gitcmd")),
     ("toolchain", ("porter.ptx",)),
     ("gate", ("porter.gate",)),
+    ("verifiers", ("porter.pool",)),
     ("agent loop", ("porter.agent",)),
     ("outputs", ("porter.review", "porter.ci", "porter.bench", "porter.report")),
     ("services", ("porter.services",)),

@@ -283,6 +283,7 @@ def test_every_third_party_import_is_a_declared_dependency():
                 for extra in project["optional-dependencies"].values() for d in extra}
     import_names = {"cupy": "cupy_cuda13x", "yaml": "pyyaml"}
     via_litellm = {"httpx", "openai"}  # litellm's own dependencies, imported only beside it (agent/llm.py)
+    cluster = {_re.split(r"[<>=!;\[ ]", d, maxsplit=1)[0] for d in project["optional-dependencies"]["cluster"]}
     imported = set()
     for path in (ROOT / "porter").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -294,7 +295,8 @@ def test_every_third_party_import_is_a_declared_dependency():
     for module in sorted(third_party):
         name = import_names.get(module, module)
         assert (name in runtime or (module == "cupy" and any(o.startswith("cupy") for o in optional))
-                or (module in via_litellm and "litellm" in runtime)), module
+                or (module in via_litellm and "litellm" in runtime)
+                or (module == "distributed" and module in cluster)), module  # porter.pool's cluster, lazily
     assert {"ml_dtypes", "rich"} <= runtime  # bf16 inputs and the live view need them at run time
     assert "gitpython" not in runtime  # porter's git goes through the git executable (porter/gitcmd.py)
 

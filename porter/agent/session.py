@@ -24,10 +24,13 @@ from typing import Any
 from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.errors import EnvironmentProblem
-from porter.gate.check import CheckOptions, run_check
+from porter.gate.check import CheckOptions
+from porter.gate.plan import check_seeds
+from porter.gate.references import ReferenceCache
 from porter.gate.spec import Spec
-from porter.gate.verdict import Status, judge
+from porter.gate.verdict import Status, Verdict, judge
 from porter.jsonable import to_jsonable
+from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
 from porter.ptx import PtxModule, retarget
 from porter.ptx.arch import (
     ArchProfile,
@@ -61,6 +64,7 @@ class PortRequest:
     call_timeout_s: float = 600.0
     runs_root: Path = Path(".porter/runs")
     repo_root: Path | None = None
+    candidates: int = 1  # proposals per round: independent samples of the same conversation
 
 
 @dataclass(frozen=True)
@@ -175,32 +179,69 @@ def _compact(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 class PortSession:
-    def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any, model: ModelClient | None,
-                 on_event: Event | None = None) -> None:
+    """One port. Candidates are verified through ``verifier`` (a round's candidates side by side in
+    a pool or on a cluster), else one after another on ``runner``. The candidates of a run share
+    its seeds, so that the reference outputs of each case are computed once for all of them
+    (:class:`~porter.gate.references.ReferenceCache`); a candidate that passes on them is checked
+    again on fresh seeds, and only that check can call it passed."""
+
+    def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
+                 on_event: Event | None = None, verifier: Verifier | None = None) -> None:
         self.request = request
         self.toolchain = toolchain
         self.runner = runner
+        self.verifier: Verifier = verifier if verifier is not None else RunnerVerifier(runner, toolchain)
         self.model = model
         self.emit = on_event or (lambda kind, **data: None)
         self.spend = Spend()
         self.candidates: list[CandidateRecord] = []
+        self.seeds = check_seeds(request.check.seeds)  # the run's seeds, shared by its candidates
+        self.references = ReferenceCache()
 
-    # -- one candidate ---------------------------------------------------------------------------
-    def _verify(self, log: RunLog, text: str, origin: str, round_no: int, target: str, require_native: bool) -> CandidateRecord:
+    # -- candidates ------------------------------------------------------------------------------
+    def _verify_round(self, log: RunLog, texts: list[str], origin: str, round_no: int, target: str,
+                      require_native: bool) -> list[CandidateRecord]:
+        """Verify a round's candidates together; those that pass on the run's seeds are verified
+        again, together, on fresh seeds, and that second Verdict is the one recorded."""
         from porter.agent.feedback import feedback_for
 
-        index = len(self.candidates)
-        path = log.candidate(index, text)
-        self.emit("checking", index=index, origin=origin, round=round_no)
+        first = len(self.candidates)
+        paths = [log.candidate(first + k, text) for k, text in enumerate(texts)]
+        for k in range(len(texts)):
+            self.emit("checking", index=first + k, origin=origin, round=round_no)
         # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
-        options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel)
-        verdict = run_check(path, self.request.spec, options, toolchain=self.toolchain, runner=self.runner)
-        feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
-        record = CandidateRecord(index, origin, round_no, verdict, feedback, path, require_native)
-        log.candidate_record(record)
-        self.candidates.append(record)
-        self.emit("verdict", index=index, status=record.status, verdict=verdict)
-        return record
+        options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel,
+                          seeds=self.seeds)
+        verdicts = self.verifier.verify([CheckJob(path, self.request.spec, options, self.references) for path in paths])
+        verdicts = self._confirm(paths, verdicts, options, require_native)
+        records = []
+        for k, (text, path, verdict) in enumerate(zip(texts, paths, verdicts, strict=True)):
+            feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
+            record = CandidateRecord(first + k, origin, round_no, verdict, feedback, path, require_native)
+            log.candidate_record(record)
+            self.candidates.append(record)
+            self.emit("verdict", index=record.index, status=record.status, verdict=verdict)
+            records.append(record)
+        return records
+
+    def _confirm(self, paths: list[Path], verdicts: list[Verdict], options: CheckOptions,
+                 require_native: bool) -> list[Verdict]:
+        """The Verdicts, with each one that passes replaced by its check on fresh seeds (which no
+        candidate of this run has seen, and whose references are computed anew)."""
+        passing = [k for k, v in enumerate(verdicts) if judge(v, require_native=require_native).passed]
+        if not passing:
+            return verdicts
+        fresh = check_seeds()
+        while fresh == self.seeds:
+            fresh = check_seeds()
+        again = self.verifier.verify([CheckJob(paths[k], self.request.spec, replace(options, seeds=fresh))
+                                      for k in passing])
+        result = list(verdicts)
+        for k, verdict in zip(passing, again, strict=True):
+            note = (f"re-verified on fresh seeds {', '.join(map(str, fresh))} after passing on the run's seeds "
+                    f"{', '.join(map(str, self.seeds))}")
+            result[k] = replace(verdict, warnings=(*verdict.warnings, note))
+        return result
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> PortResult:
@@ -231,7 +272,7 @@ class PortSession:
                   changed=changed, require_native=require, model=self.model.name if self.model else None)
         for warning in warnings:
             self.emit("warning", message=warning)
-        baseline = self._verify(log, baseline_ptx, "retarget", 0, target, require)
+        baseline = self._verify_round(log, [baseline_ptx], "retarget", 0, target, require)[0]
         stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
         best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
@@ -280,50 +321,76 @@ class PortSession:
         budget = replace(req.budget, max_rounds=agent.max_rounds if req.budget.max_rounds is None
                          else req.budget.max_rounds)
         while True:
-            try:
-                reply = complete_within(self.model, _compact(messages), budget=budget, spend=self.spend,
-                                        temperature=agent.temperature, max_tokens=agent.max_tokens_per_reply,
-                                        timeout_s=req.call_timeout_s)
-            except BudgetExhausted as stop:
-                return stop.reason
-            except ModelError as err:
-                return f"model error: {err}"
-            finally:
-                log.write_json("spend.json", self._spend())
-            log.message("assistant", reply.text)
-            self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
-            messages.append({"role": "assistant", "content": reply.text})
-            outcome = apply_reply(current_text, reply.text, truncated=reply.truncated)
-            if not outcome.ok:
+            replies, stop = self._sample(log, messages, budget, agent)
+            if not replies:
+                return stop
+            outcomes = []
+            for reply in replies:
+                log.message("assistant", reply.text)
+                self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
+                outcomes.append(apply_reply(current_text, reply.text, truncated=reply.truncated))
+            usable = [(reply, outcome) for reply, outcome in zip(replies, outcomes, strict=True) if outcome.ok]
+            if not usable:
                 format_errors += 1
-                note = format_error_feedback(outcome)
+                note = format_error_feedback(outcomes[0])
+                messages.append({"role": "assistant", "content": replies[0].text})
                 messages.append({"role": "user", "content": note})
                 log.message("user", note)
-                self.emit("format-error", round=self.spend.rounds, error=outcome.error_kind)
+                self.emit("format-error", round=self.spend.rounds, error=outcomes[0].error_kind)
                 if format_errors >= MAX_FORMAT_ERRORS:
-                    return f"{format_errors} malformed replies in a row (last: {outcome.error_kind})"
+                    return f"{format_errors} malformed replies in a row (last: {outcomes[0].error_kind})"
+                if stop:
+                    return stop
                 continue
             format_errors = 0
+            records = self._verify_round(log, [outcome.text for _, outcome in usable], "model", self.spend.rounds,
+                                         target, require)
+            # The conversation goes on from the round's best candidate (its best pass, else its best
+            # failure): its reply and its feedback are what the model sees next.
+            pick = max(range(len(records)), key=lambda k: _best(records[k]))
+            record, (reply, outcome) = records[pick], usable[pick]
+            messages.append({"role": "assistant", "content": reply.text})
             current_text = outcome.text
-            record = self._verify(log, current_text, "model", self.spend.rounds, target, require)
             if record.passes and not req.optimize:
                 return f"candidate {record.index} passes every gate"
             if (why := _cannot_go_further(record, target)) is not None:
                 return why
             messages.append({"role": "user", "content": record.feedback})
             log.message("user", record.feedback)
+            if stop:
+                return stop
+
+    def _sample(self, log: RunLog, messages: list[dict[str, str]], budget: Budget, agent: Any) -> tuple[list[Any], str]:
+        """Up to ``candidates`` independent replies to the same conversation (one model call each,
+        within the budget), and why fewer came back ('' when all did)."""
+        replies: list[Any] = []
+        stop = ""
+        try:
+            for _ in range(max(1, self.request.candidates)):
+                replies.append(complete_within(self.model, _compact(messages), budget=budget, spend=self.spend,
+                                               temperature=agent.temperature, max_tokens=agent.max_tokens_per_reply,
+                                               timeout_s=self.request.call_timeout_s))
+        except BudgetExhausted as exhausted:
+            stop = exhausted.reason
+        except ModelError as err:
+            stop = f"model error: {err}"
+        finally:
+            log.write_json("spend.json", self._spend())
+        return replies, stop
 
 
-def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any, model: ModelClient | None,
+def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
              from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
              require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
-             on_event: Event | None = None) -> PortResult:
+             on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1) -> PortResult:
     """The one way a port session is built and run (``porter port``, ``porter ci --port-to``,
     ``porter bench``): runs are recorded under ``runs_root``, by default the repository's
-    ``.porter/runs``. The caller owns the runner and the model."""
+    ``.porter/runs``. The caller owns the runner (or the verifier) and the model; ``candidates``
+    proposals per round are verified together."""
     if runs_root is None:
         runs_root = (repo_root if repo_root is not None else Path.cwd()) / ".porter" / "runs"
     request = PortRequest(kernel=kernel, spec=spec, to_arch=to_arch, from_arch=from_arch, agent=agent,
                           budget=budget or Budget(), optimize=optimize, require_native=require_native,
-                          runs_root=runs_root, repo_root=repo_root)
-    return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event).run()
+                          runs_root=runs_root, repo_root=repo_root, candidates=candidates)
+    return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
+                       verifier=verifier).run()

@@ -11,6 +11,7 @@ tasks that could run here: a task whose target is absent is ``not run``, never p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from porter._toml import tomllib
 from porter.errors import InputError
 from porter.gate.verdict import Verdict, judge
+from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
 
 
 @dataclass(frozen=True)
@@ -181,41 +183,52 @@ def render_markdown(rows: Sequence[BenchRow], summary: BenchSummary, *, header: 
     return "\n".join(lines)
 
 
-def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions: bool, toolchain: Any, runner: Any,
-              api_base: str | None = None, on_row: Callable[[BenchRow], None] | None = None,
-              runs_root: Path | None = None) -> list[BenchRow]:
-    """Run every task (x model), or check every shipped solution; rows in task order."""
-    from porter.agent.llm import make_model
-    from porter.agent.session import run_port
+def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions: bool, toolchain: Any,
+              runner: Any = None, verifier: Verifier | None = None, api_base: str | None = None,
+              on_row: Callable[[BenchRow], None] | None = None, runs_root: Path | None = None) -> list[BenchRow]:
+    """Run every task (x model), or check every shipped solution; rows in task order. The tasks run
+    side by side, as many at once as the verifier has GPUs (slots of a pool, workers of a cluster)."""
     from porter.gate.spec import load_spec
 
-    rows: list[BenchRow] = []
+    verifier = verifier if verifier is not None else RunnerVerifier(runner, toolchain)
+    work: list[Callable[[], BenchRow]] = []
     for task in tasks:
         spec = load_spec(task.spec)
         if solutions:
-            row = _solution_row(task, spec, toolchain, runner)
-            rows.append(row)
-            if on_row:
-                on_row(row)
+            work.append(lambda task=task, spec=spec: _solution_row(task, spec, verifier))
             continue
         for model_name in models:
-            result = run_port(task.source, spec, task.to_arch, toolchain=toolchain, runner=runner,
-                              model=make_model(model_name, api_base=api_base), from_arch=task.from_arch,
-                              runs_root=runs_root or task.folder / ".porter" / "runs")
-            assert result.best is not None
-            # The port's own target and requirement: the session chose them, the row does not again.
-            row = row_from_verdict(task.name, model_name or "none", result.best.verdict,
-                                   require_native=result.require_native, spend=result.spend, port=True)
+            work.append(lambda task=task, spec=spec, model_name=model_name: _port_row(
+                task, spec, model_name, toolchain, verifier, api_base, runs_root))
+    rows: list[BenchRow] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(work), verifier.capacity)),
+                            thread_name_prefix="porter-bench") as tasks_at_once:
+        for future in [tasks_at_once.submit(job) for job in work]:
+            row = future.result()
             rows.append(row)
             if on_row:
                 on_row(row)
     return rows
 
 
-def _solution_row(task: Task, spec: Any, toolchain: Any, runner: Any) -> BenchRow:
+def _port_row(task: Task, spec: Any, model_name: str | None, toolchain: Any, verifier: Verifier,
+              api_base: str | None, runs_root: Path | None) -> BenchRow:
+    from porter.agent.llm import make_model
+    from porter.agent.session import run_port
+
+    result = run_port(task.source, spec, task.to_arch, toolchain=toolchain, verifier=verifier,
+                      model=make_model(model_name, api_base=api_base), from_arch=task.from_arch,
+                      runs_root=runs_root or task.folder / ".porter" / "runs")
+    assert result.best is not None
+    # The port's own target and requirement: the session chose them, the row does not again.
+    return row_from_verdict(task.name, model_name or "none", result.best.verdict,
+                            require_native=result.require_native, spend=result.spend, port=True)
+
+
+def _solution_row(task: Task, spec: Any, verifier: Verifier) -> BenchRow:
     """A task's shipped reference port, checked at the target and requirement a port of it would get."""
     from porter.agent.session import choose_target, native_required
-    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.check import CheckOptions
     from porter.ptx import read_ptx
     from porter.ptx.arch import get_profile
 
@@ -225,6 +238,6 @@ def _solution_row(task: Task, spec: Any, toolchain: Any, runner: Any) -> BenchRo
     module = read_ptx(task.source)
     target, _ = choose_target(module, task.to_arch)
     require = native_required(module, get_profile(task.from_arch or module.arch), get_profile(target))
-    verdict = run_check(task.solution, spec, CheckOptions(arch=target, native=require, speed_baseline=task.source),
-                        toolchain=toolchain, runner=runner)
+    verdict = verifier.verify([CheckJob(task.solution, spec,
+                                        CheckOptions(arch=target, native=require, speed_baseline=task.source))])[0]
     return row_from_verdict(task.name, "solution", verdict, require_native=require)

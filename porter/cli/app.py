@@ -137,6 +137,9 @@ def _seeds(text: str, seed: int | None = None) -> tuple[int, ...]:
     return seeds
 
 
+CLUSTER_HELP = ("A dask scheduler (tcp://HOST:8786): verify on its `porter worker`s of the target architecture "
+                "instead of this machine's GPUs.")
+
 SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default: a fresh pair every run, "
               "printed with the verdict; give them back here to reproduce its inputs).")
 
@@ -171,6 +174,7 @@ def check(
                                  "(default: the spec's kernel.entry, or the candidate's porter-launch entry).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
     2 bad input, 3 not run / environment."""
@@ -186,7 +190,7 @@ def check(
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds, seed), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
                            time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry)
-    verdict = services.check(candidate, loaded, options, gpu=gpu)
+    verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster)
     if as_json:
         _emit_json(verdict)
     else:
@@ -263,6 +267,9 @@ def port(
     ] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Use the GPU (off: static checks only).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Result as JSON on stdout; events as JSON lines on stderr.")] = False,
+    candidates: Annotated[int, typer.Option(help="Proposals per round: independent samples of the model, verified "
+                                            "together; the round's best is fed back.")] = 1,
+    cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
 ) -> None:
     """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
     Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
@@ -278,7 +285,7 @@ def port(
     ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base, agent=agent,
                            budget=budget, optimize=optimize, require_native=require_native, branch=branch,
                            branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out, gpu=gpu,
-                           on_event=make_progress(as_json=as_json))
+                           on_event=make_progress(as_json=as_json), candidates=candidates, cluster=cluster)
     if as_json:
         _emit_json({"result": ported.result, "review": ported.review})
     else:
@@ -421,20 +428,35 @@ def bench(
     api_base: Annotated[str | None, typer.Option(help="API base URL for local servers.")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: static checks only).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows and rates as JSON.")] = False,
+    cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
 ) -> None:
-    """Port (or check the reference ports of) every task in a suite; one row per task and model, and suite rates."""
+    """Port (or check the reference ports of) every task in a suite, the tasks spread over every GPU; one row per
+    task and model, and suite rates."""
     import datetime as dt
 
     from porter import services
     from porter.bench.suite import render_markdown
 
-    benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu,
+    benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu, cluster=cluster,
                              on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
     if as_json:
         _emit_json({"rows": benched.rows, "summary": benched.summary, "gpu": benched.gpu})
     else:
         header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {benched.gpu}, {dt.date.today()}"
         typer.echo(render_markdown(benched.rows, benched.summary, header=header))
+
+
+@app.command()
+def worker(
+    scheduler: Annotated[str, typer.Option(metavar="ADDRESS", help="The dask scheduler to join (tcp://HOST:8786).")],
+    name: Annotated[str | None, typer.Option(help="Name prefix of the workers (default: the host name).")] = None,
+) -> None:
+    """Offer this machine's GPUs to a dask cluster: one worker per GPU, advertising every target its GPU
+    runs (sm_90a=1 on an H200). Runs until interrupted. Workers run the kernels they are sent: see the
+    README's security notes."""
+    from porter import services
+
+    services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True))
 
 
 @app.command("spec")

@@ -36,7 +36,8 @@ from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.golden import check_golden, load_golden
 from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
-from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault
+from porter.gate.references import ReferenceCache
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
 from porter.gate.verdict import (
     CaseResult,
@@ -184,7 +185,7 @@ def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
 
 def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
     sizes = case.sizes
-    runs: list[dict[str, np.ndarray]] = reply["outputs"]
+    runs: list[dict[str, np.ndarray] | None] = reply["outputs"]  # None: bit-identical to the first run
     initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
     reference: dict[str, np.ndarray] = reply["reference"]
     scale = spec.value_case(case.values).atol_scale if case.values else 1.0
@@ -207,10 +208,13 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
         c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
-        # A later run (another initial state) bit-identical to the first shares its judgement; one
-        # that differs is compared with the reference, to tell initial-state dependence from a race.
+        # A later run (another initial state) bit-identical to the first shares its judgement (the
+        # worker sends None for a run whose outputs are all bit-identical to the first's); one that
+        # differs is compared with the reference, to tell initial-state dependence from a race.
         # An output declared nondeterministic (atomics) may differ: each run must match the reference.
         for initial, later in zip(initials[1:], runs[1:], strict=True):
+            if later is None:
+                continue
             diff = compare_runs(runs[0][p.name], later[p.name])
             if not diff:
                 continue
@@ -304,7 +308,9 @@ def candidate_entry(module: PtxModule, name: str, candidate: Path, *, named_by: 
 
 
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
-              runner: GpuRunner | None) -> Verdict:
+              runner: GpuRunner | None, references: ReferenceCache | None = None) -> Verdict:
+    """The gate on one candidate. ``references`` keeps the reference outputs of a port run's
+    cases for the run's other candidates (see :mod:`porter.gate.references`)."""
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
@@ -403,17 +409,20 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         key = Case(sizes, seeds[0]).key()
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
-    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job)
+    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
+                                references)
     gates.append(_equivalence_gate(cases, len(plan)))
 
     extras: dict[str, Any] = {"seeds": seeds}
     if options.native:
-        evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
+        with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
+            evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
         gates.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
                                                             seeds[0], digests)))
         extras["native"] = evidence
     if options.sanitize:
-        reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0])
+        with exclusive(runner):
+            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index)
         differs = [problem for r in reports if r.ran and not r.errors and r.digests
                    and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
         gates.append(_sanitize_gate(reports, differs))
@@ -441,24 +450,33 @@ def _fault_reason(fault: WorkerFault) -> str:
 
 
 def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
-               launch: dict[str, Any] | None, warnings: list[str],
-               reference_job: Any) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
+               launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
+               references: ReferenceCache | None = None) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
     """Run the plan in the worker, judging each case in a thread while the next one runs (the
-    comparison is NumPy work that releases the GIL), and stop at the first fault."""
+    comparison is NumPy work that releases the GIL), and stop at the first fault. A reference that
+    ``references`` holds is not asked of the worker again (a ``held`` job); one it computes is kept."""
     pending = []
     digests: dict[tuple, list[int]] = {}
     faulted: list[CaseResult] = []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge") as judges:
         for index, case in enumerate(plan):
+            job = reference_job(index)
+            key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
+            held = references.get(key) if references is not None else None
             try:
                 reply = runner.call("case", options.case_timeout_s, cubin=cubin, entry=entry,
                                     spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
-                                    reference=reference_job(index), launch=launch, first=index == 0)
+                                    reference={"kind": "held", "key": job["key"]} if held is not None else job,
+                                    launch=launch, first=index == 0)
             except WorkerFault as fault:
                 faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
                                           values=case.values, reason=_fault_reason(fault), fault=str(fault)))
                 break
             digests[case.key()] = reply.get("digests", [])
+            if held is not None:
+                reply["reference"] = held
+            elif references is not None:
+                reply["reference"] = references.put(key, reply["reference"])
             if reply.get("fence") and reply["fence"] not in warnings:
                 warnings.append(reply["fence"])
             pending.append(judges.submit(_judge_case, spec, case, reply))
@@ -559,7 +577,7 @@ def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[s
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
     kernels = [step.entry for step in spec.sequence() if step.entry]
     run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, entries=spec.entries,
-                            launches=len(kernels)), metrics=metrics)
+                            launches=len(kernels), device=device.index), metrics=metrics)
     if not run.ok:
         return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
@@ -588,7 +606,7 @@ def _native_gate(evidence: NativeEvidence, differs: str = "") -> Gate:
 
 
 def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
-              launch: dict[str, Any] | None, seed: int) -> tuple[SanitizerReport, ...]:
+              launch: dict[str, Any] | None, seed: int, device: int = 0) -> tuple[SanitizerReport, ...]:
     """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
     a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
     from porter.gate.nsight import SANITIZER_TOOLS, LaunchJob, run_sanitizer
@@ -600,7 +618,7 @@ def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
         runs.insert(1, ("memcheck", middle))
     reports = []
     for tool, sizes in runs:
-        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch), tool)
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool)
         report = replace(report, sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))

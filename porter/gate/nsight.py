@@ -54,6 +54,7 @@ class LaunchJob:
     launch: dict[str, Any] | None = None  # the candidate's own launch directive, if it declares one
     entries: tuple[str, ...] = ()  # a hot loop of several kernels: every entry it launches
     launches: int = 1  # kernel launches in one run of the hot loop (ncu profiles them all)
+    device: int = 0  # the CUDA device index to launch on (the checked worker's GPU)
 
     def write(self, folder: Path) -> Path:
         cubin_path = folder / "kernel.cubin"
@@ -77,12 +78,17 @@ def _launch_command(job_path: Path) -> list[str]:
     return [sys.executable, "-m", "porter.gate.runner.launch_once", str(job_path)]
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(device: int = 0) -> dict[str, str]:
+    """This process's environment for a tool's launch, with porter importable and only GPU ``device``
+    (an index among the GPUs this process sees) visible, as its device 0."""
     import os
 
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the porter package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if device:
+        visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[device] if device < len(visible) else str(device)
     return env
 
 
@@ -189,7 +195,7 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
             command += ["--metrics", ",".join(metrics)]
         command += _launch_command(job_path)
         try:
-            out = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env())
+            out = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env(job.device))
         except subprocess.TimeoutExpired:
             return NcuRun(False, f"ncu did not finish in {timeout_s:.0f} s")
         rep = report.with_suffix(".ncu-rep")
@@ -269,7 +275,7 @@ def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> San
             command += ["--racecheck-report", "hazard"]
         try:
             out = subprocess.run(command + _launch_command(job_path), capture_output=True, text=True,
-                                 timeout=timeout_s, env=_child_env())
+                                 timeout=timeout_s, env=_child_env(job.device))
         except subprocess.TimeoutExpired:
             return SanitizerReport(tool, False, 0, (), f"{tool} did not finish in {timeout_s:.0f} s")
         digests = _launch_digests(Path(tmp))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,6 +40,8 @@ class DeviceInfo:
     driver: str  # "13.0" (CUDA driver API version)
     runtime: str
     cupy: str
+    device_count: int = 1  # GPUs this worker's process sees (a pool starts one worker per GPU)
+    index: int = 0  # this GPU's CUDA device index (as CUDA_VISIBLE_DEVICES shows them)
 
     def describe(self) -> str:
         return f"{self.name} ({self.arch}), CUDA driver {self.driver}, CuPy {self.cupy}"
@@ -174,6 +176,34 @@ class Runner:
                     "(a hang or an endless loop); the worker was killed",
                     kind="timeout",
                 )
+
+
+class Unavailable:
+    """A runner that has no GPU to offer, and says why (``kind`` "unavailable"): where a check can only
+    do what needs no GPU (no GPU here, or none of the target's on a cluster)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.info: DeviceInfo | None = None
+        self.restarts = 0
+
+    def start(self) -> DeviceInfo:
+        raise WorkerFault(self.reason, kind="unavailable")
+
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+        raise WorkerFault(self.reason, kind="unavailable")
+
+    def close(self) -> None:
+        pass
+
+
+def exclusive(runner: GpuRunner | None) -> AbstractContextManager[object]:
+    """The runner's GPU to the caller alone while the block runs: for launches outside the worker
+    (ncu, compute-sanitizer) that must not share the GPU, as timing does not. A pool's runner
+    (:class:`porter.pool.lease.LeasedRunner`) holds its GPU's lease exclusively; a runner that owns
+    its GPU alone has nothing to take."""
+    hold = getattr(runner, "exclusive", None)
+    return hold() if callable(hold) else nullcontext()
 
 
 @contextmanager

@@ -12,15 +12,21 @@ the job's op, so that the parent's timeout, kill and restart logic runs on any m
 
 A device index below 0 makes the start-up fail, as on a machine without a usable GPU.
 :class:`InProcessRunner` is a :class:`porter.gate.runner.GpuRunner` with no process at all: each op is a
-function of the payload, for tests of the code that talks to a runner.
+function of the payload, for tests of the code that talks to a runner. :class:`FakeGpu` simulates a
+whole GPU that computes the spec's reference (for pool and cluster tests, and CPU measurements).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from porter.gate.runner.client import DeviceInfo, WorkerFault
 
@@ -95,6 +101,159 @@ class InProcessRunner:
             if fault.kind in ("timeout", "died"):
                 self.restarts += 1
             raise
+
+    def close(self) -> None:
+        self.info = None
+
+
+class FakeGpu:
+    """A GPU simulated on the CPU, shared by the runners of one device (:meth:`runner`), for tests
+    and CPU measurements of a pool or a cluster worker.
+
+    A "kernel" computes the spec's Python reference exactly (cast to the outputs' dtypes), so every
+    candidate is right, unless its cubin holds the bytes ``porter_fake_wrong`` (a candidate with a
+    ``.global`` of that name), whose first output is off by one, or ``porter_fake_tuned``, right only
+    on the seeds in ``tuned_seeds`` (a candidate tuned to the seeds it was shown). A case job takes ``case_s`` and a
+    timing job ``time_s`` seconds of the simulated GPU. Each job is logged as ``(op, start, end,
+    runner)``; ``references`` counts the references computed (a ``held`` reference is not).
+    ``die_first`` > 0 makes the process exit (code 17) at its first case jobs, counted in the file
+    ``marker`` across processes: a worker that dies mid-candidate.
+    """
+
+    def __init__(self, *, arch: str = "sm_90a", name: str = "Fake GPU", case_s: float = 0.0, time_s: float = 0.0,
+                 device_count: int = 1, die_first: int = 0, marker: str = "",
+                 tuned_seeds: tuple[int, ...] = ()) -> None:
+        self.info = DeviceInfo(name=name, arch=arch.rstrip("af"), compute_capability="9.0", sm_count=132,
+                               l2_bytes=50 << 20, max_shared_optin=232448, driver="13.0", runtime="13.0",
+                               cupy="none", device_count=device_count)
+        self.case_s, self.time_s = case_s, time_s
+        self.die_first, self.marker = die_first, marker
+        self.tuned_seeds = tuned_seeds
+        self.log: list[tuple[str, float, float, int]] = []
+        self.references = 0
+        self._lock = threading.Lock()
+        self._outputs: dict[tuple, dict[str, np.ndarray]] = {}
+        self._specs: dict[tuple, Any] = {}
+        self._runners = 0
+
+    def runner(self) -> FakeGpuRunner:
+        with self._lock:
+            self._runners += 1
+            return FakeGpuRunner(self, self._runners)
+
+    # -- what the simulated kernels compute -------------------------------------------------------
+    def _spec(self, path: str) -> Any:
+        from porter.gate.spec import load_spec
+
+        key = (path, os.stat(path).st_mtime_ns)
+        with self._lock:
+            found = self._specs.get(key)
+        if found is None:
+            found = load_spec(Path(path))
+            with self._lock:
+                self._specs[key] = found
+        return found
+
+    def _reference(self, spec: Any, sizes: dict[str, int], seed: int, values: str) -> dict[str, np.ndarray]:
+        from porter.gate.inputs import make_args
+        from porter.gate.usercode import load_callable
+
+        ref = spec.reference.callable
+        args = make_args(spec, sizes, seed, values)
+        result = load_callable(str(ref.path), ref.function)(args, dict(sizes))
+        return {p.name: np.asarray(result[p.name], dtype=np.float64) for p in spec.outputs}
+
+    def _kernel(self, spec: Any, sizes: dict[str, int], seed: int, values: str, wrong: bool) -> dict[str, np.ndarray]:
+        key = (str(spec.path), tuple(sorted(sizes.items())), seed, values, wrong)
+        with self._lock:
+            found = self._outputs.get(key)
+        if found is None:
+            found = {p.name: ref.astype(p.dtype.numpy) for p, ref in
+                     zip(spec.outputs, self._reference(spec, sizes, seed, values).values(), strict=True)}
+            if wrong:
+                first = spec.outputs[0].name
+                found[first] = (found[first].astype(np.float64) + 1).astype(found[first].dtype)
+            with self._lock:
+                self._outputs[key] = found
+        return found
+
+    def _wrong(self, cubin: bytes, seed: int) -> bool:
+        return b"porter_fake_wrong" in cubin or (b"porter_fake_tuned" in cubin and seed not in self.tuned_seeds)
+
+    @staticmethod
+    def _digests(outputs: dict[str, np.ndarray]) -> list[int]:
+        return [int.from_bytes(hashlib.sha256(a.tobytes()).digest()[:7], "little") for a in outputs.values()]
+
+    def _maybe_die(self) -> None:
+        if self.die_first <= 0 or not self.marker:
+            return
+        path = Path(self.marker)
+        deaths = int(path.read_text() or 0) if path.exists() else 0
+        if deaths < self.die_first:
+            path.write_text(str(deaths + 1))
+            os._exit(17)
+
+    def job(self, runner: int, op: str, job: dict[str, Any]) -> dict[str, Any]:
+        start = time.monotonic()
+        try:
+            if op == "case":
+                return self._case(job)
+            if op == "time":
+                return self._time(job)
+            raise WorkerFault(f"the fake GPU has no job {op!r}", kind="fault")
+        finally:
+            with self._lock:
+                self.log.append((op, start, time.monotonic(), runner))
+
+    def _case(self, job: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_die()
+        spec = self._spec(job["spec_path"])
+        sizes, seed, values = job["sizes"], job["seed"], job.get("values", "")
+        outputs = self._kernel(spec, sizes, seed, values, self._wrong(job["cubin"], seed))
+        reference = None
+        if job["reference"].get("kind") != "held":
+            reference = self._reference(spec, sizes, seed, values)
+            with self._lock:
+                self.references += 1
+        time.sleep(self.case_s)
+        return {"outputs": [outputs, None], "initials": ["poison", "random"], "reference": reference,
+                "guards": [], "modified": [], "digests": self._digests(outputs), "kernel_s": self.case_s,
+                "fence": ""}
+
+    def _time(self, job: dict[str, Any]) -> dict[str, Any]:
+        spec = self._spec(job["spec_path"])
+        names = [c["name"] for c in job["contenders"]]
+        reps = 10
+        digests = []
+        for c in job["contenders"]:
+            if c["kind"] != "kernel":
+                digests.append(None)
+                continue
+            outs = self._kernel(spec, job["sizes"], job["seed"], "", self._wrong(c["cubin"], job["seed"]))
+            digests.append(self._digests(outs) * reps)
+        time.sleep(self.time_s)
+        times = {"candidate": 1.0, "source": 2.0, "library": 1.25}
+        candidate = digests[0] or []
+        return {"names": names, "times_ms": [[times.get(n, 1.0)] * reps for n in names], "digests": digests,
+                "repeat_digests": candidate, "outputs_per_launch": len(spec.outputs), "guards": [[] for _ in names]}
+
+
+class FakeGpuRunner:
+    """A :class:`porter.gate.runner.GpuRunner` on a :class:`FakeGpu` (in this process)."""
+
+    def __init__(self, gpu: FakeGpu, number: int) -> None:
+        self.gpu = gpu
+        self.number = number
+        self.info: DeviceInfo | None = None
+        self.restarts = 0
+
+    def start(self) -> DeviceInfo:
+        self.info = self.gpu.info
+        return self.info
+
+    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+        self.start()
+        return {"ok": True, **self.gpu.job(self.number, op, payload)}
 
     def close(self) -> None:
         self.info = None

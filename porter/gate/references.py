@@ -1,0 +1,89 @@
+"""Reference outputs kept for one port run, so that every candidate of the run is judged against
+outputs computed once.
+
+Within a port run the candidates share their seeds (the session draws them once), so the
+reference at each (reference, spec, size set, seed, value case) is the same for all of them. The
+first check that reaches a case has the worker compute it; later checks send the worker a
+``held`` reference job, and the worker neither computes nor sends it. Nothing a candidate
+controls is in the key: the reference's own identity (the callable's file and its modification
+time, the source cubin's digest, the golden folder), the source spec's file and version, and the
+case. A cache is made per run (never shared between runs, whose seeds differ) and is thread-safe:
+a pool's checks run side by side. The arrays are handed out read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+
+
+class ReferenceCache:
+    """Reference outputs by case, least recently used first out past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.stats = CacheStats()
+        self._items: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(reference_job: dict[str, Any], spec_path: str, case_key: tuple) -> tuple:
+        """The key of one case's reference: the reference job's identity, the source spec's file
+        (and its version: an edited spec is another spec) and the case (sizes, seed, value case)."""
+        try:
+            version = os.stat(spec_path).st_mtime_ns
+        except OSError:
+            version = 0
+        return reference_job.get("key", ""), spec_path, version, case_key
+
+    def get(self, key: tuple) -> dict[str, np.ndarray] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                self.stats.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.stats.hits += 1
+            return found
+
+    def __contains__(self, key: tuple) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def put(self, key: tuple, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Keep ``outputs`` (read-only copies' views) under ``key``; returns what is kept."""
+        kept = {}
+        for name, value in outputs.items():
+            array = np.asarray(value)
+            array.flags.writeable = False
+            kept[name] = array
+        size = sum(a.nbytes for a in kept.values())
+        with self._lock:
+            if key in self._items:
+                return self._items[key]
+            if size > self.max_bytes:
+                return kept
+            self._items[key] = kept
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._items:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= sum(a.nbytes for a in old.values())
+        return kept
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)

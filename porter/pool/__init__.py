@@ -1,0 +1,44 @@
+"""Where candidates are verified: one interface (:class:`Verifier`), three places.
+
+- :class:`RunnerVerifier`: one runner, one candidate after another;
+- :class:`LocalPool` (``porter.pool.local``): every local GPU, a round's candidates side by side,
+  timing exclusive per GPU (the embedded default);
+- :class:`ClusterVerifier` (``porter.pool.cluster``): a dask.distributed cluster, each candidate
+  on a worker that advertises its target architecture (``porter worker``; the optional ``cluster``
+  extra).
+
+:func:`open_verifier` is the one place a command's verifier is chosen and closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
+from porter.ptx.toolchain import Toolchain
+
+__all__ = ["CheckJob", "RunnerVerifier", "Verifier", "open_verifier"]
+
+
+@contextmanager
+def open_verifier(toolchain: Toolchain, *, gpu: bool = True, cluster: str | None = None,
+                  per_gpu: int | None = None) -> Iterator[Verifier]:
+    """The verifier for one command, closed when the block ends: the cluster at ``cluster`` (an
+    unreachable scheduler is one line, exit 3, within seconds), else the local pool over this
+    machine's GPUs, else (``gpu=False``) static checks only."""
+    verifier: Verifier
+    if cluster:
+        from porter.pool.cluster import ClusterVerifier
+
+        verifier = ClusterVerifier(cluster, toolchain=toolchain)
+    elif gpu:
+        from porter.pool.local import DEFAULT_PER_GPU, LocalPool
+
+        verifier = LocalPool(toolchain, per_gpu=per_gpu or DEFAULT_PER_GPU)
+    else:
+        verifier = RunnerVerifier(None, toolchain)
+    try:
+        yield verifier
+    finally:
+        verifier.close()
