@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,10 +26,11 @@ from porter.gate.verdict import size_label
 if TYPE_CHECKING:
     from porter.agent.llm import Budget
     from porter.agent.session import PortResult
+    from porter.agent.steering import Steering
     from porter.bench.suite import BenchRow, BenchSummary
     from porter.ci.bot import CiOutcome
     from porter.gate.check import CheckOptions
-    from porter.gate.runner import Runner
+    from porter.gate.runner import GpuRunner, Runner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
     from porter.gate.verdict import Verdict
@@ -107,13 +108,24 @@ def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[Dev
 # -- check, record, profile ---------------------------------------------------------------------
 
 
-def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True) -> Verdict:
-    """``porter check``: the gate on one candidate."""
+@contextmanager
+def _runner_for(gpu: bool, runner: GpuRunner | None) -> Iterator[GpuRunner | None]:
+    """The caller's runner (a long-lived server's, kept warm), else one for this command alone."""
+    if runner is not None and gpu:
+        yield runner
+        return
+    with gpu_runner(gpu) as own:
+        yield own
+
+
+def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True,
+          runner: GpuRunner | None = None) -> Verdict:
+    """``porter check``: the gate on one candidate (in ``runner`` when one is given)."""
     from porter.gate.check import run_check
 
     toolchain = assembler()
-    with gpu_runner(gpu) as runner:
-        return run_check(candidate, spec, options, toolchain=toolchain, runner=runner)
+    with _runner_for(gpu, runner) as active:
+        return run_check(candidate, spec, options, toolchain=toolchain, runner=active)
 
 
 def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False) -> dict[str, Any]:
@@ -177,12 +189,15 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
          branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
          gpu: bool = True, on_event: Callable[..., None] | None = None,
-         env: Mapping[str, str] | None = None) -> Ported:
+         env: Mapping[str, str] | None = None, steering: Steering | None = None, runner: GpuRunner | None = None,
+         gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
-    branch asked for can be made), then the session, then the review branch of a port that passed."""
+    branch asked for can be made), then the session, then the review branch of a port that passed.
+    ``steering`` is asked between rounds (``--interactive``); ``runner`` and ``gpu_guard`` are a
+    server's shared GPU worker and the lock held around each candidate's check."""
     from porter.agent.llm import Budget, open_model
     from porter.agent.session import run_port
-    from porter.review.branch import ReviewOutcome, branch_problem, open_review_branch
+    from porter.review.branch import branch_problem
 
     # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
     kernel = kernel.absolute()
@@ -201,19 +216,62 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     if no_branch and asked_for_branch and out is None:
         raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
     toolchain = assembler()
-    with gpu_runner(gpu) as runner:
-        result = run_port(kernel, loaded, to_arch, toolchain=toolchain, runner=runner, model=client,
+    with _runner_for(gpu, runner) as active:
+        result = run_port(kernel, loaded, to_arch, toolchain=toolchain, runner=active, model=client,
                           from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
-                          require_native=require_native, repo_root=root, on_event=on_event)
-    review = None
-    if branch is not False and (result.status == "passed" or branch_on_failure):
-        if no_branch and out is None:
-            review = ReviewOutcome(None, None, (), reason=f"{no_branch} (--out DIR writes the files instead)")
-        else:
-            review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
-                                        branch_on_failure=branch_on_failure, push=push,
-                                        out_dir=out.absolute() if out is not None else None,
-                                        toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+                          require_native=require_native, repo_root=root, on_event=on_event, steering=steering,
+                          gpu_guard=gpu_guard)
+    review = _review(result, kernel, loaded.path, toolchain, no_branch=no_branch, branch=branch,
+                     branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out)
+    return Ported(result, review)
+
+
+def _review(result: PortResult, kernel: Path | None, spec_path: Path, toolchain: Toolchain, *, no_branch: str,
+            branch: bool | None, branch_on_failure: bool, in_place: bool, push: str | None,
+            out: Path | None) -> ReviewOutcome | None:
+    """The review branch of a port that passed (or any, with ``branch_on_failure``); none for a port
+    the developer stopped."""
+    from porter.review.branch import ReviewOutcome, open_review_branch
+
+    if branch is False or result.stopped or not (result.status == "passed" or branch_on_failure):
+        return None
+    if kernel is None or (no_branch and out is None):
+        why = no_branch or "the ported kernel is not in this repository"
+        return ReviewOutcome(None, None, (), reason=f"{why} (--out DIR writes the files instead)")
+    return open_review_branch(result, kernel=kernel, spec_path=spec_path, in_place=in_place,
+                              branch_on_failure=branch_on_failure, push=push,
+                              out_dir=out.absolute() if out is not None else None,
+                              toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+
+
+def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str | None = None,
+           branch: bool | None = None, branch_on_failure: bool = False, in_place: bool = False,
+           push: str | None = None, out: Path | None = None, gpu: bool = True,
+           on_event: Callable[..., None] | None = None, env: Mapping[str, str] | None = None,
+           steering: Steering | None = None, runner: GpuRunner | None = None,
+           gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
+    """``porter port --resume RUN``: go on with a recorded run from its last step, with the kernel,
+    spec, model and conversation it recorded, and ``budget`` on top of what it spent. The review
+    branch goes where the kernel is in this clone of the repository."""
+    from porter.agent.resume import reopen_model, resume_point
+    from porter.agent.runs import find_run
+    from porter.agent.session import resume_port
+    from porter.review.branch import branch_problem
+
+    point = resume_point(find_run(root / ".porter" / "runs", run))
+    config = point.config
+    client = reopen_model(point, api_base=api_base, env=os.environ if env is None else env)
+    here = [root / rel for rel in (config.kernel_in_repo,) if rel] + [Path(config.kernel)]
+    kernel = next((p for p in here if p.is_file()), None)
+    no_branch = branch_problem(kernel) if kernel is not None and branch is not False else ""
+    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
+    spec_path = in_repo if in_repo is not None and in_repo.is_file() else point.run_dir / point.inputs.spec
+    toolchain = assembler()
+    with _runner_for(gpu, runner) as active:
+        result = resume_port(point, toolchain=toolchain, runner=active, model=client, budget=budget, repo_root=root,
+                             on_event=on_event, steering=steering, gpu_guard=gpu_guard)
+    review = _review(result, kernel, spec_path, toolchain, no_branch=no_branch, branch=branch,
+                     branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out)
     return Ported(result, review)
 
 
@@ -254,7 +312,7 @@ class Replayed:
         return all(r.agrees for r in self.rows)
 
 
-def replay(run: str, root: Path, *, gpu: bool = True) -> Replayed:
+def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None) -> Replayed:
     """``porter replay``: re-verify every candidate of a recorded run on this machine."""
     from porter.agent.runs import candidates, find_run, read_config
     from porter.gate.check import CheckOptions, run_check
@@ -267,11 +325,11 @@ def replay(run: str, root: Path, *, gpu: bool = True) -> Replayed:
     loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
     toolchain = assembler()
     rows = []
-    with gpu_runner(gpu) as runner:
+    with _runner_for(gpu, runner) as active:
         for index, _text, record in candidates(folder):
             verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
                                 CheckOptions(arch=config.target, native=config.require_native), toolchain=toolchain,
-                                runner=runner)
+                                runner=active)
             rows.append(ReplayRow(index, record.origin if record is not None else "?",
                                   record.verdict.status if record is not None else "?", verdict))
     return Replayed(folder, tuple(rows))
