@@ -449,6 +449,30 @@ def bench(
         typer.echo(render_markdown(benched.rows, benched.summary, header=header))
 
 
+@app.command("mcp")
+def mcp_server(
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP on 127.0.0.1 (default: stdio).")] = False,
+    port: Annotated[int, typer.Option(help="The HTTP port (with --http); the path is /mcp.")] = 8765,
+    max_rounds: Annotated[int | None, typer.Option(help="Model replies all ports of this server may use together.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens all ports of this server may use together.")] = None,
+    max_usd: Annotated[float | None, typer.Option(help="US dollars all ports of this server may spend together.")] = None,
+) -> None:
+    """Serve porter's gate to coding agents over the Model Context Protocol: tools inspect, spec, check,
+    profile, port, runs and replay; the architecture profiles and agent prompts as resources.
+    Register it with e.g. `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install 'porter-kernels[mcp]')."""
+    try:
+        from porter.mcp.server import serve
+    except ImportError as err:
+        from porter.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"porter mcp needs the MCP SDK ({err}): pip install 'porter-kernels[mcp]'") from None
+    from porter.mcp.shared import Limits
+
+    if not 0 < port < 65536:
+        raise InputError(f"--port: 1 to 65535 (got {port})")
+    serve(http=http, port=port, limits=Limits(rounds=max_rounds, tokens=max_tokens, usd=max_usd))
+
+
 @app.command("spec")
 def spec_scaffold(
     kernel: Annotated[Path, typer.Argument(help="The PTX whose entry the spec describes.")],
