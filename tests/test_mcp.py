@@ -244,3 +244,16 @@ def test_the_allowance_reserves_and_gives_back():
     assert allowance.left() == {"rounds": 3, "tokens": None, "usd": 0.25}
     unlimited = Allowance().reserve(Budget(max_rounds=None))
     assert unlimited.max_rounds is None
+
+
+@pytest.mark.gpu
+def test_check_over_mcp_on_the_gpu_passes_with_native_evidence():
+    async def session() -> Verdict:
+        async with _stdio() as client:
+            checked = await client.call_tool("check", {"candidate": str(GEMM / "kernel_sm90a.ptx"), "native": True})
+            assert checked.content[0].text.startswith("PASSED (exit 0): "), checked.content[0].text
+            return from_jsonable(Verdict, checked.structured_content)
+
+    verdict = anyio.run(session)
+    assert verdict.status == "passed" and verdict.gate("native").status == "passed"
+    assert verdict.native is not None and verdict.native.state == "executed" and "HGMMA" in verdict.native.summary

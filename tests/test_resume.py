@@ -200,3 +200,29 @@ def _yield(value):
         yield value
 
     return cm()
+
+
+@pytest.mark.gpu
+def test_ctrl_c_during_a_check_on_the_gpu_resumes_to_the_pass(tmp_path):
+    for name in ("kernel_sm80.ptx", "porter.toml", "ref.py"):
+        shutil.copyfile(GEMM / name, tmp_path / name)
+    command = [sys.executable, "-m", "porter", "port", "kernel_sm80.ptx", "--to", "sm_90a", "--model",
+               f"replay:{GEMM / 'scripted_session.toml'}", "--no-branch"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    _wait_for(proc, "candidate 2 (model, round 2): checking", timeout=300)
+    proc.send_signal(signal.SIGINT)  # while the worker runs candidate 2's cases
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    (summary,) = list_runs(tmp_path / ".porter" / "runs")
+    assert summary.status == "interrupted"
+    state = read_record(SessionState, summary.path / "session.json")
+    assert state.pending is not None and state.pending.index == 2  # saved, not judged: checked again on resume
+    resumed = subprocess.run([sys.executable, "-m", "porter", "port", "--resume", summary.id, "--no-branch",
+                              "--json"], cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout)["result"]
+    assert [(c["origin"], c["status"]) for c in result["candidates"]] == [
+        ("retarget", "passed without native instructions"), ("model", "failed"), ("model", "failed"),
+        ("model", "passed")]
+    assert result["best"]["index"] == 3 and result["best"]["verdict"]["native"]["state"] == "executed"

@@ -223,7 +223,7 @@ def render_port(result: PortResult) -> str:
     return "\n".join(out)
 
 
-DIFF_LINES = 120  # a steering prompt shows at most this many lines of a candidate's diff
+DIFF_LINES = 80  # a steering prompt shows at most this many lines of a candidate's diff
 
 
 def render_round(view: RoundView) -> str:
