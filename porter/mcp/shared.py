@@ -89,18 +89,20 @@ class Shared:
     def __init__(self, runner_factory: Callable[[], GpuRunner] | None = None, limits: Limits | None = None) -> None:
         self._factory = runner_factory
         self._runner: GpuRunner | None = None
+        self._made = threading.Lock()  # two first calls at once make one worker
         self._gpu = threading.Lock()
         self.allowance = Allowance(limits)
 
     def runner(self) -> GpuRunner:
-        """The server's GPU worker (made on first use; call under :meth:`gpu_work`)."""
-        if self._runner is None:
-            if self._factory is None:
-                from porter.gate.runner import Runner
+        """The server's GPU worker (made on first use; use it under :meth:`gpu_work`)."""
+        with self._made:
+            if self._runner is None:
+                if self._factory is None:
+                    from porter.gate.runner import Runner
 
-                self._factory = Runner
-            self._runner = self._factory()
-        return self._runner
+                    self._factory = Runner
+                self._runner = self._factory()
+            return self._runner
 
     @contextmanager
     def gpu_work(self) -> Iterator[None]:
@@ -109,7 +111,7 @@ class Shared:
             yield
 
     def close(self) -> None:
-        with self._gpu:
+        with self._gpu, self._made:
             if self._runner is not None:
                 self._runner.close()
                 self._runner = None
