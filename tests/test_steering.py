@@ -21,7 +21,7 @@ from port_doubles import OnlyGoodCubins, fixed_kernel, good_cubins, scripted_vec
 
 from porter.agent.llm import ReplayModel
 from porter.agent.resume import SessionState
-from porter.agent.runs import list_runs, read_outcome, read_record
+from porter.agent.runs import list_runs, read_outcome, read_record, repair_pairs
 from porter.agent.session import run_port
 from porter.agent.steering import CONTINUE, Action, Steer, add_note, candidate_diff
 from porter.cli.steer import TerminalSteering, port_steering
@@ -92,6 +92,8 @@ def test_an_edit_that_passes_ends_the_port(tmp_path, toolchain):
     result, model = _port(tmp_path, toolchain, Scripted(Steer(Action.EDIT, fixed_kernel())))
     assert result.status == "passed" and result.best.origin == "edit" and model.received == []
     assert "the developer's edit" in result.stop_reason
+    (pair,) = repair_pairs(result.run_dir)  # a repair towards the developer's edit says so
+    assert pair["metadata"]["to"] == 1 and pair["metadata"]["to_origin"] == "edit"
 
 
 def test_accept_ends_with_the_best_candidate_judged_as_always(tmp_path, toolchain):

@@ -263,7 +263,8 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
     assembled where the earlier did not, or was correct but not native, or could not run here) may
     be the better side too, marked ``"verified": false`` in the metadata: a model trained on those
     learns what porter could not confirm. The metadata names the run, the model and both
-    candidates' status words."""
+    candidates' status words, and where the better one came from (``to_origin``: ``model``, or
+    ``edit`` for a developer's own edit in ``porter port --interactive``)."""
     prompt = _read_json(run / "prompt.json") if (run / "prompt.json").is_file() else []
     config = read_config(run) if (run / "config.json").is_file() else RunConfig(kernel="?", spec="")
     system = next((m["content"] for m in prompt if m["role"] == "system"), "")
@@ -284,7 +285,7 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
                             {"role": "assistant", "content": f"```ptx\n{better[0]}\n```"}],
                "metadata": {"run": run.name, "model": config.model, "target": config.target,
-                            "from": record.index, "to": to.index,
+                            "from": record.index, "to": to.index, "to_origin": to.origin,
                             "from_status": record.status.value, "to_status": to.status.value,
                             "verified": to.passes,
                             "from_rank": record.judgement.rank, "to_rank": to.judgement.rank}}
