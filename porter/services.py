@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,10 +27,11 @@ from porter.gate.verdict import size_label
 if TYPE_CHECKING:
     from porter.agent.llm import Budget
     from porter.agent.session import PortResult
+    from porter.agent.steering import Steering
     from porter.bench.suite import BenchRow, BenchSummary
     from porter.ci.bot import CiOutcome
     from porter.gate.check import CheckOptions
-    from porter.gate.runner import Runner
+    from porter.gate.runner import GpuRunner, Runner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
     from porter.gate.verdict import Verdict
@@ -108,12 +109,14 @@ def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[Dev
 # -- check, record, profile ---------------------------------------------------------------------
 
 
-def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True, cluster: str | None = None) -> Verdict:
-    """``porter check``: the gate on one candidate, here or on a worker of the cluster at ``cluster``."""
+def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True, cluster: str | None = None,
+          runner: GpuRunner | None = None) -> Verdict:
+    """``porter check``: the gate on one candidate, here (in ``runner``, a long-lived server's, when
+    one is given) or on a worker of the cluster at ``cluster``."""
     from porter.pool import CheckJob, open_verifier
 
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
         return verifier.verify([CheckJob(candidate, spec, options)])[0]
 
 
@@ -178,13 +181,17 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
          branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
          gpu: bool = True, on_event: Callable[..., None] | None = None,
-         env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None) -> Ported:
+         env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None,
+         steering: Steering | None = None, runner: GpuRunner | None = None,
+         gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
-    branch asked for can be made), then the session, then the review branch of a port that passed."""
+    branch asked for can be made), then the session, then the review branch of a port that passed.
+    ``steering`` is asked between rounds (``--interactive``); ``runner`` and ``gpu_guard`` are a
+    server's shared GPU worker and the lock held around each candidate's check."""
     from porter.agent.llm import Budget, open_model
     from porter.agent.session import run_port
     from porter.pool import open_verifier
-    from porter.review.branch import ReviewOutcome, branch_problem, open_review_branch
+    from porter.review.branch import branch_problem
 
     # Absolute paths from here on: git runs in the repository's top folder, not where porter was started.
     kernel = kernel.absolute()
@@ -205,19 +212,63 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     if candidates < 1:
         raise InputError(f"--candidates: at least 1 (got {candidates})")
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
         result = run_port(kernel, loaded, to_arch, toolchain=toolchain, verifier=verifier, model=client,
                           from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
-                          require_native=require_native, repo_root=root, on_event=on_event, candidates=candidates)
-    review = None
-    if branch is not False and (result.status == "passed" or branch_on_failure):
-        if no_branch and out is None:
-            review = ReviewOutcome(None, None, (), reason=f"{no_branch} (--out DIR writes the files instead)")
-        else:
-            review = open_review_branch(result, kernel=kernel, spec_path=loaded.path, in_place=in_place,
-                                        branch_on_failure=branch_on_failure, push=push,
-                                        out_dir=out.absolute() if out is not None else None,
-                                        toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+                          require_native=require_native, repo_root=root, on_event=on_event, candidates=candidates,
+                          steering=steering, gpu_guard=gpu_guard)
+    review = _review(result, kernel, loaded.path, toolchain, no_branch=no_branch, branch=branch,
+                     branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out)
+    return Ported(result, review)
+
+
+def _review(result: PortResult, kernel: Path | None, spec_path: Path, toolchain: Toolchain, *, no_branch: str,
+            branch: bool | None, branch_on_failure: bool, in_place: bool, push: str | None,
+            out: Path | None) -> ReviewOutcome | None:
+    """The review branch of a port that passed (or any, with ``branch_on_failure``); none for a port
+    the developer stopped."""
+    from porter.review.branch import ReviewOutcome, open_review_branch
+
+    if branch is False or result.stopped or not (result.status == "passed" or branch_on_failure):
+        return None
+    if kernel is None or (no_branch and out is None):
+        why = no_branch or "the ported kernel is not in this repository"
+        return ReviewOutcome(None, None, (), reason=f"{why} (--out DIR writes the files instead)")
+    return open_review_branch(result, kernel=kernel, spec_path=spec_path, in_place=in_place,
+                              branch_on_failure=branch_on_failure, push=push,
+                              out_dir=out.absolute() if out is not None else None,
+                              toolchain=f"ptxas {toolchain.ptxas.version}" if toolchain.ptxas else "")
+
+
+def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str | None = None,
+           branch: bool | None = None, branch_on_failure: bool = False, in_place: bool = False,
+           push: str | None = None, out: Path | None = None, gpu: bool = True,
+           on_event: Callable[..., None] | None = None, env: Mapping[str, str] | None = None,
+           steering: Steering | None = None, runner: GpuRunner | None = None, cluster: str | None = None,
+           gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
+    """``porter port --resume RUN``: go on with a recorded run from its last step, with the kernel,
+    spec, model and conversation it recorded, and ``budget`` on top of what it spent. The review
+    branch goes where the kernel is in this clone of the repository."""
+    from porter.agent.resume import reopen_model, resume_point
+    from porter.agent.runs import find_run
+    from porter.agent.session import resume_port
+    from porter.pool import open_verifier
+    from porter.review.branch import branch_problem
+
+    point = resume_point(find_run(root / ".porter" / "runs", run))
+    config = point.config
+    client = reopen_model(point, api_base=api_base, env=os.environ if env is None else env)
+    here = [root / rel for rel in (config.kernel_in_repo,) if rel] + [Path(config.kernel)]
+    kernel = next((p for p in here if p.is_file()), None)
+    no_branch = branch_problem(kernel) if kernel is not None and branch is not False else ""
+    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
+    spec_path = in_repo if in_repo is not None and in_repo.is_file() else point.run_dir / point.inputs.spec
+    toolchain = assembler()
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
+        result = resume_port(point, toolchain=toolchain, verifier=verifier, model=client, budget=budget,
+                             repo_root=root, on_event=on_event, steering=steering, gpu_guard=gpu_guard)
+    review = _review(result, kernel, spec_path, toolchain, no_branch=no_branch, branch=branch,
+                     branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out)
     return Ported(result, review)
 
 
@@ -258,26 +309,26 @@ class Replayed:
         return all(r.agrees for r in self.rows)
 
 
-def replay(run: str, root: Path, *, gpu: bool = True) -> Replayed:
+def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None) -> Replayed:
     """``porter replay``: re-verify every candidate of a recorded run on this machine."""
     from porter.agent.runs import candidates, find_run, read_config
-    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.check import CheckOptions
     from porter.gate.spec import load_spec
+    from porter.pool import CheckJob, open_verifier
 
     folder = find_run(root / ".porter" / "runs", run)
     config = read_config(folder)
     # The spec at the same place in this clone first; the recording machine's absolute path last.
     in_repo = root / config.spec_in_repo if config.spec_in_repo else None
     loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
-    toolchain = assembler()
-    rows = []
-    with gpu_runner(gpu) as runner:
-        for index, _text, record in candidates(folder):
-            verdict = run_check(folder / "candidates" / f"{index:02d}.ptx", loaded,
-                                CheckOptions(arch=config.target, native=config.require_native), toolchain=toolchain,
-                                runner=runner)
-            rows.append(ReplayRow(index, record.origin if record is not None else "?",
-                                  record.verdict.status if record is not None else "?", verdict))
+    options = CheckOptions(arch=config.target, native=config.require_native)
+    recorded = list(candidates(folder))
+    with open_verifier(assembler(), gpu=gpu, runner=runner) as verifier:
+        verdicts = verifier.verify([CheckJob(folder / "candidates" / f"{index:02d}.ptx", loaded, options)
+                                    for index, _text, _record in recorded])
+    rows = [ReplayRow(index, record.origin if record is not None else "?",
+                      record.verdict.status if record is not None else "?", verdict)
+            for (index, _text, record), verdict in zip(recorded, verdicts, strict=True)]
     return Replayed(folder, tuple(rows))
 
 

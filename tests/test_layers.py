@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agent loop", ("porter.agent",)),
     ("outputs", ("porter.review", "porter.ci", "porter.bench", "porter.report")),
     ("services", ("porter.services",)),
-    ("interfaces", ("porter.cli", "porter.__main__")),
+    ("interfaces", ("porter.cli", "porter.mcp", "porter.__main__")),
 )
 TOOL_RUNNERS = ("porter.ptx.toolchain", "porter.gate.nsight", "porter.gate.runner")
 

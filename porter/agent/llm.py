@@ -415,14 +415,16 @@ class ReplayModel:
     """Plays the ``[[reply]]`` tables of a TOML file in order, one per call; nothing is billed.
 
     The file's top-level ``label`` must say that the replies are scripted, so that no report built
-    from a replay can pass for a real model's work. Token counts default to estimates.
+    from a replay can pass for a real model's work. Token counts default to estimates. ``start``
+    skips the replies a resumed run has already had; ``received`` keeps every prompt it was sent.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, start: int = 0) -> None:
         self.path = Path(path)
         self.name = f"replay:{self.path.name}"
         self.label, self.replies = _load_script(self.path)
-        self._next = 0
+        self._next = start
+        self.received: list[list[dict[str, str]]] = []
 
     def __repr__(self) -> str:
         return f"ReplayModel({str(self.path)!r})"
@@ -430,6 +432,7 @@ class ReplayModel:
     def complete(
         self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float
     ) -> Reply:
+        self.received.append([dict(m) for m in messages])
         if self._next >= len(self.replies):
             raise ModelError(f"model {self.name}: scripted replies exhausted after {len(self.replies)}")
         scripted = self.replies[self._next]

@@ -7,7 +7,12 @@ Layout of one run::
     candidates/NN.ptx           every candidate (00 is the mechanical retarget baseline)
     candidates/NN.json          its verdict, origin, round and the feedback sent back
     spend.json                  tokens, cost and time so far (rewritten after each call)
-    result.json                 status word, stop reason, best candidate (written last)
+    result.json                 status word, stop reason, best candidate (written last; on Ctrl-C too,
+                                saying ``interrupted``)
+    inputs/, inputs.json, session.json   what ``porter port --resume`` needs (see porter.agent.resume)
+
+Every file is written atomically (a temporary file renamed over it), so an interrupted run's records
+are each whole.
 
 ``porter runs`` lists runs, ``porter replay`` re-verifies their candidates on this machine, and
 ``porter export --format sft`` turns repairs into chat-format fine-tuning pairs: by default only
@@ -70,6 +75,14 @@ class RunLog:
         self.dir.mkdir(parents=True, exist_ok=False)
         self._messages = 0
 
+    @classmethod
+    def reopen(cls, run_dir: Path) -> RunLog:
+        """The log of a recorded run, to go on writing it (``porter port --resume``)."""
+        log = cls.__new__(cls)
+        log.id, log.dir = run_dir.name, run_dir
+        log._messages = len(list((run_dir / "messages").glob("*.md")))
+        return log
+
     def write_json(self, name: str, data: Any) -> None:
         _write_atomic(self.dir / name, json.dumps(to_jsonable(data), indent=2) + "\n")
 
@@ -127,6 +140,7 @@ class RunConfig:
     kernel: str
     spec: str
     spec_in_repo: str | None = None  # the spec's path in the repository, to find it in another clone
+    kernel_in_repo: str | None = None  # the kernel's, likewise (a resumed port's review branch needs it)
     source_arch: str = ""
     entry: str = ""
     asked_target: str = ""
@@ -138,19 +152,23 @@ class RunConfig:
     agent: str = "port"
     budget: dict[str, Any] = field(default_factory=dict)
     optimize: bool = False
+    candidates: int = 1  # proposals per round (--candidates)
     warnings: tuple[str, ...] = ()
     started: float = 0.0
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """``result.json``, written last: the port's status word, why it stopped, its best candidate."""
+    """``result.json``, written last: the port's status word, why it stopped, its best candidate.
+    ``ended``: ``finished``, ``stopped`` (by the developer, without accepting) or ``interrupted``
+    (Ctrl-C); the last two can be resumed."""
 
     status: Status
     stop_reason: str
     target: str
     best: int | None
     spend: dict[str, Any] = field(default_factory=dict)
+    ended: str = "finished"
 
 
 @dataclass(frozen=True)
@@ -160,7 +178,7 @@ class RunSummary:
     kernel: str
     target: str
     model: str
-    status: str  # the result's status word, or "incomplete" when result.json is missing
+    status: str  # the result's status word, "interrupted" / "stopped", or "incomplete" without result.json
     stop_reason: str
     candidates: int
 
@@ -172,7 +190,7 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: unreadable run record ({err})") from err
 
 
-def _read(kind: type[T], path: Path, **defaults: Any) -> T:
+def read_record(kind: type[T], path: Path, **defaults: Any) -> T:
     """A typed run record (``defaults`` fill what an older record lacks)."""
     data = _read_json(path)
     if not isinstance(data, dict):
@@ -184,13 +202,13 @@ def _read(kind: type[T], path: Path, **defaults: Any) -> T:
 
 
 def read_config(run: Path) -> RunConfig:
-    return _read(RunConfig, run / "config.json", kernel="?", spec="")
+    return read_record(RunConfig, run / "config.json", kernel="?", spec="")
 
 
 def read_outcome(run: Path) -> RunOutcome | None:
     """The run's result, or None while it is incomplete."""
     path = run / "result.json"
-    return _read(RunOutcome, path) if path.is_file() else None
+    return read_record(RunOutcome, path) if path.is_file() else None
 
 
 def list_runs(root: Path) -> list[RunSummary]:
@@ -201,11 +219,17 @@ def list_runs(root: Path) -> list[RunSummary]:
         config, result = read_config(folder), read_outcome(folder)
         runs.append(RunSummary(
             id=folder.name, path=folder, kernel=config.kernel, target=config.target,
-            model=config.model or "none", status=result.status.value if result else "incomplete",
+            model=config.model or "none", status=_run_status(result),
             stop_reason=result.stop_reason if result else "",
             candidates=len(list((folder / "candidates").glob("*.ptx"))),
         ))
     return runs
+
+
+def _run_status(outcome: RunOutcome | None) -> str:
+    if outcome is None:
+        return "incomplete"
+    return outcome.ended if outcome.ended != "finished" else outcome.status.value
 
 
 def find_run(root: Path, ref: str) -> Path:
@@ -229,7 +253,7 @@ def candidates(run: Path) -> Iterator[tuple[int, str, CandidateRecord | None]]:
         record_path = ptx.with_suffix(".json")
         record = None
         if record_path.is_file():
-            record = replace(_read(CandidateRecord, record_path, require_native=config.require_native,
+            record = replace(read_record(CandidateRecord, record_path, require_native=config.require_native,
                                    index=int(ptx.stem)), path=ptx)
         yield int(ptx.stem), ptx.read_text(), record
 
@@ -240,7 +264,8 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
     assembled where the earlier did not, or was correct but not native, or could not run here) may
     be the better side too, marked ``"verified": false`` in the metadata: a model trained on those
     learns what porter could not confirm. The metadata names the run, the model and both
-    candidates' status words."""
+    candidates' status words, and where the better one came from (``to_origin``: ``model``, or
+    ``edit`` for a developer's own edit in ``porter port --interactive``)."""
     prompt = _read_json(run / "prompt.json") if (run / "prompt.json").is_file() else []
     config = read_config(run) if (run / "config.json").is_file() else RunConfig(kernel="?", spec="")
     system = next((m["content"] for m in prompt if m["role"] == "system"), "")
@@ -261,7 +286,7 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
                             {"role": "assistant", "content": f"```ptx\n{better[0]}\n```"}],
                "metadata": {"run": run.name, "model": config.model, "target": config.target,
-                            "from": record.index, "to": to.index,
+                            "from": record.index, "to": to.index, "to_origin": to.origin,
                             "from_status": record.status.value, "to_status": to.status.value,
                             "verified": to.passes,
                             "from_rank": record.judgement.rank, "to_rank": to.judgement.rank}}

@@ -11,18 +11,29 @@ instructions``, ``not run on target hardware`` or ``failed``. The port's status 
 candidate's (highest rank, then fastest; no candidate is ``failed``). The session stops at the
 first candidate that is ``not run on target hardware``: more rounds could not be verified here, so
 they are not spent.
+
+Between rounds the session asks its steering (:mod:`porter.agent.steering`): a developer may add a
+hint for the model, edit the candidate (verified as the next one), accept the best or stop. The
+loop's state is written to ``session.json`` at every step, and a Ctrl-C leaves the records whole
+with ``result.json`` saying ``interrupted``: :func:`resume_port` goes on from the last step
+(:mod:`porter.agent.resume`), on this machine or another. A resumed run whose last candidate could
+not run where it was recorded checks it again first (origin ``recheck``): this machine may have the
+target GPU.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
+from porter.agent.resume import SessionState
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
+from porter.agent.steering import Steering, Unsteered
 from porter.errors import EnvironmentProblem
 from porter.gate.check import CheckOptions
 from porter.gate.plan import check_seeds
@@ -43,6 +54,9 @@ from porter.ptx.arch import (
 )
 from porter.ptx.isa import IsaSupport
 from porter.ptx.toolchain import Toolchain
+
+if TYPE_CHECKING:
+    from porter.agent.resume import ResumePoint
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 MAX_FORMAT_ERRORS = 3
@@ -84,6 +98,7 @@ class PortResult:
     entry: str = ""  # the source's entry: names the run and the review branch
     asked_target: str = ""  # --to as given, when the target chosen differs from it
     warnings: tuple[str, ...] = ()  # from the pre-flight
+    stopped: bool = False  # the developer stopped it without accepting: no review branch; it can be resumed
 
 
 def repo_relative(path: Path, root: Path | None) -> str | None:
@@ -178,25 +193,54 @@ def _compact(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What a session settles before its first candidate (or reads back when it resumes)."""
+
+    module: PtxModule
+    source_arch: str
+    target: str
+    target_reason: str
+    changed: str | None
+    require: bool
+    src: ArchProfile
+    dst: ArchProfile
+    entry: str
+    warnings: tuple[str, ...]
+    log: RunLog
+
+
 class PortSession:
     """One port. Candidates are verified through ``verifier`` (a round's candidates side by side in
     a pool or on a cluster), else one after another on ``runner``. The candidates of a run share
     its seeds, so that the reference outputs of each case are computed once for all of them
     (:class:`~porter.gate.references.ReferenceCache`); a candidate that passes on them is checked
-    again on fresh seeds, and only that check can call it passed."""
+    again on fresh seeds, and only that check can call it passed.
+
+    ``steering`` is asked after each round when the session would go on (default:
+    :class:`~porter.agent.steering.Unsteered`); ``gpu_guard`` is held around each round's check
+    (an MCP server's lock, so that two ports share one GPU). ``run(resume=...)`` goes on with a
+    recorded run (:mod:`porter.agent.resume`)."""
 
     def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
-                 on_event: Event | None = None, verifier: Verifier | None = None) -> None:
+                 on_event: Event | None = None, verifier: Verifier | None = None, steering: Steering | None = None,
+                 gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
         self.request = request
         self.toolchain = toolchain
         self.runner = runner
         self.verifier: Verifier = verifier if verifier is not None else RunnerVerifier(runner, toolchain)
         self.model = model
         self.emit = on_event or (lambda kind, **data: None)
+        self.steering: Steering = steering or Unsteered()
+        self.gpu_guard = gpu_guard or nullcontext
         self.spend = Spend()
         self.candidates: list[CandidateRecord] = []
         self.seeds = check_seeds(request.check.seeds)  # the run's seeds, shared by its candidates
         self.references = ReferenceCache()
+        self.texts: dict[int, str] = {}
+        self.stopped = False  # the developer stopped the port without accepting it
+        self._state: SessionState | None = None
+        self._resumed = False
 
     # -- candidates ------------------------------------------------------------------------------
     def _verify_round(self, log: RunLog, texts: list[str], origin: str, round_no: int, target: str,
@@ -207,13 +251,16 @@ class PortSession:
 
         first = len(self.candidates)
         paths = [log.candidate(first + k, text) for k, text in enumerate(texts)]
-        for k in range(len(texts)):
+        for k, text in enumerate(texts):
+            self.texts[first + k] = text
             self.emit("checking", index=first + k, origin=origin, round=round_no)
         # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
         options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel,
                           seeds=self.seeds)
-        verdicts = self.verifier.verify([CheckJob(path, self.request.spec, options, self.references) for path in paths])
-        verdicts = self._confirm(paths, verdicts, options, require_native)
+        with self.gpu_guard():
+            verdicts = self.verifier.verify([CheckJob(path, self.request.spec, options, self.references)
+                                             for path in paths])
+            verdicts = self._confirm(paths, verdicts, options, require_native)
         records = []
         for k, (text, path, verdict) in enumerate(zip(texts, paths, verdicts, strict=True)):
             feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
@@ -223,6 +270,10 @@ class PortSession:
             self.emit("verdict", index=record.index, status=record.status, verdict=verdict)
             records.append(record)
         return records
+
+    def _verify(self, log: RunLog, text: str, origin: str, round_no: int, target: str,
+                require_native: bool) -> CandidateRecord:
+        return self._verify_round(log, [text], origin, round_no, target, require_native)[0]
 
     def _confirm(self, paths: list[Path], verdicts: list[Verdict], options: CheckOptions,
                  require_native: bool) -> list[Verdict]:
@@ -243,9 +294,22 @@ class PortSession:
             result[k] = replace(verdict, warnings=(*verdict.warnings, note))
         return result
 
-    # -- the loop --------------------------------------------------------------------------------
-    def run(self) -> PortResult:
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self, resume: ResumePoint | None = None) -> PortResult:
+        """Run the port (or go on with ``resume``). On Ctrl-C the run's records are left whole,
+        ``result.json`` says ``interrupted``, and the KeyboardInterrupt goes on up."""
+        setup = self._begin() if resume is None else self._reopen(resume)
+        try:
+            stop = self._loop(setup, resume.state if resume is not None else None)
+        except KeyboardInterrupt:
+            self._end(setup, "interrupted (Ctrl-C): `porter port --resume "
+                      f"{setup.log.id}` goes on from the last step", ended="interrupted")
+            raise
+        return self._end(setup, stop, ended="stopped" if self.stopped else "finished")
+
+    def _begin(self) -> _Setup:
         from porter.agent.preflight import preflight
+        from porter.agent.resume import snapshot_inputs
         from porter.ptx import read_ptx
 
         req = self.request
@@ -257,35 +321,60 @@ class PortSession:
         require = native_required(module, src, dst) if req.require_native is None else req.require_native
         # Before anything is spent or recorded: the source assembles and the spec describes it.
         warnings = tuple(preflight(module, req.spec, req.kernel, req.from_arch, self.toolchain, target))
-        baseline_ptx, lowered = baseline_text(module, target, self.toolchain.isa())
+        _, lowered = baseline_text(module, target, self.toolchain.isa())
         warnings += (f"the mechanical retarget's {lowered}",) if lowered else ()
         entry = source_entry(module, req.spec, req.kernel)
         log = RunLog(req.runs_root, new_run_id(entry, target))
         log.write_json("config.json", RunConfig(
             kernel=str(req.kernel), spec=str(req.spec.path), spec_in_repo=repo_relative(req.spec.path, req.repo_root),
+            kernel_in_repo=repo_relative(req.kernel, req.repo_root),
             source_arch=source_arch, entry=entry, asked_target=req.to_arch, target=target, target_reason=target_reason,
             target_changed=changed, require_native=require, model=self.model.name if self.model else None,
-            agent=req.agent, budget=to_jsonable(req.budget), optimize=req.optimize, warnings=warnings,
+            agent=req.agent, budget=to_jsonable(req.budget), optimize=req.optimize, candidates=req.candidates,
+            warnings=warnings,
             started=time.time(),
         ))
+        log.write_json("inputs.json", snapshot_inputs(log.dir, req.kernel, req.spec, self.model))
         self.emit("start", run_id=log.id, source_arch=source_arch, target=target, reason=target_reason,
                   changed=changed, require_native=require, model=self.model.name if self.model else None)
         for warning in warnings:
             self.emit("warning", message=warning)
-        baseline = self._verify_round(log, [baseline_ptx], "retarget", 0, target, require)[0]
-        stop = self._loop(log, module, src, dst, target, target_reason, require, baseline)
+        return _Setup(module, source_arch, target, target_reason, changed, require, src, dst, entry, warnings, log)
+
+    def _reopen(self, point: ResumePoint) -> _Setup:
+        from porter.agent.resume import spend_so_far
+        from porter.ptx import read_ptx
+
+        config = point.config
+        module = read_ptx(self.request.kernel)
+        log = RunLog.reopen(point.run_dir)
+        self.candidates = list(point.records)
+        self.texts = dict(point.texts)
+        self.spend = spend_so_far(point.spend)
+        self._resumed = True
+        self.emit("start", run_id=log.id, source_arch=config.source_arch, target=config.target,
+                  reason=config.target_reason, changed=config.target_changed, require_native=config.require_native,
+                  model=self.model.name if self.model else None, resumed=len(self.candidates))
+        return _Setup(module, config.source_arch, config.target, config.target_reason, config.target_changed,
+                      config.require_native, get_profile(config.source_arch), get_profile(config.target), config.entry,
+                      config.warnings, log)
+
+    def _end(self, setup: _Setup, stop: str, *, ended: str) -> PortResult:
+        req, log = self.request, setup.log
         best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
             run_id=log.id, run_dir=log.dir, status=judge(best.verdict if best else None,
-                                                         require_native=require).status, stop_reason=stop, source_arch=source_arch,
-            target=target, target_reason=target_reason, require_native=require,
-            model=self.model.name if self.model else None, best=best, candidates=tuple(self.candidates),
-            spend=self._spend(), entry=entry, asked_target=normalize_arch(req.to_arch) if changed else "",
-            warnings=warnings,
+                                                         require_native=setup.require).status, stop_reason=stop,
+            source_arch=setup.source_arch, target=setup.target, target_reason=setup.target_reason,
+            require_native=setup.require, model=self.model.name if self.model else None, best=best,
+            candidates=tuple(self.candidates), spend=self._spend(), entry=setup.entry,
+            asked_target=normalize_arch(req.to_arch) if setup.changed else "", warnings=setup.warnings,
+            stopped=self.stopped,
         )
-        log.write_json("result.json", RunOutcome(result.status, stop, target, best.index if best else None,
-                                                 result.spend))
-        self.emit("done", result=result)
+        log.write_json("spend.json", result.spend)
+        log.write_json("result.json", RunOutcome(result.status, stop, setup.target, best.index if best else None,
+                                                 result.spend, ended=ended))
+        self.emit("interrupted" if ended == "interrupted" else "done", result=result)
         return result
 
     def _spend(self) -> dict[str, Any]:
@@ -293,76 +382,101 @@ class PortSession:
         return {"rounds": s.rounds, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                 "usd": round(s.usd, 6), "wall_s": round(s.elapsed_s, 2)}
 
-    def _loop(self, log: RunLog, module: PtxModule, src: ArchProfile, dst: ArchProfile, target: str,
-              target_reason: str, require: bool, baseline: CandidateRecord) -> str:
+    # -- the loop --------------------------------------------------------------------------------
+    def _checkpoint(self, log: RunLog, state: SessionState) -> SessionState:
+        """Where the loop stands, on disk before the next step (what a resume goes on from)."""
+        log.write_json("session.json", state)
+        self._state = state
+        return state
+
+    def _text(self, index: int | None, module: PtxModule) -> str:
+        return module.text if index is None else self.texts[index]
+
+    def _loop(self, setup: _Setup, state: SessionState | None) -> str:
         from porter.agent.edits import apply_reply
         from porter.agent.feedback import format_error_feedback
-        from porter.agent.prompts import PortContext, build_messages, load_agent
+        from porter.agent.prompts import load_agent
+        from porter.agent.resume import Pending, extend, resumed
 
-        req = self.request
-        if baseline.passes and not req.optimize:
-            return "the mechanical retarget passes every gate: no model needed"
-        if (why := _cannot_go_further(baseline, target)) is not None:
-            return why
+        req, log, module = self.request, setup.log, setup.module
+        if state is None:
+            if not self.candidates:
+                self._verify(log, baseline_text(module, setup.target, self.toolchain.isa())[0], "retarget", 0,
+                             setup.target, setup.require)
+            baseline = self.candidates[-1]
+            if self._resumed and baseline.status is Status.NOT_RUN_ON_TARGET:  # perhaps this machine can run it
+                baseline = self._verify(log, self.texts[baseline.index], "recheck", 0, setup.target, setup.require)
+            if baseline.passes and not req.optimize:
+                return "the mechanical retarget passes every gate: no model needed"
+            if (why := _cannot_go_further(baseline, setup.target)) is not None:
+                return why
+            if self.model is None:
+                return "no model configured: the result is the mechanical retarget baseline alone"
+            state = self._checkpoint(log, self._first_prompt(setup, baseline))
+            if self._resumed:
+                state = self._checkpoint(log, resumed(state, req.budget, baseline.index))
+            state, end = self._steer(setup, state, baseline)
+            if end is not None:
+                return end
+        elif self._resumed:
+            state = self._checkpoint(log, resumed(state, req.budget, len(self.candidates) - 1))
+            last = self.candidates[-1]
+            if state.pending is None and last.status is Status.NOT_RUN_ON_TARGET:
+                # The run stopped where its machine could verify no more: this one may run it.
+                new = len(self.candidates)
+                log.candidate(new, self.texts[last.index])
+                self.texts[new] = self.texts[last.index]
+                state = self._checkpoint(log, replace(state, pending=Pending(new, "recheck")))
         if self.model is None:
             return "no model configured: the result is the mechanical retarget baseline alone"
         agent = load_agent(req.agent, repo_root=req.repo_root)
-        ctx = PortContext(source_ptx=module.text, source=module, src_profile=src, dst_profile=dst, target=target,
-                          target_reason=target_reason, spec=req.spec, baseline=baseline.verdict,
-                          baseline_feedback=baseline.feedback, require_native=require,
-                          offenders=compatibility(module, target).offenders, isa=self.toolchain.isa())
-        messages = build_messages(agent, ctx)
-        log.write_json("prompt.json", messages)
-        for m in messages:
-            log.message(m["role"], m["content"])
-        current_text = module.text  # the prompt shows the source as is: first edits apply to it
-        format_errors = 0
         # Zero is a budget (the baseline alone), not "unset": only None falls back to the agent's rounds.
         budget = replace(req.budget, max_rounds=agent.max_rounds if req.budget.max_rounds is None
                          else req.budget.max_rounds)
+        if self._resumed:  # a resumed run's budget counts from where it stood
+            budget = extend(budget, self.spend)
         while True:
-            replies, stop = self._sample(log, messages, budget, agent)
+            if state.pending is not None:
+                state, end = self._settle(setup, state)
+                if end is not None:
+                    return end
+                continue
+            replies, stop = self._sample(log, list(state.messages), budget, agent)
             if not replies:
                 return stop
             outcomes = []
             for reply in replies:
                 log.message("assistant", reply.text)
                 self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
-                outcomes.append(apply_reply(current_text, reply.text, truncated=reply.truncated))
+                outcomes.append(apply_reply(self._text(state.current, module), reply.text, truncated=reply.truncated))
             usable = [(reply, outcome) for reply, outcome in zip(replies, outcomes, strict=True) if outcome.ok]
             if not usable:
-                format_errors += 1
                 note = format_error_feedback(outcomes[0])
-                messages.append({"role": "assistant", "content": replies[0].text})
-                messages.append({"role": "user", "content": note})
                 log.message("user", note)
+                messages = (*state.messages, {"role": "assistant", "content": replies[0].text},
+                            {"role": "user", "content": note})
+                state = self._checkpoint(log, replace(state, messages=messages, format_errors=state.format_errors + 1,
+                                                      sampled=state.sampled + len(replies) - 1))
                 self.emit("format-error", round=self.spend.rounds, error=outcomes[0].error_kind)
-                if format_errors >= MAX_FORMAT_ERRORS:
-                    return f"{format_errors} malformed replies in a row (last: {outcomes[0].error_kind})"
+                if state.format_errors >= MAX_FORMAT_ERRORS:
+                    return f"{state.format_errors} malformed replies in a row (last: {outcomes[0].error_kind})"
                 if stop:
                     return stop
                 continue
-            format_errors = 0
-            records = self._verify_round(log, [outcome.text for _, outcome in usable], "model", self.spend.rounds,
-                                         target, require)
-            # The conversation goes on from the round's best candidate (its best pass, else its best
-            # failure): its reply and its feedback are what the model sees next.
-            pick = max(range(len(records)), key=lambda k: _best(records[k]))
-            record, (reply, outcome) = records[pick], usable[pick]
-            messages.append({"role": "assistant", "content": reply.text})
-            current_text = outcome.text
-            if record.passes and not req.optimize:
-                return f"candidate {record.index} passes every gate"
-            if (why := _cannot_go_further(record, target)) is not None:
-                return why
-            messages.append({"role": "user", "content": record.feedback})
-            log.message("user", record.feedback)
-            if stop:
-                return stop
+            first = len(self.candidates)
+            for k, (_, outcome) in enumerate(usable):
+                log.candidate(first + k, outcome.text)
+                self.texts[first + k] = outcome.text
+            # The round's replies wait beside the conversation until the round is verified: the
+            # best candidate's reply (its best pass, else its best failure) is the one the model sees.
+            state = self._checkpoint(log, replace(
+                state, format_errors=0, sampled=state.sampled + len(replies) - len(usable),
+                pending=Pending(first, "model", replies=tuple(reply.text for reply, _ in usable))))
 
     def _sample(self, log: RunLog, messages: list[dict[str, str]], budget: Budget, agent: Any) -> tuple[list[Any], str]:
         """Up to ``candidates`` independent replies to the same conversation (one model call each,
         within the budget), and why fewer came back ('' when all did)."""
+        assert self.model is not None
         replies: list[Any] = []
         stop = ""
         try:
@@ -378,19 +492,127 @@ class PortSession:
             log.write_json("spend.json", self._spend())
         return replies, stop
 
+    def _first_prompt(self, setup: _Setup, baseline: CandidateRecord) -> SessionState:
+        from porter.agent.prompts import PortContext, build_messages, load_agent
+
+        req, log, module = self.request, setup.log, setup.module
+        agent = load_agent(req.agent, repo_root=req.repo_root)
+        ctx = PortContext(source_ptx=module.text, source=module, src_profile=setup.src, dst_profile=setup.dst,
+                          target=setup.target, target_reason=setup.target_reason, spec=req.spec,
+                          baseline=baseline.verdict, baseline_feedback=baseline.feedback,
+                          require_native=setup.require, offenders=compatibility(module, setup.target).offenders,
+                          isa=self.toolchain.isa())
+        messages = build_messages(agent, ctx)
+        log.write_json("prompt.json", messages)
+        for m in messages:
+            log.message(m["role"], m["content"])
+        # The prompt shows the source as is: the model's first edits apply to it.
+        return SessionState(messages=tuple(messages), current=None)
+
+    def _settle(self, setup: _Setup, state: SessionState) -> tuple[SessionState, str | None]:
+        """Verify the pending round (taking the records a resumed run has), feed its best candidate
+        back with its reply, and ask the steering; a stop reason when the port ends there."""
+        from porter.agent.steering import add_note, edit_note
+
+        assert state.pending is not None
+        log, pending = setup.log, state.pending
+        indices = range(pending.index, pending.index + max(1, len(pending.replies)))
+        for index in indices:
+            if index not in self.texts:
+                self.texts[index] = (log.dir / "candidates" / f"{index:02d}.ptx").read_text()
+        todo = [self.texts[i] for i in indices if i >= len(self.candidates)]
+        if todo:
+            self._verify_round(log, todo, pending.origin, self.spend.rounds, setup.target, setup.require)
+        record = max((self.candidates[i] for i in indices), key=_best)
+        if pending.replies:  # the model's round: the best candidate's reply joins the conversation
+            reply = pending.replies[record.index - pending.index]
+            state = replace(state, messages=(*state.messages, {"role": "assistant", "content": reply}),
+                            sampled=state.sampled + len(pending.replies) - 1)
+        state = replace(state, current=record.index, pending=None)
+        if record.passes and not self.request.optimize:
+            self._checkpoint(log, state)
+            by = " (the developer's edit)" if record.origin == "edit" else ""
+            return state, f"candidate {record.index}{by} passes every gate"
+        if (why := _cannot_go_further(record, setup.target)) is not None:
+            self._checkpoint(log, state)
+            return state, why
+        if record.origin == "edit":
+            note = edit_note(record.index, self.texts[record.index], record.feedback)
+            messages = tuple(add_note(list(state.messages), note))
+        else:
+            note = record.feedback
+            messages = (*state.messages, {"role": "user", "content": note})
+        log.message("user", note)
+        state = self._checkpoint(log, replace(state, messages=messages))
+        return self._steer(setup, state, record)
+
+    def _steer(self, setup: _Setup, state: SessionState, record: CandidateRecord) -> tuple[SessionState, str | None]:
+        """Ask the steering what to do after ``record``; a stop reason when the port ends there."""
+        from porter.agent.resume import Hint, Pending
+        from porter.agent.steering import Action, RoundView, add_note, hint_note
+
+        log = setup.log
+        index = record.index
+        previous = (f"candidate {index - 1}", self.texts[index - 1]) if index > 0 and index - 1 in self.texts \
+            else ("source", setup.module.text)
+        view = RoundView(run_id=log.id, record=record, text=self.texts[index], previous_text=previous[1],
+                         previous_label=previous[0], best=max(self.candidates, key=_best), spend=self._spend())
+        steer = self.steering.after_candidate(view)
+        if steer.action is Action.HINT and steer.text.strip():
+            hint = Hint(after=index, text=steer.text.strip(), at=time.time())
+            log.message("hint", hint.text)
+            state = self._checkpoint(log, replace(state, messages=tuple(add_note(list(state.messages),
+                                                                                 hint_note(hint.text))),
+                                                  hints=(*state.hints, hint)))
+            self.emit("hint", after=index, text=hint.text)
+            return state, None
+        if steer.action is Action.ACCEPT:
+            best = view.best
+            return state, f"accepted by the developer after candidate {index}: the best is candidate {best.index}"
+        if steer.action is Action.STOP:
+            self.stopped = True
+            return state, (f"stopped by the developer after candidate {index} (`porter port --resume {log.id}` "
+                           "goes on)")
+        if steer.action is Action.EDIT and steer.text.strip():
+            new = len(self.candidates)
+            log.candidate(new, steer.text)
+            self.texts[new] = steer.text
+            self.emit("edit", index=new, after=index)
+            state = self._checkpoint(log, replace(state, pending=Pending(new, "edit")))
+            return self._settle(setup, state)
+        return state, None
+
 
 def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
              from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
              require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
-             on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1) -> PortResult:
+             on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1,
+             steering: Steering | None = None,
+             gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> PortResult:
     """The one way a port session is built and run (``porter port``, ``porter ci --port-to``,
-    ``porter bench``): runs are recorded under ``runs_root``, by default the repository's
-    ``.porter/runs``. The caller owns the runner (or the verifier) and the model; ``candidates``
-    proposals per round are verified together."""
+    ``porter bench``, the MCP server): runs are recorded under ``runs_root``, by default the
+    repository's ``.porter/runs``. The caller owns the runner (or the verifier) and the model;
+    ``candidates`` proposals per round are verified together."""
     if runs_root is None:
         runs_root = (repo_root if repo_root is not None else Path.cwd()) / ".porter" / "runs"
     request = PortRequest(kernel=kernel, spec=spec, to_arch=to_arch, from_arch=from_arch, agent=agent,
                           budget=budget or Budget(), optimize=optimize, require_native=require_native,
                           runs_root=runs_root, repo_root=repo_root, candidates=candidates)
     return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
-                       verifier=verifier).run()
+                       verifier=verifier, steering=steering, gpu_guard=gpu_guard).run()
+
+
+def resume_port(point: ResumePoint, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
+                budget: Budget | None = None, repo_root: Path | None = None, on_event: Event | None = None,
+                verifier: Verifier | None = None, steering: Steering | None = None,
+                gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> PortResult:
+    """Go on with a recorded run from its last step, from the inputs it recorded (the same kernel,
+    spec, target, requirement, agent and candidates per round), with ``budget`` counted on top of
+    what was spent."""
+    config = point.config
+    request = PortRequest(kernel=point.kernel, spec=point.spec(), to_arch=config.target, from_arch=config.source_arch,
+                          agent=config.agent, budget=budget or Budget(max_rounds=None), optimize=config.optimize,
+                          require_native=config.require_native, runs_root=point.run_dir.parent, repo_root=repo_root,
+                          candidates=config.candidates)
+    return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
+                       verifier=verifier, steering=steering, gpu_guard=gpu_guard).run(resume=point)

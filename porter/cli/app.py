@@ -237,8 +237,8 @@ def profile(
 
 @app.command()
 def port(
-    kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
-    to: Annotated[str, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")],
+    kernel: Annotated[Path | None, typer.Argument(help="The hot loop's PTX (none with --resume).")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")] = None,
     from_arch: Annotated[str | None, typer.Option("--from", help="Source architecture (default: the PTX's .target).")] = None,
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     model: Annotated[str | None, typer.Option(help="litellm model (openai/..., anthropic/..., ollama_chat/...), or replay:FILE.")] = None,
@@ -270,22 +270,48 @@ def port(
     candidates: Annotated[int, typer.Option(help="Proposals per round: independent samples of the model, verified "
                                             "together; the round's best is fed back.")] = 1,
     cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="After each candidate, show its verdict and diff and ask: "
+                           "a hint for the model, edit it in $EDITOR, accept the best, stop, or go on.")
+    ] = False,
+    resume: Annotated[
+        str | None, typer.Option(metavar="RUN", help="Go on with a recorded run (id, prefix or folder) from its last "
+                                 "step, with its kernel, spec, model and history; budget options count from here.")
+    ] = None,
 ) -> None:
     """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
     Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
-    hardware / environment (no toolchain, model unreachable or without its key)."""
+    hardware / environment (no toolchain, model unreachable or without its key); 130 interrupted."""
     from porter import services
     from porter.agent.llm import Budget
     from porter.cli.progress import make_progress
+    from porter.cli.steer import port_steering
     from porter.gate.verdict import exit_code_for
     from porter.report.terminal import render_port, render_review
 
     budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
                     max_wall_s=max_minutes * 60 if max_minutes is not None else None)
-    ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base, agent=agent,
-                           budget=budget, optimize=optimize, require_native=require_native, branch=branch,
-                           branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out, gpu=gpu,
-                           on_event=make_progress(as_json=as_json), candidates=candidates, cluster=cluster)
+    steering = port_steering(interactive, as_json=as_json)
+    progress = make_progress(as_json=as_json, live=steering is None)
+    branching = {"branch": branch, "branch_on_failure": branch_on_failure, "in_place": in_place, "push": push,
+                 "out": out}
+    if resume is not None:
+        fixed = {"KERNEL": kernel, "--to": to, "--from": from_arch, "--spec": spec, "--model": model,
+                 "--agent": agent if agent != "port" else None, "--optimize": optimize or None,
+                 "--require-native": require_native, "--candidates": candidates if candidates != 1 else None}
+        given = [name for name, value in fixed.items() if value is not None]
+        if given:
+            raise InputError(f"--resume goes on with the run's own kernel, spec, target, model and agent: drop "
+                             f"{', '.join(given)}")
+        ported = services.resume(resume, _runs_root(None), budget=budget, api_base=api_base, gpu=gpu,
+                                 on_event=progress, steering=steering, cluster=cluster, **branching)
+    else:
+        if kernel is None or to is None:
+            raise InputError("porter port needs KERNEL and --to (or --resume RUN)")
+        ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base,
+                               agent=agent, budget=budget, optimize=optimize, require_native=require_native, gpu=gpu,
+                               on_event=progress, steering=steering, candidates=candidates, cluster=cluster,
+                               **branching)
     if as_json:
         _emit_json({"result": ported.result, "review": ported.review})
     else:
@@ -457,6 +483,30 @@ def worker(
     from porter import services
 
     services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True))
+
+
+@app.command("mcp")
+def mcp_server(
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP on 127.0.0.1 (default: stdio).")] = False,
+    port: Annotated[int, typer.Option(help="The HTTP port (with --http); the path is /mcp.")] = 8765,
+    max_rounds: Annotated[int | None, typer.Option(help="Model replies all ports of this server may use together.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens all ports of this server may use together.")] = None,
+    max_usd: Annotated[float | None, typer.Option(help="US dollars all ports of this server may spend together.")] = None,
+) -> None:
+    """Serve porter's gate to coding agents over the Model Context Protocol: tools inspect, spec, check,
+    profile, port, runs and replay; the architecture profiles and agent prompts as resources.
+    Register it with e.g. `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install 'porter-kernels[mcp]')."""
+    try:
+        from porter.mcp.server import serve
+    except ImportError as err:
+        from porter.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"porter mcp needs the MCP SDK ({err}): pip install 'porter-kernels[mcp]'") from None
+    from porter.mcp.shared import Limits
+
+    if not 0 < port < 65536:
+        raise InputError(f"--port: 1 to 65535 (got {port})")
+    serve(http=http, port=port, limits=Limits(rounds=max_rounds, tokens=max_tokens, usd=max_usd))
 
 
 @app.command("spec")

@@ -1,7 +1,7 @@
 """Progress of a port as it runs: a live view in a terminal, plain lines in a log, JSON for machines.
 
 The session emits events (``start``, ``warning``, ``checking``, ``verdict``, ``reply``,
-``format-error``, ``done``); each view turns them into output. Views write to stderr, so stdout carries only the
+``format-error``, ``hint``, ``edit``, ``done``, ``interrupted``); each view turns them into output. Views write to stderr, so stdout carries only the
 result (and only JSON with ``--json``).
 """
 
@@ -38,7 +38,8 @@ class PlainProgress:
             native = "required" if data["require_native"] else "not required"
             if data.get("changed"):  # the first line says so when the target is not the one asked for
                 self._say(f"{data['changed']}: {data['reason']}")
-            self._say(f"run {data['run_id']}: {data['source_arch']} -> {data['target']} ({data['reason']}); "
+            again = f"resumed after {data['resumed']} candidates; " if data.get("resumed") is not None else ""
+            self._say(f"run {data['run_id']}: {again}{data['source_arch']} -> {data['target']} ({data['reason']}); "
                       f"native instructions {native}; model: {model}")
         elif kind == "warning":
             self._say(f"warning: {data['message']}")
@@ -50,9 +51,17 @@ class PlainProgress:
             self._say(f"round {data['round']}: reply received ({data['tokens']} tokens; spent {_spend(data['spend'])})")
         elif kind == "format-error":
             self._say(f"round {data['round']}: reply not usable ({data['error']}); told the model why")
+        elif kind == "hint":
+            self._say(f"hint after candidate {data['after']} recorded; it goes into the next prompt")
+        elif kind == "edit":
+            self._say(f"your edit of candidate {data['after']} is candidate {data['index']}: checking it")
         elif kind == "done":
             result = data["result"]
             self._say(f"done: {result.status} - {result.stop_reason}")
+        elif kind == "interrupted":
+            result = data["result"]
+            self._say(f"run {result.run_id} interrupted; its records are whole (best so far: {result.status}); "
+                      f"`porter port --resume {result.run_id}` goes on from the last step")
 
 
 class LiveProgress(PlainProgress):
@@ -81,7 +90,7 @@ class LiveProgress(PlainProgress):
         elif kind == "reply":
             self.state["round"] = str(data["round"])
             self.state["spend"] = _spend(data["spend"])
-        if kind == "done":
+        if kind in ("done", "interrupted"):
             self.status.stop()
             return
         s = self.state
@@ -95,7 +104,9 @@ class JsonProgress:
         print(json.dumps({"event": kind, **to_jsonable(data)}), file=sys.stderr, flush=True)
 
 
-def make_progress(*, as_json: bool) -> Any:
+def make_progress(*, as_json: bool, live: bool = True) -> Any:
+    """The view for this terminal; ``live=False`` keeps plain lines (a prompt between rounds and a
+    live status line would overwrite each other)."""
     if as_json:
         return JsonProgress()
-    return LiveProgress() if sys.stderr.isatty() else PlainProgress()
+    return LiveProgress() if live and sys.stderr.isatty() else PlainProgress()

@@ -14,20 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
 from porter.ptx.toolchain import Toolchain
+
+if TYPE_CHECKING:
+    from porter.gate.runner.client import GpuRunner
 
 __all__ = ["CheckJob", "RunnerVerifier", "Verifier", "open_verifier"]
 
 
 @contextmanager
 def open_verifier(toolchain: Toolchain, *, gpu: bool = True, cluster: str | None = None,
-                  per_gpu: int | None = None) -> Iterator[Verifier]:
+                  per_gpu: int | None = None, runner: GpuRunner | None = None) -> Iterator[Verifier]:
     """The verifier for one command, closed when the block ends: the cluster at ``cluster`` (an
-    unreachable scheduler is one line, exit 3, within seconds), else the local pool over this
-    machine's GPUs, else (``gpu=False``) static checks only."""
+    unreachable scheduler is one line, exit 3, within seconds), else ``runner`` (a long-lived
+    server's GPU worker, kept warm: the caller closes it), else the local pool over this machine's
+    GPUs, else (``gpu=False``) static checks only."""
     verifier: Verifier
+    if runner is not None and gpu and not cluster:
+        yield RunnerVerifier(runner, toolchain)
+        return
     if cluster:
         from porter.pool.cluster import ClusterVerifier
 

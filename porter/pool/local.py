@@ -44,7 +44,8 @@ class Slot:
         return f"gpu{self.device}.{self.index}"
 
 
-def _default_factory(device: int) -> GpuRunner:
+def default_runner_factory(device: int) -> GpuRunner:
+    """A GPU worker on ``device``: each of the pool's slots has one (the seam a GPU double replaces)."""
     return Runner(device=device)
 
 
@@ -58,7 +59,7 @@ class LocalPool:
         self.toolchain = toolchain
         self.per_gpu = per_gpu
         self.record = record
-        self._factory = runner_factory or _default_factory
+        self._factory = runner_factory or default_runner_factory
         self._devices = list(devices) if devices is not None else None
         self._slots: list[Slot] = []
         self._free: queue.Queue[Slot] = queue.Queue()

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from porter.agent.session import PortResult
+from porter.agent.steering import RoundView
 from porter.gate.doctor import DoctorReport
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx.inspection import ArchInspection, InspectReport
@@ -222,6 +223,29 @@ def render_port(result: PortResult) -> str:
     return "\n".join(out)
 
 
+DIFF_LINES = 80  # a steering prompt shows at most this many lines of a candidate's diff
+
+
+def render_round(view: RoundView) -> str:
+    """What a developer steering a port sees after a candidate: its verdict table, the best so far,
+    the spend, and the diff against the text before it."""
+    rec, v = view.record, view.record.verdict
+    out = [f"candidate {rec.index} ({rec.origin}, round {rec.round}): {rec.status.upper()} - {v.reason}", ""]
+    out.append(table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates]))
+    s = view.spend
+    out.append(f"best so far: candidate {view.best.index} ({view.best.status}); spent {s.get('rounds', 0)} rounds, "
+               f"{s.get('prompt_tokens', 0) + s.get('completion_tokens', 0)} tokens, ${s.get('usd', 0.0):.4f}")
+    diff = view.diff.splitlines()
+    if not diff:
+        out.append(f"no change from {view.previous_label}")
+    else:
+        out.append(f"diff against {view.previous_label}:")
+        out.extend(diff[:DIFF_LINES])
+        if len(diff) > DIFF_LINES:
+            out.append(f"... {len(diff) - DIFF_LINES} more lines (candidates are in {rec.path.parent})")
+    return "\n".join(out)
+
+
 def achievements(v: Verdict) -> list[str]:
     """Plain sentences: what the best candidate was shown to do, and what nobody checked."""
     said = {"passed": "yes", "failed": "NO", "not run": "not run", "error": "error"}
@@ -238,6 +262,8 @@ def render_review(review: ReviewOutcome | None, result: PortResult, *, branch: b
     """Where the port went for review, or why it went nowhere."""
     if not branch:
         return "review branch: none (--no-branch)"
+    if review is None and result.stopped:
+        return f"review branch: none, the port was stopped (`porter port --resume {result.run_id}` goes on)"
     if review is None:
         return (f"review branch: none, the port is {result.status}; --branch-on-failure makes one whose title "
                 "says NOT VERIFIED")

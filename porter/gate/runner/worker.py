@@ -850,6 +850,12 @@ def _no_gpu_message(err: BaseException) -> str:
 
 def serve(conn: Any, device: int) -> None:
     """The worker's loop: one job in, one reply out, until told to exit or the pipe closes."""
+    import signal
+
+    # Ctrl-C in the terminal reaches this process too; it is the parent's to act on (it records the
+    # port as interrupted and closes this worker). A worker killed by it would make the candidate
+    # it was running look as if it had crashed the worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import cupy as cp
 

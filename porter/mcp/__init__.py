@@ -1,0 +1,1 @@
+"""porter over the Model Context Protocol: ``porter mcp`` (see :mod:`porter.mcp.server`)."""
