@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 from conftest import NoGpuRunner
-from port_doubles import OnlyGoodCubins, fixed_kernel, good_cubins, scripted_vector_add, vector_add_copy
+from port_doubles import (
+    OnlyGoodCubins,
+    fixed_kernel,
+    good_cubins,
+    scripted_vector_add,
+    vector_add_copy,
+    wrong_kernel,
+)
 
 from porter import services
 from porter.agent.llm import Budget, ReplayModel
@@ -67,6 +74,22 @@ def test_a_budget_on_resume_counts_from_where_the_run_stood(tmp_path, toolchain)
     again = _resume(cut.run_dir, toolchain, OnlyGoodCubins(good_cubins(toolchain)), Budget(max_rounds=0))
     assert "round budget spent: 1 of 1 rounds used" in again.stop_reason  # zero more rounds is a budget
     assert len(again.candidates) == 2
+
+
+def test_a_run_of_two_samples_per_round_resumes_after_every_reply_it_had(tmp_path, toolchain):
+    kernel = vector_add_copy(tmp_path / "va")
+    script = scripted_vector_add(tmp_path / "replies.toml",
+                                 replies=(wrong_kernel(), wrong_kernel() + "// another sample\n", fixed_kernel()))
+    cut = run_port(kernel, load_spec(kernel.parent / "porter.toml"), "sm_90", toolchain=toolchain,
+                   runner=OnlyGoodCubins(good_cubins(toolchain)), model=ReplayModel(script),
+                   runs_root=tmp_path / "runs", budget=Budget(max_rounds=2), candidates=2)
+    assert [c.origin for c in cut.candidates] == ["retarget", "model", "model"] and cut.status == "failed"
+    state = read_record(SessionState, cut.run_dir / "session.json")
+    assert state.replies == 2 and state.sampled == 1  # one reply in the conversation (the round's best), one other sample
+    resumed = _resume(cut.run_dir, toolchain, OnlyGoodCubins(good_cubins(toolchain)), Budget(max_rounds=1))
+    # The resumed model goes on with the third reply (the fixed kernel), not the round's second again.
+    assert resumed.status == "passed" and resumed.best.index == 3
+    assert resumed.best.path.read_text().strip() == fixed_kernel().strip()
 
 
 def test_the_gemm_scripted_port_resumes_to_the_same_end_without_a_gpu(tmp_path, toolchain):
