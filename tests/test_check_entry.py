@@ -84,6 +84,11 @@ def gates(r: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return {g["name"]: g["status"] for g in verdict["gates"]} | {"entry": verdict["entry"]}
 
 
+def failing(r: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
+    """The gates that did not pass, with their summaries (what an assertion should show)."""
+    return [(g["name"], g["summary"]) for g in json.loads(r.stdout)["gates"] if g["status"] != "passed"]
+
+
 def test_the_spec_names_one_of_several_entries_and_that_one_is_checked(folder: Path) -> None:
     r = porter("check", "kernels.ptx", "--no-gpu", "--json", cwd=folder)
     assert r.returncode == 3, r.stderr  # interface and assembly pass; no GPU here to run it
@@ -140,8 +145,21 @@ def test_on_a_gpu_both_variants_pass_and_a_wrong_launch_fails(folder: Path) -> N
         grid = "256" if entry == "axpy_inplace" else "512"
         (folder / "porter.toml").write_text(AXPY_SPEC.replace("{per_block}", grid))
         r = porter("check", "kernels.ptx", "--entry", entry, "--no-timing", "--json", cwd=folder)
-        assert r.returncode == 0, r.stdout[-2000:]
+        assert r.returncode == 0, (entry, failing(r))
     # the x2 variant launched with a quarter of the threads it needs leaves half of y as it was
     (folder / "porter.toml").write_text(AXPY_SPEC.replace("{per_block}", "1024"))
     r = porter("check", "kernels.ptx", "--entry", "axpy_inplace_x2", "--no-timing", "--json", cwd=folder)
     assert r.returncode == 1
+
+
+def test_the_gpu_worker_launches_the_entry_it_is_sent_not_the_specs(folder: Path) -> None:
+    """The H200 run of test_on_a_gpu_both_variants... found the worker launching the spec's
+    kernel.entry whatever --entry chose: axpy_inplace ran where axpy_inplace_x2 was checked."""
+    from porter.gate.runner.worker import WorkerState
+
+    state = WorkerState(None, fenced=False)
+    spec_path = str(folder / "porter.toml")
+    chosen = state.spec(spec_path, None, "axpy_inplace_x2")
+    assert [step.entry for step in chosen.sequence()] == ["axpy_inplace_x2"]
+    assert state.spec(spec_path, None, "axpy_inplace_x2") is chosen  # the reference cache keys on identity
+    assert [step.entry for step in state.spec(spec_path).sequence()] == ["axpy_inplace"]

@@ -284,15 +284,26 @@ class WorkerState:
             self._case[1].release()
             self._case = None
 
-    def spec(self, path: str, launch: dict[str, Any] | None = None) -> Any:
-        """The spec at ``path`` (parsed once per file version), with a candidate's own launch if given."""
+    def spec(self, path: str, launch: dict[str, Any] | None = None, entry: str | None = None) -> Any:
+        """The spec at ``path`` (parsed once per file version), with a candidate's own launch if
+        given, launching ``entry`` where the spec has one kernel (the entry ``check --entry`` chose,
+        or a source's own, may not be the spec's ``kernel.entry``)."""
+        from dataclasses import replace
+
         from porter.gate.spec import load_spec, with_launch
 
         key = path + ":" + str(os.stat(path).st_mtime_ns)
         if key not in self.specs:
             self.specs[key] = load_spec(Path(path))
-        spec = self.specs[key]
-        return with_launch(spec, launch, source="candidate") if launch else spec
+        if not launch and not entry:
+            return self.specs[key]
+        # One object per (file version, launch, entry): the reference cache keys on the spec's identity.
+        variant = f"{key}:{launch!r}:{entry}"
+        if variant not in self.specs:
+            spec = self.specs[key]
+            spec = with_launch(spec, launch, source="candidate") if launch else spec
+            self.specs[variant] = replace(spec, entry=entry) if entry and not spec.kernels else spec
+        return self.specs[variant]
 
     def module(self, cubin: bytes) -> LoadedModule:
         """The module of ``cubin``, loaded once per worker."""
@@ -603,8 +614,8 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
         result = fn(inputs, dict(sizes))
         outs = {p.name: _reference_array(result, p) for p in spec.outputs}
     elif kind == "source":
-        if reference.get("launch"):  # a source that is itself a port declares its own launch
-            spec = state.spec(str(spec.path), reference["launch"])
+        # A source that is itself a port declares its own launch; the source's entry is launched.
+        spec = state.spec(str(spec.path), reference.get("launch"), reference.get("entry"))
         module = state.module(reference["cubin"])
         launch = Launch(state, spec, sizes, host_args, seed)
         try:
@@ -642,7 +653,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     memory-safety findings.
     """
     source_spec = state.spec(spec_path)
-    spec = state.spec(spec_path, launch)
+    spec = state.spec(spec_path, launch, entry)
     host_args = state.inputs(spec, sizes, seed, values)
     module = state.module(cubin)
     if first:  # a check starts from the module as loaded, whatever an earlier check left in it
@@ -734,7 +745,7 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
     launches: list[Launch] = []
     try:
         for c in contenders:
-            launch = Launch(state, state.spec(spec_path, c.get("launch")), sizes, host_args, seed)
+            launch = Launch(state, state.spec(spec_path, c.get("launch"), c.get("entry")), sizes, host_args, seed)
             launches.append(launch)
             if c["kind"] == "kernel":
                 module = state.module(c["cubin"])
