@@ -12,7 +12,17 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
   python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)'
   python3 -m porter doctor
 } 2>&1 | tee "$OUT/env.txt"
-python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/test_gate_gpu.py tests/test_attacks_gpu.py tests/test_session.py tests/test_ci.py 2>&1 | tee "$OUT/gpu-tests.txt"
+# The optional extras' GPU tests (pool over dask, MCP) need their packages: from ./.wheels when absent.
+python3 -c 'import mcp, distributed' 2> /dev/null || python3 -m pip install -q --no-index --find-links .wheels \
+  mcp dask distributed 2>&1 | tail -2
+# Every GPU test (the attacks come early: the gate's word depends on them), with a JUnit file.
+python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 --junitxml="$OUT/gpu-tests.xml" \
+  tests/ 2>&1 | tee "$OUT/gpu-tests.txt"
+# With CUDA 12's ptxas (tools/cuda12_ptxas.sh .cuda12, carried): the gate on its cubins too.
+if [ -x .cuda12/bin/ptxas ]; then
+  PORTER_CUDA_HOME=$PWD/.cuda12 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gate_gpu.py \
+    tests/test_cuda_releases.py 2>&1 | tail -15 | tee "$OUT/gpu-tests-cuda12.txt"
+fi
 {
   for ex in examples/*/porter.toml; do
     for k in "$(dirname "$ex")"/kernel*.ptx; do python3 -m porter check "$k" --against "$k"; done
