@@ -288,3 +288,112 @@ def test_the_backward_passes_timed_causal_and_sanitized(runner, toolchain) -> No
     verdict = run_check(KERNEL, load_spec(EXAMPLE / "porter.toml"), options, toolchain=toolchain, runner=runner)
     assert verdict.status == "passed", verdict.reason
     assert verdict.gate("sanitize").status == "passed", verdict.gate("sanitize")
+
+
+# --- the fragment arithmetic of kernel_sm80.cu, replayed on one warp in NumPy ---------------------
+# A model of the source, not the PTX: the swizzled tile layout, the lane addresses (lane_xor and
+# kstep_addr), ldmatrix and mma.m16n8k16 as the PTX ISA defines them, and the accumulator-to-A
+# packing. If any index here is wrong, the products below are.
+
+def _swizzled(tile: np.ndarray) -> np.ndarray:
+    """A [64, D] f16 tile as the kernels store it in shared memory (load_tile's swz)."""
+    rows, d = tile.shape
+    raw = np.zeros(rows * d, dtype=np.float16)
+    for r in range(rows):
+        for c in range(d // 8):
+            at_ = (r * 2 * d + ((c ^ (r & 7)) << 4)) // 2
+            raw[at_: at_ + 8] = tile[r, c * 8: c * 8 + 8]
+    return raw
+
+
+def _ldsm(smem: np.ndarray, addrs: list[int], trans: bool) -> list[list[tuple[float, float]]]:
+    """ldmatrix.x4: regs[lane][i] = the two f16 lane `lane` receives from matrix i."""
+    mats = [np.stack([smem[addrs[8 * i + j] // 2: addrs[8 * i + j] // 2 + 8] for j in range(8)]) for i in range(4)]
+    out = []
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        out.append([(m[2 * t, g], m[2 * t + 1, g]) if trans else (m[g, 2 * t], m[g, 2 * t + 1]) for m in mats])
+    return out
+
+
+def _mma(acc: np.ndarray, a: list, b0: list, b1: list) -> None:
+    """acc[lane] (4 f32) += A . B with fragments per lane, as mma.m16n8k16.row.col defines them."""
+    A = np.zeros((16, 16))
+    B = np.zeros((16, 8))
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        A[g, 2 * t: 2 * t + 2], A[g + 8, 2 * t: 2 * t + 2] = a[lane][0], a[lane][1]
+        A[g, 2 * t + 8: 2 * t + 10], A[g + 8, 2 * t + 8: 2 * t + 10] = a[lane][2], a[lane][3]
+        B[2 * t: 2 * t + 2, g], B[2 * t + 8: 2 * t + 10, g] = b0[lane], b1[lane]
+    C = A @ B
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        acc[lane] += [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
+
+
+def _lane_xor(addr: int, lane: int) -> int:
+    return addr ^ ((lane & 7) << 4)
+
+
+def _kstep(addr: int, step: int) -> int:
+    return (addr ^ ((step & 3) << 5)) + ((step >> 2) << 7)
+
+
+def _xyt(x: np.ndarray, xrow0: int, y: np.ndarray) -> np.ndarray:
+    """xyt_16x64: acc[lane][nt] for X[xrow0:xrow0+16] . Y^T (x, y: [64, D] tiles)."""
+    d = x.shape[1]
+    sx, sy = _swizzled(x), _swizzled(y)
+    acc = np.zeros((8, 32, 4))
+    a0 = [_lane_xor((xrow0 + (lane & 15)) * 2 * d + ((lane >> 4) << 4), lane) for lane in range(32)]
+    b0 = [_lane_xor(((lane & 7) + ((lane >> 4) << 3)) * 2 * d + (((lane >> 3) & 1) << 4), lane) for lane in range(32)]
+    for kk in range(d // 16):
+        a = _ldsm(sx, [_kstep(a0[lane], kk) for lane in range(32)], trans=False)
+        for np_ in range(4):
+            b = _ldsm(sy, [_kstep(b0[lane], kk) + np_ * 16 * 2 * d for lane in range(32)], trans=False)
+            _mma(acc[2 * np_], a, [r[0] for r in b], [r[1] for r in b])
+            _mma(acc[2 * np_ + 1], a, [r[2] for r in b], [r[3] for r in b])
+    return acc
+
+
+def _as_a(acc: np.ndarray) -> list[list]:
+    """The packing of an 8-n-tile accumulator into 4 k-steps of A fragments (pa / dsa)."""
+    return [[[(acc[2 * kk][lane][0], acc[2 * kk][lane][1]), (acc[2 * kk][lane][2], acc[2 * kk][lane][3]),
+              (acc[2 * kk + 1][lane][0], acc[2 * kk + 1][lane][1]), (acc[2 * kk + 1][lane][2], acc[2 * kk + 1][lane][3])]
+             for lane in range(32)] for kk in range(4)]
+
+
+def _ay(a: list, y: np.ndarray) -> np.ndarray:
+    """ay_16xD: acc[lane][dt] for A[16 x 64] . Y (y: a [64, D] tile)."""
+    d = y.shape[1]
+    sy = _swizzled(y)
+    acc = np.zeros((d // 8, 32, 4))
+    b0 = [_lane_xor((lane & 15) * 2 * d + ((lane >> 4) << 4), lane) for lane in range(32)]
+    for kk in range(4):
+        for dp in range(d // 16):
+            b = _ldsm(sy, [_kstep(b0[lane], dp) + kk * 16 * 2 * d for lane in range(32)], trans=True)
+            _mma(acc[2 * dp], a[kk], [r[0] for r in b], [r[1] for r in b])
+            _mma(acc[2 * dp + 1], a[kk], [r[2] for r in b], [r[3] for r in b])
+    return acc
+
+
+def _unfragment(acc: np.ndarray) -> np.ndarray:
+    """A [ntiles, 32, 4] accumulator as the 16 x (8 ntiles) matrix it holds."""
+    out = np.zeros((16, 8 * acc.shape[0]))
+    for nt in range(acc.shape[0]):
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            out[g, nt * 8 + 2 * t: nt * 8 + 2 * t + 2] = acc[nt][lane][:2]
+            out[g + 8, nt * 8 + 2 * t: nt * 8 + 2 * t + 2] = acc[nt][lane][2:]
+    return out
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_kernels_fragment_arithmetic_computes_the_products(d: int) -> None:
+    rng = np.random.default_rng(d)
+    x, y, z = (rng.integers(-4, 5, (64, d)).astype(np.float16) for _ in range(3))  # exact in f16 and f32
+    w = 2  # the third warp: rows 32..47 of the block's own tile
+    s = _xyt(x, 16 * w, y)  # e.g. S^T = K Q^T for the warp's 16 keys
+    np.testing.assert_array_equal(_unfragment(s), x[16 * w: 16 * w + 16].astype(np.float64) @ y.T.astype(np.float64))
+    p = np.clip(s, -8, 8)  # values that stay exact once packed to f16, like P^T after the exp
+    dv = _ay(_as_a(p), z)  # e.g. dV += P^T dO
+    np.testing.assert_array_equal(_unfragment(dv), _unfragment(p) @ z.astype(np.float64))
