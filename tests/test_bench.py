@@ -32,7 +32,7 @@ def test_the_shipped_suite_has_its_tasks() -> None:
     assert set(gemm) == {"sm_90a", "sm_100a"}
     assert {t.source.name for t in gemm.values()} == {"kernel_sm80.ptx"}
     assert gemm["sm_100a"].solution is not None and gemm["sm_100a"].solution.name == "kernel_sm100a.ptx"
-    assert len(tasks) == 6  # attention_bwd ships no solution yet
+    assert len(tasks) == 7  # attention_fwd: two tasks with their reference ports; attention_bwd: no solution yet
 
 
 def test_a_task_file_with_task_tables_that_are_not_tables_is_refused(tmp_path: Path) -> None:
