@@ -273,9 +273,9 @@ def test_the_bench_task_ports_the_sm80_kernel_to_hopper() -> None:
     assert len(hopper) == 1 and hopper[0].source == SM80 and hopper[0].spec == SPEC
     text = (FAMILY / "task.toml").read_text()
     assert "kernel_sm90a.ptx" in text and "kernel_sm100a.ptx" in text  # the ports' agreed names
-    for t in tasks:
-        if t.solution is not None:
-            assert t.solution.name == f"kernel_{t.to_arch}.ptx"
+    for t in tasks:  # each task's solution is the reference port for its target
+        assert t.solution is not None and t.solution.name == f"kernel_{t.to_arch.replace('_', '')}.ptx"
+        assert t.solution.exists()
 
 
 def test_the_gpu_script_is_valid_bash_and_checks_the_kernel() -> None:
