@@ -173,10 +173,16 @@ def test_ctrl_c_after_the_first_round_leaves_a_run_that_resumes_to_the_uninterru
     cut = tmp_path / "cut"
     cut.mkdir()
     # The scripted model takes its time over the second reply: the SIGINT arrives during that call.
-    proc = subprocess.Popen(_port_command(cut), cwd=cut, env=_env(PORTER_TEST_SLOW_FROM="1"),
+    prompts = cut / "prompts.jsonl"
+    proc = subprocess.Popen(_port_command(cut), cwd=cut, env=_env(PORTER_TEST_SLOW_FROM="1",
+                                                                  PORTER_TEST_PROMPTS=str(prompts)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(proc, "candidate 1: failed")
-    time.sleep(0.5)
+    # The second prompt is written as it is sent: from then on the port is inside the slow call.
+    deadline = time.monotonic() + 60
+    while not (prompts.exists() and len(prompts.read_text().splitlines()) >= 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
