@@ -62,9 +62,7 @@ class GpuLease:
             end = time.monotonic()
             with self._cond:
                 self._readers -= 1
-                if self.record:
-                    self.windows.append(Window(holder, False, start, end))
-                self._cond.notify_all()
+                self._released(Window(holder, False, start, end))
 
     @contextmanager
     def exclusive(self, holder: str = "") -> Iterator[None]:
@@ -83,9 +81,13 @@ class GpuLease:
             end = time.monotonic()
             with self._cond:
                 self._writer = False
-                if self.record:
-                    self.windows.append(Window(holder, True, start, end))
-                self._cond.notify_all()
+                self._released(Window(holder, True, start, end))
+
+    def _released(self, window: Window) -> None:
+        """With the lock held, after a holder let go: its window noted (when recording), waiters woken."""
+        if self.record:
+            self.windows.append(window)
+        self._cond.notify_all()
 
 
 def overlaps(windows: list[Window]) -> list[tuple[Window, Window]]:
