@@ -151,6 +151,12 @@ def _port_command(folder: Path) -> list[str]:
             f"replay:{folder / 'replies.toml'}", "--no-branch"]
 
 
+def _as_in_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C's default, as a terminal's foreground job has it. A test
+    run started in the background of a script inherits SIGINT ignored, and Python keeps it so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 120.0) -> str:
     seen = ""
     deadline = time.monotonic() + timeout
@@ -176,7 +182,7 @@ def test_ctrl_c_after_the_first_round_leaves_a_run_that_resumes_to_the_uninterru
     prompts = cut / "prompts.jsonl"
     proc = subprocess.Popen(_port_command(cut), cwd=cut, env=_env(PORTER_TEST_SLOW_FROM="1",
                                                                   PORTER_TEST_PROMPTS=str(prompts)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_in_a_terminal)
     _wait_for(proc, "candidate 1: failed")
     # The second prompt is written as it is sent: from then on the port is inside the slow call.
     deadline = time.monotonic() + 60
@@ -231,7 +237,7 @@ def test_ctrl_c_during_a_check_on_the_gpu_resumes_to_the_pass(tmp_path):
     command = [sys.executable, "-m", "porter", "port", "kernel_sm80.ptx", "--to", "sm_90a", "--model",
                f"replay:{GEMM / 'scripted_session.toml'}", "--no-branch"]
     proc = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_as_in_a_terminal)
     _wait_for(proc, "candidate 2 (model, round 2): checking", timeout=300)
     proc.send_signal(signal.SIGINT)  # while the worker runs candidate 2's cases
     _, err = proc.communicate(timeout=120)
