@@ -90,3 +90,43 @@ def test_the_gate_fails_a_candidate_whose_case_hangs_with_the_runners_reason(too
     assert verdict.status == "failed" and fake.calls == ["case"] and fake.restarts == 1
     assert verdict.gate("equivalence").status == "failed" and verdict.gate("timing") is None
     assert verdict.cases[-1].fault.startswith("no answer after 1 s") and "timeout" in verdict.cases[-1].reason
+
+
+def _parked_files(runner: Runner) -> list[str]:
+    import os
+
+    directory = runner._parking
+    return sorted(os.listdir(directory)) if directory and os.path.isdir(directory) else []
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/dev/shm"), reason="no RAM file system (/dev/shm) here")
+def test_a_large_reply_arrives_whole_through_shared_memory_and_leaves_no_file(runner: Runner) -> None:
+    import os
+
+    import numpy as np
+
+    runner.start()
+    assert runner._parking and runner._parking.startswith("/dev/shm/")
+    for dtype in ("float32", "uint16", "int64"):
+        big = runner.call("array", 30, n=3_000_000, dtype=dtype)["array"]
+        assert big.dtype == np.dtype(dtype) and np.array_equal(big, np.arange(3_000_000).astype(dtype))
+        assert _parked_files(runner) == []  # unlinked as soon as it was mapped
+    big[0] = 7  # the parent's copy is its own to write
+    small = runner.call("array", 30, n=10, dtype="float32")["array"]
+    assert np.array_equal(small, np.arange(10, dtype=np.float32))
+    directory = runner._parking
+    runner.close()
+    assert not os.path.exists(directory)
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/dev/shm"), reason="no RAM file system (/dev/shm) here")
+def test_a_worker_that_dies_takes_its_shared_memory_directory_with_it(runner: Runner) -> None:
+    import os
+
+    runner.start()
+    directory = runner._parking
+    assert directory and os.path.isdir(directory)
+    with pytest.raises(WorkerFault):
+        runner.call("die", 30)
+    assert not os.path.exists(directory)
+    assert runner.call("array", 30, n=1 << 20, dtype="float32")["array"][-1] == (1 << 20) - 1

@@ -36,8 +36,9 @@ def spec_kernel(example: Path) -> Path:
 
 
 class PhaseClock:
-    """Wraps a Runner and adds up the seconds of each kind of worker call: the sweep's cases, the
-    cases the defences add (timed sizes, the unannounced size set, value cases) and the timing run."""
+    """Wraps a Runner and adds up the seconds of each kind of worker job: the sweep's cases, the
+    cases the defences add (timed sizes, the unannounced size set, value cases) and the timing run,
+    each as the worker spent them, and the transfers of jobs and replies between the processes."""
 
     def __init__(self, runner, spec) -> None:
         self.runner, self.sweep = runner, [sorted(s.items()) for s in spec.size_sets()]
@@ -48,15 +49,20 @@ class PhaseClock:
 
     def call(self, op, timeout_s, **job):
         t0 = time.perf_counter()
+        reply: dict = {}
         try:
-            return self.runner.call(op, timeout_s, **job)
+            reply = self.runner.call(op, timeout_s, **job)
+            return reply
         finally:
+            total = time.perf_counter() - t0
+            worker = reply.get("worker_s", total)  # the job's own seconds in the worker
             if op == "case":
                 kind = "value cases" if job.get("values") else (
                     "sweep cases" if sorted(job["sizes"].items()) in self.sweep else "timed + unannounced cases")
             else:
                 kind = op
-            self.seconds.setdefault(kind, []).append(time.perf_counter() - t0)
+            self.seconds.setdefault(kind, []).append(worker)
+            self.seconds.setdefault("transfer (job in, reply out)", []).append(total - worker)
 
     def take(self) -> dict[str, float]:
         totals = {k: sum(v) for k, v in self.seconds.items()}

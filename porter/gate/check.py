@@ -24,7 +24,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -409,15 +409,18 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         key = Case(sizes, seeds[0]).key()
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
-    cases, digests = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
-                                references)
-    gates.append(_equivalence_gate(cases, len(plan)))
-
+    judging = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
+                         references)
+    digests = judging.digests
+    # Profiling, sanitizing and timing do not wait for the last judgements: the comparisons finish
+    # on the CPU while the GPU works. Timing starts only if no case is known to have failed yet, and
+    # its result counts only if every case passed.
+    later: list[Gate] = []
     extras: dict[str, Any] = {"seeds": seeds}
     if options.native:
         with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
             evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
-        gates.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
+        later.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
                                                             seeds[0], digests)))
         extras["native"] = evidence
     if options.sanitize:
@@ -425,15 +428,22 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
             reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index)
         differs = [problem for r in reports if r.ran and not r.errors and r.digests
                    and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
-        gates.append(_sanitize_gate(reports, differs))
+        later.append(_sanitize_gate(reports, differs))
         extras["sanitizer"] = reports
 
     timings: tuple[Timing, ...] = ()
     speed: dict[str, float | None] = {}
-    if options.timing and gates_passed(gates, "equivalence"):
-        timing_gate, timings, speed = _timing(spec, runner, device, run_cubin, entry_name, launch,
-                                              (source_cubin, source_entry, source_launch), options, seeds[0],
-                                              digests, timed, reference_for)
+    timed_run = None
+    if options.timing and not judging.failed_so_far():
+        timed_run = _timing(spec, runner, device, run_cubin, entry_name, launch,
+                            (source_cubin, source_entry, source_launch), options, seeds[0], digests, timed,
+                            reference_for)
+    cases = judging.results()
+    _case_warnings(cases, warnings)
+    gates.append(_equivalence_gate(cases, len(plan)))
+    gates.extend(later)
+    if timed_run is not None and gates_passed(gates, "equivalence"):
+        timing_gate, timings, speed = timed_run
         gates.append(timing_gate)
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
                     cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
@@ -449,16 +459,35 @@ def _fault_reason(fault: WorkerFault) -> str:
     return reason
 
 
+@dataclass
+class _Judging:
+    """The cases of a check once all have run: their judgements (NumPy comparisons in threads,
+    some perhaps still under way), the case that faulted, and each case's output digests."""
+
+    pending: list[Future[CaseResult]]
+    faulted: list[CaseResult]
+    digests: dict[tuple, list[int]]
+
+    def failed_so_far(self) -> bool:
+        """Whether a case is already known to have failed (a fault, or a finished judgement)."""
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status != "passed")
+                                         for f in self.pending)
+
+    def results(self) -> list[CaseResult]:
+        return [future.result() for future in self.pending] + self.faulted
+
+
 def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
                launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
-               references: ReferenceCache | None = None) -> tuple[list[CaseResult], dict[tuple, list[int]]]:
+               references: ReferenceCache | None = None) -> _Judging:
     """Run the plan in the worker, judging each case in a thread while the next one runs (the
-    comparison is NumPy work that releases the GIL), and stop at the first fault. A reference that
-    ``references`` holds is not asked of the worker again (a ``held`` job); one it computes is kept."""
-    pending = []
-    digests: dict[tuple, list[int]] = {}
-    faulted: list[CaseResult] = []
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge") as judges:
+    comparison is NumPy work that releases the GIL), and stop at the first fault. Returns once
+    every case has run; the last judgements may still be under way, so that the GPU work that
+    follows (profiling, timing) overlaps them. A reference that ``references`` holds is not asked
+    of the worker again (a ``held`` job); one it computes is kept."""
+    judging = _Judging([], [], {})
+    judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
+    try:
         for index, case in enumerate(plan):
             job = reference_job(index)
             key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
@@ -469,22 +498,26 @@ def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuR
                                     reference={"kind": "held", "key": job["key"]} if held is not None else job,
                                     launch=launch, first=index == 0)
             except WorkerFault as fault:
-                faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
-                                          values=case.values, reason=_fault_reason(fault), fault=str(fault)))
+                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                                                  values=case.values, reason=_fault_reason(fault), fault=str(fault)))
                 break
-            digests[case.key()] = reply.get("digests", [])
+            judging.digests[case.key()] = reply.get("digests", [])
             if held is not None:
                 reply["reference"] = held
             elif references is not None:
                 reply["reference"] = references.put(key, reply["reference"])
             if reply.get("fence") and reply["fence"] not in warnings:
                 warnings.append(reply["fence"])
-            pending.append(judges.submit(_judge_case, spec, case, reply))
-        cases = [future.result() for future in pending] + faulted
+            judging.pending.append(judges.submit(_judge_case, spec, case, reply))
+    finally:
+        judges.shutdown(wait=False)  # the submitted judgements still finish
+    return judging
+
+
+def _case_warnings(cases: list[CaseResult], warnings: list[str]) -> None:
     for result in cases:
         for c in result.outputs:
             warnings.extend(w for w in c.warnings if w not in warnings)
-    return cases, digests
 
 
 def _extra(base: dict[str, Any]) -> dict[str, Any]:

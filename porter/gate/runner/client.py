@@ -20,6 +20,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from porter.gate.runner.transfer import remove_parking, unpark
+
 
 class WorkerFault(Exception):
     """The job did not complete: the kernel hung, faulted, or the worker died."""
@@ -82,6 +84,7 @@ class Runner:
         self._conn: Any = None
         self.info: DeviceInfo | None = None
         self.restarts = 0
+        self._parking: str | None = None  # the worker's directory for large replies (see transfer)
 
     def __enter__(self) -> Runner:
         return self
@@ -110,6 +113,7 @@ class Runner:
             self._kill()
             raise WorkerFault(reply.get("error", "the GPU worker could not start"), kind="unavailable")
         self.info = DeviceInfo(**reply["device"])
+        self._parking = reply.get("parking")
         return self.info
 
     def close(self) -> None:
@@ -130,6 +134,8 @@ class Runner:
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
+        remove_parking(self._parking)
+        self._parking = None
 
     # -- jobs ----------------------------------------------------------------------------------
     def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
@@ -155,7 +161,7 @@ class Runner:
             remaining = deadline - time.monotonic()
             try:
                 if self._conn.poll(max(0.0, min(remaining, 0.5))):
-                    return self._conn.recv()
+                    return unpark(self._conn.recv())
             except (EOFError, OSError):
                 if self._proc is not None:
                     self._proc.join(5)  # the pipe closes before the process is reaped: wait for its exit code

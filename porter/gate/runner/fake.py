@@ -8,7 +8,8 @@ the job's op, so that the parent's timeout, kill and restart logic runs on any m
 - ``hang``: never replies (a kernel that does not finish);
 - ``die``: the process exits at once with code 7 (a crash that takes the worker down);
 - ``sticky``: replies with a sticky CUDA error (the context is poisoned) and exits;
-- ``fault``: replies with an ordinary, non-sticky error and keeps serving.
+- ``fault``: replies with an ordinary, non-sticky error and keeps serving;
+- ``array``: replies ``{"array": arange(n) as dtype}``, parked as the real worker parks large arrays.
 
 A device index below 0 makes the start-up fail, as on a machine without a usable GPU.
 :class:`InProcessRunner` is a :class:`porter.gate.runner.GpuRunner` with no process at all: each op is a
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from porter.gate.runner.client import DeviceInfo, WorkerFault
+from porter.gate.runner.transfer import Parking, parking_directory
 
 FAKE_DEVICE = DeviceInfo(name="Fake GPU", arch="sm_90", compute_capability="9.0", sm_count=132, l2_bytes=50 << 20,
                          max_shared_optin=232448, driver="13.0", runtime="13.0", cupy="none")
@@ -39,7 +41,8 @@ def serve(conn: Any, device: int) -> None:
     if device < 0:
         conn.send({"ok": False, "error": "no usable GPU: the fake worker was told there is none"})
         return
-    conn.send({"ok": True, "device": FAKE_DEVICE.__dict__})
+    parking = Parking(parking_directory())
+    conn.send({"ok": True, "device": FAKE_DEVICE.__dict__, "parking": parking.directory})
     for msg in _jobs(conn):
         op = msg.pop("op")
         if op == "hang":
@@ -52,6 +55,8 @@ def serve(conn: Any, device: int) -> None:
             return
         elif op == "fault":
             conn.send({"ok": False, "error": "ValueError: bad launch", "sticky": False, "kind": "fault"})
+        elif op == "array":
+            conn.send(parking.park({"ok": True, "array": np.arange(msg["n"]).astype(msg["dtype"])}))
         else:
             conn.send({"ok": True, "pid": os.getpid(), **msg})
 

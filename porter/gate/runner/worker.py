@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from porter.gate.runner.transfer import Parking, parking_directory
 from porter.gate.usercode import load_callable
 
 GUARD_BYTES = 64 * 1024
@@ -876,7 +877,8 @@ def serve(conn: Any, device: int) -> None:
     except Exception as err:  # no CuPy, no driver, no device
         conn.send({"ok": False, "error": _no_gpu_message(err)})
         return
-    conn.send({"ok": True, "device": info})
+    parking = Parking(parking_directory())
+    conn.send({"ok": True, "device": info, "parking": parking.directory})
     state = WorkerState(cp)
     while True:
         try:
@@ -887,7 +889,10 @@ def serve(conn: Any, device: int) -> None:
         if op == "exit":
             return
         try:
-            conn.send({"ok": True, **JOBS[op](state, **msg)})
+            began = time.perf_counter()
+            reply = JOBS[op](state, **msg)
+            # The job's own seconds: what a call took beyond them is the transfer (tools/bench_gate.py).
+            conn.send(parking.park({"ok": True, **reply, "worker_s": time.perf_counter() - began}))
         except Exception as err:
             sticky = is_sticky(err)
             conn.send({"ok": False, "error": f"{type(err).__name__}: {err}", "sticky": sticky, "kind": "fault"})

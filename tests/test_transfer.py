@@ -1,0 +1,31 @@
+"""Large arrays parked in files and read back: what the parent gets is what the worker sent."""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+
+from porter.gate.runner.transfer import PARK_BYTES, Parked, Parking, unpark
+
+
+def test_parked_arrays_read_back_bit_for_bit_and_their_files_go(tmp_path) -> None:
+    big = np.random.default_rng(0).standard_normal((1024, 1024)).astype(ml_dtypes.bfloat16)
+    strided = np.arange(2 * PARK_BYTES, dtype=np.uint8).reshape(2, -1)[:, ::2]  # not contiguous
+    reply = {"outputs": [{"C": big}, None], "reference": {"C": big.astype(np.float32)}, "strided": strided,
+             "small": np.ones(4), "n": 3}
+    parked = Parking(str(tmp_path)).park(reply)
+    assert isinstance(parked["outputs"][0]["C"], Parked) and isinstance(parked["reference"]["C"], Parked)
+    assert parked["outputs"][1] is None and parked["n"] == 3 and isinstance(parked["small"], np.ndarray)
+    back = unpark(parked)
+    assert back["outputs"][0]["C"].dtype == big.dtype
+    assert back["outputs"][0]["C"].tobytes() == big.tobytes()
+    assert np.array_equal(back["reference"]["C"], big.astype(np.float32))
+    assert np.array_equal(back["strided"], strided)
+    assert os.listdir(tmp_path) == []
+
+
+def test_without_a_directory_nothing_is_parked() -> None:
+    big = np.zeros(PARK_BYTES, dtype=np.uint8)
+    assert Parking(None).park({"a": big})["a"] is big
