@@ -21,9 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from porter.gate.runner.client import DeviceInfo, GpuRunner
-
-EXCLUSIVE_OPS = frozenset({"time"})
+from porter.gate.runner.client import EXCLUSIVE_OPS, DeviceInfo, GpuRunner, exclusive
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ class LeasedRunner:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        with self.lease.exclusive(self.holder):
+        with self.lease.exclusive(self.holder), exclusive(self.runner):  # the pool's lease, then the machine's
             yield
 
     def close(self) -> None:

@@ -20,7 +20,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from porter.gate.runner.gpulock import GpuLock
 from porter.gate.runner.transfer import remove_parking, unpark
+
+# Jobs that must have the GPU alone (another process's kernels would be timed with them).
+EXCLUSIVE_OPS = frozenset({"time"})
 
 
 class WorkerFault(Exception):
@@ -44,6 +48,7 @@ class DeviceInfo:
     cupy: str
     device_count: int = 1  # GPUs this worker's process sees (a pool starts one worker per GPU)
     index: int = 0  # this GPU's CUDA device index (as CUDA_VISIBLE_DEVICES shows them)
+    pci: str = ""  # its PCI address (domain:bus:device), the same in every process; "" for a fake
 
     def describe(self) -> str:
         return f"{self.name} ({self.arch}), CUDA driver {self.driver}, CuPy {self.cupy}"
@@ -85,6 +90,8 @@ class Runner:
         self.info: DeviceInfo | None = None
         self.restarts = 0
         self._parking: str | None = None  # the worker's directory for large replies (see transfer)
+        self._lock: GpuLock | None = None  # the GPU's lock across processes (see gpulock)
+        self._alone = 0  # depth of exclusive() blocks: jobs inside one take no lock of their own
 
     def __enter__(self) -> Runner:
         return self
@@ -114,6 +121,8 @@ class Runner:
             raise WorkerFault(reply.get("error", "the GPU worker could not start"), kind="unavailable")
         self.info = DeviceInfo(**reply["device"])
         self._parking = reply.get("parking")
+        if self.info.pci and self._lock is None:
+            self._lock = GpuLock(self.info.pci)
         return self.info
 
     def close(self) -> None:
@@ -126,6 +135,22 @@ class Runner:
         except (OSError, EOFError, BrokenPipeError):
             pass
         self._kill()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The GPU to this runner alone, against every porter process on the machine, while the
+        block runs (ncu and compute-sanitizer launches; see :func:`exclusive`)."""
+        self.start()
+        hold = self._lock.exclusive() if self._lock is not None and not self._alone else nullcontext()
+        with hold:
+            self._alone += 1
+            try:
+                yield
+            finally:
+                self._alone -= 1
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -141,6 +166,14 @@ class Runner:
     def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
         """Run one job in the worker. Raises WorkerFault if it hangs, faults or dies."""
         self.start()
+        if self._lock is None or self._alone:
+            hold: AbstractContextManager[object] = nullcontext()
+        else:
+            hold = self._lock.exclusive() if op in EXCLUSIVE_OPS else self._lock.shared()
+        with hold:
+            return self._call(op, timeout_s, payload)
+
+    def _call(self, op: str, timeout_s: float, payload: dict[str, Any]) -> dict[str, Any]:
         try:
             self._conn.send({"op": op, **payload})
         except (OSError, BrokenPipeError) as err:
@@ -205,9 +238,10 @@ class Unavailable:
 
 def exclusive(runner: GpuRunner | None) -> AbstractContextManager[object]:
     """The runner's GPU to the caller alone while the block runs: for launches outside the worker
-    (ncu, compute-sanitizer) that must not share the GPU, as timing does not. A pool's runner
-    (:class:`porter.pool.lease.LeasedRunner`) holds its GPU's lease exclusively; a runner that owns
-    its GPU alone has nothing to take."""
+    (ncu, compute-sanitizer) that must not share the GPU, as timing does not. A :class:`Runner`
+    holds its GPU's lock across processes exclusively; a pool's runner
+    (:class:`porter.pool.lease.LeasedRunner`) its GPU's lease in the pool as well; a runner without
+    either (a fake) has nothing to take."""
     hold = getattr(runner, "exclusive", None)
     return hold() if callable(hold) else nullcontext()
 

@@ -11,7 +11,9 @@ the job's op, so that the parent's timeout, kill and restart logic runs on any m
 - ``fault``: replies with an ordinary, non-sticky error and keeps serving;
 - ``array``: replies ``{"array": arange(n) as dtype}``, parked as the real worker parks large arrays.
 
-A device index below 0 makes the start-up fail, as on a machine without a usable GPU.
+A device index below 0 makes the start-up fail, as on a machine without a usable GPU; the variable
+``PORTER_FAKE_GPU_PCI`` gives the fake GPU a PCI address, so that its parent takes the GPU's lock
+across processes (:mod:`porter.gate.runner.gpulock`).
 :class:`InProcessRunner` is a :class:`porter.gate.runner.GpuRunner` with no process at all: each op is a
 function of the payload, for tests of the code that talks to a runner. :class:`FakeGpu` simulates a
 whole GPU that computes the spec's reference (for pool and cluster tests, and CPU measurements).
@@ -42,11 +44,14 @@ def serve(conn: Any, device: int) -> None:
         conn.send({"ok": False, "error": "no usable GPU: the fake worker was told there is none"})
         return
     parking = Parking(parking_directory())
-    conn.send({"ok": True, "device": FAKE_DEVICE.__dict__, "parking": parking.directory})
+    # A PCI address makes the parent take the GPU's lock across processes, as for a real GPU.
+    device_info = {**FAKE_DEVICE.__dict__, "pci": os.environ.get("PORTER_FAKE_GPU_PCI", "")}
+    conn.send({"ok": True, "device": device_info, "parking": parking.directory})
     for msg in _jobs(conn):
         op = msg.pop("op")
         if op == "hang":
             time.sleep(3600)
+
         elif op == "die":
             os._exit(7)
         elif op == "sticky":

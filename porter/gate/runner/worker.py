@@ -846,7 +846,16 @@ def _device_info(cp: Any, device: int) -> dict[str, Any]:
         "cupy": cp.__version__,
         "device_count": int(cp.cuda.runtime.getDeviceCount()),
         "index": device,
+        "pci": _pci_address(cp, device),
     }
+
+
+def _pci_address(cp: Any, device: int) -> str:
+    """The GPU's PCI address, or '' where CuPy cannot say (then no lock across processes is taken)."""
+    try:
+        return str(cp.cuda.Device(device).pci_bus_id)
+    except Exception:
+        return ""
 
 
 def _no_gpu_message(err: BaseException) -> str:

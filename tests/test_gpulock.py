@@ -1,0 +1,92 @@
+"""The GPU's lock across processes: porter processes sharing a GPU run cases side by side and time
+alone, and a waiting timing run is not starved by a stream of cases."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+import pytest
+
+from porter.gate.runner import Runner
+from porter.gate.runner.fake import serve
+from porter.gate.runner.gpulock import GpuLock
+
+
+def _hold(directory: str, kind: str, seconds: float, delay: float, log: str) -> None:
+    time.sleep(delay)
+    lock = GpuLock("0000:1b:00.0", directory)
+    with getattr(lock, kind)():
+        start = time.monotonic()
+        time.sleep(seconds)
+        end = time.monotonic()
+    with open(log, "a") as f:
+        f.write(f"{kind} {start} {end}\n")
+
+
+def _windows(log: Path) -> list[tuple[str, float, float]]:
+    rows = [line.split() for line in log.read_text().splitlines()]
+    return sorted(((k, float(a), float(b)) for k, a, b in rows), key=lambda w: w[1])
+
+
+def _run(tmp_path: Path, plan: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    log = tmp_path / "log"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_hold, args=(str(tmp_path), kind, seconds, delay, str(log)))
+             for kind, seconds, delay in plan]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return _windows(log)
+
+
+def _overlap(a: tuple[str, float, float], b: tuple[str, float, float]) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+def test_shared_holders_overlap_and_an_exclusive_one_overlaps_nobody(tmp_path: Path) -> None:
+    windows = _run(tmp_path, [("shared", 1.0, 0.0), ("shared", 1.0, 0.0), ("exclusive", 0.5, 0.3),
+                              ("shared", 0.5, 0.6)])
+    shared = [w for w in windows if w[0] == "shared"]
+    alone = next(w for w in windows if w[0] == "exclusive")
+    assert _overlap(shared[0], shared[1])  # correctness runs side by side
+    assert not any(_overlap(alone, w) for w in windows if w is not alone)
+
+
+def test_a_waiting_timing_run_goes_before_cases_that_came_after_it(tmp_path: Path) -> None:
+    # A case holds the GPU; timing asks at 0.3 s; another case asks at 0.6 s, while the first still runs.
+    windows = _run(tmp_path, [("shared", 1.5, 0.0), ("exclusive", 0.3, 0.3), ("shared", 0.3, 0.6)])
+    first, alone, late = (next(w for w in windows if w[0] == "shared")), \
+        next(w for w in windows if w[0] == "exclusive"), windows[-1]
+    assert late[0] == "shared" and late is not first
+    assert alone[1] >= first[2] - 0.05 and late[1] >= alone[2] - 0.05
+
+
+@pytest.fixture
+def fake_gpu_on_a_bus(monkeypatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("PORTER_FAKE_GPU_PCI", "0000:1b:00.0")
+    monkeypatch.setenv("PORTER_LOCK_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_runner_waits_for_another_process_timing_on_its_gpu(fake_gpu_on_a_bus: Path) -> None:
+    log = fake_gpu_on_a_bus / "log"
+    other = mp.get_context("spawn").Process(target=_hold, args=(str(fake_gpu_on_a_bus), "exclusive", 1.5, 0.0,
+                                                               str(log)))
+    with Runner(target=serve, startup_timeout_s=60) as runner:
+        runner.start()
+        other.start()
+        time.sleep(0.5)  # the other process is timing now
+        runner.call("echo", 30)
+        answered = time.monotonic()
+        other.join(30)
+    held = _windows(log)[0]
+    assert answered >= held[2] - 0.05  # the case waited until the timing run let go
+
+
+def test_inside_exclusive_a_runner_s_own_jobs_do_not_wait_for_itself(fake_gpu_on_a_bus: Path) -> None:
+    with Runner(target=serve, startup_timeout_s=60) as runner, runner.exclusive():
+        assert runner.call("time", 10)["pid"] and runner.call("echo", 10)["pid"]
