@@ -110,6 +110,20 @@ def small_vector_add(folder: Path, *, marker: str = "") -> tuple[Path, Path]:
     return folder / "kernel.ptx", folder / "porter.toml"
 
 
+def as_nvcc_of(toolchain, source: Path, folder: Path) -> Path:
+    """``source``, nvcc 13's output (``.version 9.0``), as the nvcc of the toolchain's CUDA release
+    writes it: for a CUDA 12 ptxas, a copy in ``folder`` with the newest ``.version`` it accepts
+    (what nvcc 12 writes); else ``source`` itself."""
+    isa = toolchain.isa()
+    text = source.read_text()
+    if isa is None or isa.accepts("9.0") or ".version 9.0" not in text:
+        return source
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / source.name
+    copy.write_text(text.replace(".version 9.0", f".version {isa.max_ptx}", 1))
+    return copy
+
+
 def candidates(tmp_path: Path, n: int, *, marker: str = "") -> list[Path]:
     kernel, _ = small_vector_add(tmp_path, marker=marker)
     paths = []

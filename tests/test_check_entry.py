@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import as_nvcc_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NVCC = ROOT / "tests" / "data" / "compiled" / "nvcc" / "kernels.ptx"
@@ -141,10 +142,7 @@ def test_entry_wins_over_a_porter_launch_entry(folder: Path) -> None:
 
 @pytest.mark.gpu
 def test_on_a_gpu_both_variants_pass_and_a_wrong_launch_fails(folder: Path, toolchain) -> None:
-    isa = toolchain.isa()
-    if isa is not None and not isa.accepts("9.0"):  # a CUDA 12 ptxas: write what nvcc 12 writes
-        path = folder / "kernels.ptx"
-        path.write_text(path.read_text().replace(".version 9.0", f".version {isa.max_ptx}", 1))
+    as_nvcc_of(toolchain, NVCC, folder)  # under a CUDA 12 ptxas, kernels.ptx as nvcc 12 writes it
     for entry in ("axpy_inplace", "axpy_inplace_x2"):
         grid = "256" if entry == "axpy_inplace" else "512"
         (folder / "porter.toml").write_text(AXPY_SPEC.replace("{per_block}", grid))

@@ -9,11 +9,14 @@ tests/test_vocab.py runs the same gate on the CPU, with the kernels played in Nu
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import as_nvcc_of
 
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.spec import load_spec
@@ -24,7 +27,8 @@ VOCAB = Path(__file__).resolve().parent / "data" / "vocab"
 
 
 def check(kernel: str, runner, toolchain, spec: Path = VOCAB / "porter.toml", **options):
-    return run_check(VOCAB / kernel, load_spec(spec), CheckOptions(**options), toolchain=toolchain, runner=runner)
+    path = as_nvcc_of(toolchain, VOCAB / kernel, Path(tempfile.gettempdir()) / f"porter-vocab-{os.getpid()}")
+    return run_check(path, load_spec(spec), CheckOptions(**options), toolchain=toolchain, runner=runner)
 
 
 def test_the_hot_loop_of_three_kernels_passes_checked_and_timed_as_a_whole(runner, toolchain):

@@ -3,7 +3,11 @@
 # porter check on every example (plain, --native, --sanitize), the scripted port, the gate
 # benchmark and raw profiler outputs for the parser fixtures. Logs go to $OUT (or ./gpu-logs),
 # at most 8 files. Runs from a source checkout with PYTHONPATH: litellm and git are not imported.
+#   tools/run_gpu_tier.sh [all | tests | cuda12 | checks]
+# tests: the gpu tests (about 7 minutes on the H200); cuda12: the same with CUDA 12's ptxas (about 7);
+# checks: porter check on every example, the scripted port, the benchmark, the captures (about 4).
 set -uo pipefail
+PART=${1:-all}
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PORTER_CACHE_DIR=${PORTER_CACHE_DIR:-/tmp/porter-cache}
 OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
@@ -15,14 +19,38 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
 # The optional extras' GPU tests (pool over dask, MCP) need their packages: from ./.wheels when absent.
 python3 -c 'import mcp, distributed' 2> /dev/null || python3 -m pip install -q --no-index --find-links .wheels \
   mcp dask distributed 2>&1 | tail -2
-# Every GPU test (the attacks come early: the gate's word depends on them), with a JUnit file.
-python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 --junitxml="$OUT/gpu-tests.xml" \
-  tests/ 2>&1 | tee "$OUT/gpu-tests.txt"
-# With CUDA 12's ptxas (tools/cuda12_ptxas.sh .cuda12, carried): the gate on its cubins too.
-if [ -x .cuda12/bin/ptxas ]; then
-  PORTER_CUDA_HOME=$PWD/.cuda12 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gate_gpu.py \
-    tests/test_cuda_releases.py 2>&1 | tail -15 | tee "$OUT/gpu-tests-cuda12.txt"
-fi
+# Every GPU test, in groups run at once on the one GPU: the GPU lock (porter/gate/runner/gpulock.py)
+# keeps each timing run alone, so the ratios are those of a quiet GPU. With CUDA 12's ptxas
+# (tools/cuda12_ptxas.sh .cuda12, carried) the whole tier runs a second time on its cubins.
+# JUnit files and logs go into one archive ($OUT takes few files).
+LOGS=$(mktemp -d)
+group() { # name cuda_home files...
+  local name=$1 home=$2; shift 2
+  PORTER_CUDA_HOME=$home PORTER_CACHE_DIR=$PORTER_CACHE_DIR/$name python3 -m pytest -q -m gpu -p no:cacheprovider \
+    -rfEs --durations=15 --junitxml="$LOGS/$name.xml" "$@" > "$LOGS/$name.txt" 2>&1
+  echo "$name: $(tail -1 "$LOGS/$name.txt")"
+}
+ATTACKS=(tests/test_attacks_gpu.py tests/test_check_entry.py)
+GATE=(tests/test_gate_gpu.py tests/test_cuda_releases.py)
+REST=($(grep -l "pytest.mark.gpu" tests/test_*.py | grep -v -e test_attacks_gpu -e test_check_entry -e test_gate_gpu \
+        -e test_cuda_releases))
+{
+  if [ "$PART" = all ] || [ "$PART" = tests ]; then
+    group attacks "${PORTER_CUDA_HOME:-}" "${ATTACKS[@]}" &
+    group gate "${PORTER_CUDA_HOME:-}" "${GATE[@]}" &
+    group rest "${PORTER_CUDA_HOME:-}" "${REST[@]}" &
+    wait
+  fi
+  if { [ "$PART" = all ] || [ "$PART" = cuda12 ]; } && [ -x .cuda12/bin/ptxas ]; then
+    group attacks-cuda12 "$PWD/.cuda12" "${ATTACKS[@]}" &
+    group gate-cuda12 "$PWD/.cuda12" "${GATE[@]}" &
+    group rest-cuda12 "$PWD/.cuda12" "${REST[@]}" &
+    wait
+  fi
+  grep -h -A20 "short test summary" "$LOGS"/*.txt | cut -c1-300
+} 2>&1 | tee "$OUT/gpu-tests.txt"
+tar czf "$OUT/gpu-tests.tgz" -C "$LOGS" .
+[ "$PART" = all ] || [ "$PART" = checks ] || exit 0
 {
   for ex in examples/*/porter.toml; do
     for k in "$(dirname "$ex")"/kernel*.ptx; do python3 -m porter check "$k" --against "$k"; done
