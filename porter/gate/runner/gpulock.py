@@ -18,7 +18,7 @@ import fcntl
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 LOCK_DIR_ENV = "PORTER_LOCK_DIR"
 
@@ -40,23 +40,19 @@ class GpuLock:
         self._turnstile = _open(base + ".turnstile")
         self._gpu = _open(base + ".lock")
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        fcntl.flock(self._turnstile, fcntl.LOCK_EX)  # behind any writer already waiting
-        try:
-            fcntl.flock(self._gpu, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._gpu, fcntl.LOCK_UN)
+    def shared(self) -> AbstractContextManager[None]:
+        return self._hold(fcntl.LOCK_SH)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        return self._hold(fcntl.LOCK_EX)
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        fcntl.flock(self._turnstile, fcntl.LOCK_EX)  # new readers wait from here on
+    def _hold(self, mode: int) -> Iterator[None]:
+        # Through the turnstile: a reader passes behind any writer already waiting there; a writer
+        # keeps it shut, so that no new reader comes in, until the GPU file is its own.
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
         try:
-            fcntl.flock(self._gpu, fcntl.LOCK_EX)
+            fcntl.flock(self._gpu, mode)
         finally:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
         try:
