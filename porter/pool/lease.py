@@ -53,14 +53,8 @@ class GpuLease:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
-        start = time.monotonic()
-        try:
+        with self._held(holder, exclusive=False):
             yield
-        finally:
-            end = time.monotonic()
-            with self._cond:
-                self._readers -= 1
-                self._released(Window(holder, False, start, end))
 
     @contextmanager
     def exclusive(self, holder: str = "") -> Iterator[None]:
@@ -72,20 +66,25 @@ class GpuLease:
             finally:
                 self._waiting_writers -= 1
             self._writer = True
+        with self._held(holder, exclusive=True):
+            yield
+
+    @contextmanager
+    def _held(self, holder: str, *, exclusive: bool) -> Iterator[None]:
+        """The holding itself, once taken: timed, and let go (the window noted, waiters woken)."""
         start = time.monotonic()
         try:
             yield
         finally:
             end = time.monotonic()
             with self._cond:
-                self._writer = False
-                self._released(Window(holder, True, start, end))
-
-    def _released(self, window: Window) -> None:
-        """With the lock held, after a holder let go: its window noted (when recording), waiters woken."""
-        if self.record:
-            self.windows.append(window)
-        self._cond.notify_all()
+                if exclusive:
+                    self._writer = False
+                else:
+                    self._readers -= 1
+                if self.record:
+                    self.windows.append(Window(holder, exclusive, start, end))
+                self._cond.notify_all()
 
 
 def overlaps(windows: list[Window]) -> list[tuple[Window, Window]]:
