@@ -327,35 +327,29 @@ class _Graph:
 
     def consumer_types(self, values: tuple[str, ...]) -> list[tuple[str, Evidence]]:
         """Types that the instructions using loaded values give them (through moves and unpacking)."""
-        found: list[tuple[str, Evidence]] = []
-        seen = set(values)
-        frontier = list(values)
-        for _ in range(3):
-            nxt = []
-            for reg in frontier:
-                for ins in self.uses[reg]:
-                    if ins.base == "mov" and reg in _sources(ins):
-                        nxt += [d for d in _dests(ins) if d not in seen]
-                        seen.update(_dests(ins))
-                    elif (t := _value_type(ins, consumer=True)) is not None and ins.base not in ("st", "ld"):
-                        found.append((t, Evidence(ins.line, f"loaded values used by {ins.opcode}")))
-            frontier = nxt
-        return found
+        return self._flow_types(values, consumers=True)
 
     def producer_types(self, values: tuple[str, ...]) -> list[tuple[str, Evidence]]:
         """Types that the instructions defining stored values give them (through moves and packing)."""
+        return self._flow_types(values, consumers=False)
+
+    def _flow_types(self, values: tuple[str, ...], *, consumers: bool) -> list[tuple[str, Evidence]]:
+        """The walk of both: up to three moves away from ``values``, down to their uses
+        (``consumers``) or up to their definitions, the types each instruction there implies."""
         found: list[tuple[str, Evidence]] = []
         seen = set(values)
         frontier = list(values)
+        skip, said = (("st", "ld"), "loaded values used by") if consumers else (("ld", "ldmatrix"), "stored values made by")
         for _ in range(3):
             nxt = []
             for reg in frontier:
-                for ins in self.defs.get(reg, []):
-                    if ins.base == "mov":
-                        nxt += [s for s in _sources(ins) if s not in seen]
-                        seen.update(_sources(ins))
-                    elif ins.base not in ("ld", "ldmatrix") and (t := _value_type(ins, consumer=False)) is not None:
-                        found.append((t, Evidence(ins.line, f"stored values made by {ins.opcode}")))
+                for ins in (self.uses[reg] if consumers else self.defs.get(reg, [])):
+                    if ins.base == "mov" and (reg in _sources(ins) if consumers else True):
+                        step = _dests(ins) if consumers else _sources(ins)
+                        nxt += [r for r in step if r not in seen]
+                        seen.update(step)
+                    elif ins.base not in skip and (t := _value_type(ins, consumer=consumers)) is not None:
+                        found.append((t, Evidence(ins.line, f"{said} {ins.opcode}")))
             frontier = nxt
         return found
 
