@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# examples/attention_fwd on a GPU (the H200): porter check of the sm_80 kernel, the kernel timed by
-# porter at S=4096 and S=8192 (B=4, H=16, D=128, causal 0 and 1) beside its library baseline (torch
-# SDPA, as ref.py:sdpa calls it), and torch SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends timed
-# apart at the same sizes. Logs and a markdown table go to $OUT (or ./gpu-logs), all named attn-*.
-# Runs from a source checkout (PYTHONPATH=$PWD); needs cupy and torch with CUDA. About 3 minutes of
-# GPU time; each step has a timeout, so the whole script stays under 5.
+# examples/attention_fwd on a GPU (the H200): porter check of every kernel that runs here (sm_80;
+# sm_90a and its TMA variant with --native), each timed by porter at S=4096 and S=8192 (B=4, H=16,
+# D=128, causal 0 and 1) beside its library baseline (torch SDPA, as ref.py:sdpa calls it), and
+# torch SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends timed apart at the same sizes. Logs and
+# a markdown table go to $OUT (or ./gpu-logs), all named attn-*. Runs from a source checkout
+# (PYTHONPATH=$PWD); needs cupy and torch with CUDA. About 6 minutes of GPU time; each step has a
+# timeout, so the whole script stays under 9.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PORTER_CACHE_DIR=${PORTER_CACHE_DIR:-/tmp/porter-cache}
@@ -33,15 +34,14 @@ for t in v["timings"]:
 EOF
 }
 
-# 1. The check at the spec's own sizes (the sweep, the value cases, one unannounced size set, timing).
-timeout 110 python3 -m porter check examples/attention_fwd/kernel_sm80.ptx --json > "$OUT/attn-check.json" 2> "$OUT/attn-check.err"
-echo "porter check rc=$?"; summary "$OUT/attn-check.json" | tee "$OUT/attn-check.txt"
-
-# 2. Timed (and so verified) at the four sizes, interleaved with the library baseline.
+# 1. Each kernel, timed (and so verified) at the four sizes, interleaved with the library baseline.
 TIME_AT=(); for s in "${SIZES[@]}"; do TIME_AT+=(--time-at "$s"); done
-timeout 150 python3 -m porter check examples/attention_fwd/kernel_sm80.ptx "${TIME_AT[@]}" --json \
-  > "$OUT/attn-timing.json" 2> "$OUT/attn-timing.err"
-echo "porter check --time-at rc=$?"; summary "$OUT/attn-timing.json" | tee "$OUT/attn-timing.txt"
+for k in sm80 sm90a sm90a_tma; do
+  flags=(); [ "$k" = sm80 ] || flags=(--arch sm_90a --native)
+  timeout 170 python3 -m porter check "examples/attention_fwd/kernel_$k.ptx" "${flags[@]}" "${TIME_AT[@]}" --json \
+    > "$OUT/attn-$k.json" 2> "$OUT/attn-$k.err"
+  echo "porter check kernel_$k rc=$?"; summary "$OUT/attn-$k.json" | tee "$OUT/attn-$k.txt"
+done
 
 # 3. torch SDPA's two fused backends, timed apart (CUDA events, L2 flushed before each launch as
 #    porter does, median), and the copy of O that ref.py:sdpa adds for porter (SDPA has no out=).
@@ -103,20 +103,24 @@ def load(name):
         return json.loads((out / name).read_text())
     except Exception:
         return None
-verdict, sdpa = load("attn-timing.json") or {}, load("attn-sdpa.json") or []
-timings = {(t["sizes"], t["name"]): t for t in verdict.get("timings", [])}
+kernels = ("sm80", "sm90a", "sm90a_tma")
+verdicts = {k: load(f"attn-{k}.json") or {} for k in kernels}
+sdpa = load("attn-sdpa.json") or []
+def timing(k, label, name):
+    return next((t for t in verdicts[k].get("timings", []) if t["sizes"] == label and t["name"] == name), {})
 def cell(ms, flops):
     return "-" if not ms else f"{ms:.3f} ms, {flops / ms / 1e9:.0f} TFLOP/s"
-print(f"porter check --time-at: {verdict.get('status', 'no verdict')}; GPU: {verdict.get('gpu', {}).get('name', '?') if isinstance(verdict.get('gpu'), dict) else verdict.get('gpu')}")
+print("; ".join(f"kernel_{k}: {verdicts[k].get('status', 'no verdict')}" for k in kernels))
 print()
-print("| B, H, S, D | causal | sm_80 kernel (porter) | SDPA baseline in porter (+ copy of O) | SDPA FLASH_ATTENTION | SDPA CUDNN_ATTENTION | copy of O | speed vs best SDPA |")
-print("|---|---|---|---|---|---|---|---|")
+print("| S | causal | " + " | ".join(f"kernel_{k}" for k in kernels) + " | SDPA baseline in porter | SDPA FLASH | SDPA CUDNN | best kernel / CUDNN |")
+print("|---|---|" + "---|" * (len(kernels) + 4))
 for row in sdpa:
     S, causal, flops = row["S"], row["causal"], row["flops"]
     label = f"B=4, H=16, S={S}, D=128, causal={causal}"
-    cand, lib = timings.get((label, "candidate"), {}), timings.get((label, "library"), {})
-    best = min((row[n] for n in ("FLASH_ATTENTION", "CUDNN_ATTENTION") if row.get(n)), default=None)
-    ratio = f"{best / cand['median_ms']:.2f}" if best and cand.get("median_ms") else "-"
-    print(f"| 4, 16, {S}, 128 | {causal} | {cell(cand.get('median_ms'), flops)} | {cell(lib.get('median_ms'), flops)} | "
-          f"{cell(row.get('FLASH_ATTENTION'), flops)} | {cell(row.get('CUDNN_ATTENTION'), flops)} | {row['copy_O']:.3f} ms | {ratio} |")
+    ours = [timing(k, label, "candidate").get("median_ms") for k in kernels]
+    lib = next((timing(k, label, "library")["median_ms"] for k in kernels if timing(k, label, "library")), None)
+    best = min((ms for ms in ours if ms), default=None)
+    ratio = f"{row['CUDNN_ATTENTION'] / best:.2f}" if best and row.get("CUDNN_ATTENTION") else "-"
+    print(f"| {S} | {causal} | " + " | ".join(cell(ms, flops) for ms in ours) + f" | {cell(lib, flops)} | "
+          f"{cell(row.get('FLASH_ATTENTION'), flops)} | {cell(row.get('CUDNN_ATTENTION'), flops)} | {ratio} |")
 EOF
