@@ -282,7 +282,11 @@ def test_the_gpu_script_is_valid_bash_and_checks_the_kernel() -> None:
     script = ROOT / "tools" / "gpu_attention.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     text = script.read_text()
-    assert "porter check examples/attention_fwd/kernel_sm80.ptx --json" in text
+    assert 'python3 -m porter check "examples/attention_fwd/kernel_$k.ptx"' in text
+    loop = re.search(r"^for k in (.*?); do", text, re.MULTILINE)
+    runnable = {p.stem.removeprefix("kernel_") for p in (ROOT / "examples" / "attention_fwd").glob("kernel_*.ptx")
+                if "sm100" not in p.stem}
+    assert loop and set(loop.group(1).split()) == runnable  # every kernel that can run on a Hopper GPU
     sizes = re.search(r"^SIZES=\((.*?)\)", text, re.MULTILINE | re.DOTALL)
     assert sizes and "--time-at" in text
     assert set(sizes.group(1).split()) == {f"B=4,H=16,S={s},D=128,causal={c}" for s in (4096, 8192) for c in (0, 1)}
