@@ -238,8 +238,11 @@ def _gate(toolchain: Any, spec_path: Path, bodies: dict[str, Any], **options: An
     state._flush = fake_cupy.empty(1024, fake_cupy.uint8)
     runner = InProcessRunner({"case": lambda **job: job_case(state, **job),
                               "time": lambda **job: job_time(state, **job)})
-    return run_check(spec_path.parent / "kernel_sm80.ptx", load_spec(spec_path), CheckOptions(**options),
-                     toolchain=toolchain, runner=runner)
+    try:
+        return run_check(spec_path.parent / "kernel_sm80.ptx", load_spec(spec_path), CheckOptions(**options),
+                         toolchain=toolchain, runner=runner)
+    finally:
+        state.close()
 
 
 PLAYED = {"attn_bwd_preprocess": play_preprocess, "attn_bwd_dkdv": play_dkdv, "attn_bwd_dq": play_dq}

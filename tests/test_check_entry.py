@@ -159,7 +159,7 @@ def test_the_gpu_worker_launches_the_entry_it_is_sent_not_the_specs(folder: Path
     kernel.entry whatever --entry chose: axpy_inplace ran where axpy_inplace_x2 was checked."""
     from porter.gate.runner.worker import WorkerState
 
-    state = WorkerState(None, fenced=False)
+    state = WorkerState(None, fenced=False, folder=folder)
     spec_path = str(folder / "porter.toml")
     chosen = state.spec(spec_path, None, "axpy_inplace_x2")
     assert [step.entry for step in chosen.sequence()] == ["axpy_inplace_x2"]

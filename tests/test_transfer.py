@@ -29,3 +29,12 @@ def test_parked_arrays_read_back_bit_for_bit_and_their_files_go(tmp_path) -> Non
 def test_without_a_directory_nothing_is_parked() -> None:
     big = np.zeros(PARK_BYTES, dtype=np.uint8)
     assert Parking(None).park({"a": big})["a"] is big
+
+
+def test_the_worker_state_keeps_its_files_in_its_folder_and_close_removes_them(tmp_path) -> None:
+    from porter.gate.runner.worker import WorkerState
+
+    state = WorkerState(None, fenced=False, folder=tmp_path)
+    assert state.tmp.parent == tmp_path and state.tmp.is_dir()
+    state.close()
+    assert not state.tmp.exists() and os.listdir(tmp_path) == []

@@ -277,8 +277,11 @@ def _gate(toolchain: Any, kernel: str, variant: str = "", spec_path: Path = VOCA
         return job_time(state, **job)
 
     runner = InProcessRunner({"case": lambda **job: job_case(state, **job), "time": timed})
-    return run_check(VOCAB / kernel, load_spec(spec_path), CheckOptions(**options), toolchain=toolchain,
-                     runner=runner)
+    try:
+        return run_check(VOCAB / kernel, load_spec(spec_path), CheckOptions(**options), toolchain=toolchain,
+                         runner=runner)
+    finally:
+        state.close()
 
 
 def test_the_hot_loop_passes_checked_and_timed_as_a_whole(toolchain) -> None:

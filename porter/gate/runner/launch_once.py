@@ -25,7 +25,7 @@ def main(job_path: str) -> int:
 
     job = json.loads(Path(job_path).read_text())
     cp.cuda.set_allocator(None)  # plain cudaMalloc per buffer: exact bounds for memcheck
-    state = WorkerState(cp, fenced=False)
+    state = WorkerState(cp, fenced=False, folder=Path(job_path).parent)
     spec = state.spec(job["spec_path"], job.get("launch"), job.get("entry"))
     sizes = {k: int(v) for k, v in job["sizes"].items()}
     seed = int(job["seed"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -228,14 +229,17 @@ class LoadedModule:
 
 
 class WorkerState:
-    """What the worker keeps between jobs: loaded kernels, parsed specs, cached reference outputs."""
+    """What the worker keeps between jobs: loaded kernels, parsed specs, cached reference outputs.
+    Its files (cubins) live in a folder of its own, inside ``folder`` when given (the worker's
+    parking directory, which the parent removes even when it has to kill the worker); ``close``
+    removes it."""
 
-    def __init__(self, cp: Any, *, fenced: bool = True) -> None:
+    def __init__(self, cp: Any, *, fenced: bool = True, folder: str | Path | None = None) -> None:
         self.cp = cp
         self.modules: dict[str, LoadedModule] = {}
         self.specs: dict[str, Any] = {}
         self.references: dict[tuple, dict[str, np.ndarray]] = {}
-        self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
         self._support: Any = None
         self._case: tuple[tuple, Launch] | None = None
@@ -247,6 +251,9 @@ class WorkerState:
         else:
             self.fence_note = "exact-size allocations (for compute-sanitizer)"
         self.fenced = fenced and not self.fence_note
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
         """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
@@ -888,7 +895,14 @@ def serve(conn: Any, device: int) -> None:
         return
     parking = Parking(parking_directory())
     conn.send({"ok": True, "device": info, "parking": parking.directory})
-    state = WorkerState(cp)
+    state = WorkerState(cp, folder=parking.directory)
+    try:
+        _serve_jobs(conn, state, parking)
+    finally:
+        state.close()
+
+
+def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
     while True:
         try:
             msg = conn.recv()
