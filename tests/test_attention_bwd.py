@@ -101,6 +101,24 @@ def test_the_kernels_assemble_without_spilling(arch: str) -> None:
     assert "cp.async.cg.shared.global" in KERNEL.read_text()
 
 
+
+def test_the_sm90a_port_assembles_without_spilling_and_uses_wgmma() -> None:
+    """kernel_sm90a.ptx (not yet run on a GPU): the same three entries, sm_90a only, no spills."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("no ptxas on PATH")
+    port = EXAMPLE / "kernel_sm90a.ptx"
+    run = subprocess.run([ptxas, "-v", "-arch=sm_90a", str(port), "-o", "/dev/null"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert sorted(re.findall(r"Compiling entry function '(\w+)'", run.stderr)) == sorted(ENTRIES)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", run.stderr)
+    assert len(spills) == 3 and all(s == ("0", "0") for s in spills), run.stderr
+    text = port.read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in text  # S^T, dP^T, S, dP (SS)
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in text  # dV, dK, dQ at D = 128 (RS)
+    assert text.count("// porter-kernel:") == 3
+
 # --- the reference against finite differences ----------------------------------------------------
 
 def _loss(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, scale: float, causal: bool) -> float:
