@@ -11,6 +11,7 @@ tolerances were set for. On the GPU (`gpu` marker): `porter check` of the real k
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -79,45 +80,37 @@ def test_the_size_contract_refuses_another_head_dimension(tmp_path: Path) -> Non
         load_spec(folder / "porter.toml")
 
 
-def _ptxas(arch: str) -> str:
-    ptxas = shutil.which("ptxas")
-    if ptxas is None:
-        pytest.skip("no ptxas on PATH")
-    run = subprocess.run([ptxas, "-v", f"-arch={arch}", str(KERNEL), "-o", "/dev/null"], capture_output=True,
-                         text=True, timeout=300)
+def _ptxas(toolchain: Any, arch: str, kernel: Path = KERNEL) -> str:
+    """ptxas -v of ``kernel`` for ``arch`` (the project's ptxas: the pip wheel where CI has no other)."""
+    run = subprocess.run([str(toolchain.ptxas.path), "-v", f"-arch={arch}", str(kernel), "-o", os.devnull],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     return run.stderr
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_the_kernels_assemble_without_spilling(arch: str) -> None:
-    info = _ptxas(arch)
-    compiled = re.findall(r"Compiling entry function '(\w+)'", info)
-    assert sorted(compiled) == sorted(ENTRIES)
+def _no_spills(info: str) -> None:
+    assert sorted(re.findall(r"Compiling entry function '(\w+)'", info)) == sorted(ENTRIES)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     assert len(spills) == 3 and all(s == ("0", "0") for s in spills), info
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_kernels_assemble_without_spilling(toolchain, arch: str) -> None:
+    _no_spills(_ptxas(toolchain, arch))
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in KERNEL.read_text()
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in KERNEL.read_text()
     assert "cp.async.cg.shared.global" in KERNEL.read_text()
 
 
-
-def test_the_sm90a_port_assembles_without_spilling_and_uses_wgmma() -> None:
+def test_the_sm90a_port_assembles_without_spilling_and_uses_wgmma(toolchain) -> None:
     """kernel_sm90a.ptx (not yet run on a GPU): the same three entries, sm_90a only, no spills."""
-    ptxas = shutil.which("ptxas")
-    if ptxas is None:
-        pytest.skip("no ptxas on PATH")
     port = EXAMPLE / "kernel_sm90a.ptx"
-    run = subprocess.run([ptxas, "-v", "-arch=sm_90a", str(port), "-o", "/dev/null"], capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert sorted(re.findall(r"Compiling entry function '(\w+)'", run.stderr)) == sorted(ENTRIES)
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", run.stderr)
-    assert len(spills) == 3 and all(s == ("0", "0") for s in spills), run.stderr
+    _no_spills(_ptxas(toolchain, "sm_90a", port))
     text = port.read_text()
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in text  # S^T, dP^T, S, dP (SS)
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in text  # dV, dK, dQ at D = 128 (RS)
     assert text.count("// porter-kernel:") == 3
+
 
 # --- the reference against finite differences ----------------------------------------------------
 
