@@ -51,7 +51,6 @@ def serve(conn: Any, device: int) -> None:
         op = msg.pop("op")
         if op == "hang":
             time.sleep(3600)
-
         elif op == "die":
             os._exit(7)
         elif op == "sticky":
