@@ -90,3 +90,10 @@ def test_a_runner_waits_for_another_process_timing_on_its_gpu(fake_gpu_on_a_bus:
 def test_inside_exclusive_a_runner_s_own_jobs_do_not_wait_for_itself(fake_gpu_on_a_bus: Path) -> None:
     with Runner(target=serve, startup_timeout_s=60) as runner, runner.exclusive():
         assert runner.call("time", 10)["pid"] and runner.call("echo", 10)["pid"]
+
+
+def test_a_lock_folder_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> None:
+    from porter.errors import InputError
+
+    with pytest.raises(InputError, match=r"cannot open the GPU's lock file in .*missing.*PORTER_LOCK_DIR"):
+        GpuLock("0000:1b:00.0", str(tmp_path / "missing"))

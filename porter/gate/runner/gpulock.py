@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
+from porter.errors import InputError
+
 LOCK_DIR_ENV = "PORTER_LOCK_DIR"
 
 
@@ -36,9 +38,14 @@ class GpuLock:
 
     def __init__(self, gpu: str, directory: str | None = None) -> None:
         name = re.sub(r"[^0-9A-Za-z]+", "-", gpu).strip("-")
-        base = os.path.join(directory or lock_directory(), f"porter-gpu-{name}")
-        self._turnstile = _open(base + ".turnstile")
-        self._gpu = _open(base + ".lock")
+        folder = directory or lock_directory()
+        base = os.path.join(folder, f"porter-gpu-{name}")
+        try:
+            self._turnstile = _open(base + ".turnstile")
+            self._gpu = _open(base + ".lock")
+        except OSError as err:
+            raise InputError(f"cannot open the GPU's lock file in {folder} ({err.strerror}): "
+                             f"set {LOCK_DIR_ENV} to a folder every porter on this machine can write") from None
 
     def shared(self) -> AbstractContextManager[None]:
         return self._hold(fcntl.LOCK_SH)
