@@ -304,6 +304,16 @@ def test_the_backward_passes_timed_causal_and_sanitized(runner, toolchain) -> No
     assert verdict.gate("sanitize").status == "passed", verdict.gate("sanitize")
 
 
+@pytest.mark.gpu
+def test_the_sm90a_port_passes_with_wgmma_executed_and_every_sanitizer_clean(runner, toolchain) -> None:
+    options = CheckOptions(arch="sm_90a", native=True, sanitize=True, timing=False)
+    verdict = run_check(EXAMPLE / "kernel_sm90a.ptx", load_spec(EXAMPLE / "porter.toml"), options,
+                        toolchain=toolchain, runner=runner)
+    assert verdict.status == "passed", verdict.reason
+    assert verdict.gate("native").status == "passed", verdict.gate("native")  # HGMMA executed, doing the work
+    assert verdict.gate("sanitize").status == "passed", verdict.gate("sanitize")
+
+
 # --- the fragment arithmetic of kernel_sm80.cu, replayed on one warp in NumPy ---------------------
 # A model of the source, not the PTX: the swizzled tile layout, the lane addresses (lane_xor and
 # kstep_addr), ldmatrix and mma.m16n8k16 as the PTX ISA defines them, and the accumulator-to-A

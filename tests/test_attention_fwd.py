@@ -313,6 +313,15 @@ def test_gpu_the_sm80_kernel_passes_porter_check() -> None:
 
 
 @pytest.mark.gpu
+def test_gpu_the_sm90a_port_passes_with_wgmma_executed_and_every_sanitizer_clean() -> None:
+    port = FAMILY / "kernel_sm90a.ptx"
+    verdict = _porter_check(str(port.relative_to(ROOT)), "--arch", "sm_90a", "--native", "--sanitize", "--no-timing")
+    gates = {g["name"]: g for g in verdict["gates"]}
+    assert verdict["status"] == "passed", verdict["reason"]
+    assert gates["native"]["status"] == "passed" and gates["sanitize"]["status"] == "passed", gates
+
+
+@pytest.mark.gpu
 def test_gpu_the_sm80_kernel_passes_causal_at_a_ragged_length() -> None:
     verdict = _porter_check(str(SM80.relative_to(ROOT)), "--time-at", "B=2,H=8,S=4097,D=64,causal=1")
     assert verdict["status"] == "passed", verdict["reason"]

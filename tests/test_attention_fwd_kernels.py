@@ -36,6 +36,7 @@ class Kernel:
     ptx: Path
     arch: str
     block: int  # threads, from the kernel's porter-launch line and its .maxntid
+    tensor_maps: tuple[str, ...]  # the porter-param tensor maps appended after the interface, in order
     sass: dict[str, int]  # opcode prefix -> the least count expected in the SASS
     absent: tuple[str, ...]  # opcodes that must not appear (another generation's MMA)
 
@@ -45,6 +46,7 @@ KERNELS = {
         ptx=FOLDER / "kernel_sm90a.ptx",
         arch="sm_90a",
         block=384,
+        tensor_maps=("Q", "K", "V"),  # TMA loads: one 4-D map over each input
         # S = Q K^T: m64n128k16 (SS); O += P V: m64n64k16 (D = 64) and m64n128k16 (D = 128), RS.
         sass={"HGMMA.64x128x16.F32": 16, "HGMMA.64x64x16.F32": 8, "WARPGROUP.ARRIVE": 1, "USETMAXREG": 2},
         absent=("HMMA", "UTCHMMA"),
@@ -53,6 +55,7 @@ KERNELS = {
         ptx=FOLDER / "kernel_sm100a.ptx",
         arch="sm_100a",
         block=288,
+        tensor_maps=(),
         sass={"UTCHMMA": 16, "UTCBAR": 2, "LDTM": 1, "STTM": 1},
         absent=("HMMA", "HGMMA"),
     ),
@@ -119,10 +122,15 @@ def test_its_params_are_the_fixed_interface(name: str) -> None:
     assert [e.name for e in module.kernels] == [ENTRY]
     assert module.arch == kernel.arch
     entry = module.entry(ENTRY)
-    assert tuple(p.type for p in entry.params) == INTERFACE
-    assert all(p.array_size is None for p in entry.params), "no tensor map or other by-value struct"
+    interface, appended = entry.params[:len(INTERFACE)], entry.params[len(INTERFACE):]
+    assert tuple(p.type for p in interface) == INTERFACE
+    assert all(p.array_size is None for p in interface), "the 11 interface params come first, unchanged"
+    # A port may append CUtensorMaps (128 bytes, 64-aligned, by value), each declared for porter.
+    assert [(p.type, p.array_size, p.align) for p in appended] == [(".b8", 128, 64)] * len(kernel.tensor_maps)
     launch = launch_directive(kernel.ptx.read_text(encoding="utf-8"), source=kernel.ptx.name)
-    assert launch is not None and "params" not in launch, "a porter-param line would change the interface"
+    assert launch is not None
+    declared = launch.get("params", [])
+    assert [(d["kind"], d["tensor"]) for d in declared] == [("tensormap", name) for name in kernel.tensor_maps]
     assert launch["entry"] == ENTRY
     assert launch["grid"] == ["ceil_div(S, 128)", "H", "B"]
     assert launch["block"] == [kernel.block, 1, 1]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # examples/attention_fwd on a GPU (the H200): porter check of every kernel that runs here (sm_80;
-# sm_90a and its TMA variant with --native), each timed by porter at S=4096 and S=8192 (B=4, H=16,
+# sm_90a, TMA + wgmma, with --native), each timed by porter at S=4096 and S=8192 (B=4, H=16,
 # D=128, causal 0 and 1) beside its library baseline (torch SDPA, as ref.py:sdpa calls it), and
 # torch SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends timed apart at the same sizes. Logs and
 # a markdown table go to $OUT (or ./gpu-logs), all named attn-*. Runs from a source checkout
@@ -36,7 +36,7 @@ EOF
 
 # 1. Each kernel, timed (and so verified) at the four sizes, interleaved with the library baseline.
 TIME_AT=(); for s in "${SIZES[@]}"; do TIME_AT+=(--time-at "$s"); done
-for k in sm80 sm90a sm90a_tma; do
+for k in sm80 sm90a; do
   flags=(); [ "$k" = sm80 ] || flags=(--arch sm_90a --native)
   timeout 170 python3 -m porter check "examples/attention_fwd/kernel_$k.ptx" "${flags[@]}" "${TIME_AT[@]}" --json \
     > "$OUT/attn-$k.json" 2> "$OUT/attn-$k.err"
@@ -103,7 +103,7 @@ def load(name):
         return json.loads((out / name).read_text())
     except Exception:
         return None
-kernels = ("sm80", "sm90a", "sm90a_tma")
+kernels = ("sm80", "sm90a")
 verdicts = {k: load(f"attn-{k}.json") or {} for k in kernels}
 sdpa = load("attn-sdpa.json") or []
 def timing(k, label, name):

@@ -1,5 +1,8 @@
 // porter-regen: arch=sm_90a ptxas=sm_90a reject=sm_90,sm_100a,sm_120a
 // porter-launch: entry = "attn_fwd", grid = ["ceil_div(S, 128)", "H", "B"], block = [384, 1, 1], shared = 164864
+// porter-param: name = "tmQ", kind = "tensormap", tensor = "Q", dims = ["B", "H", "S", "D"], box = [1, 1, 128, 64], swizzle = "128B"
+// porter-param: name = "tmK", kind = "tensormap", tensor = "K", dims = ["B", "H", "S", "D"], box = [1, 1, 128, 64], swizzle = "128B"
+// porter-param: name = "tmV", kind = "tensormap", tensor = "V", dims = ["B", "H", "S", "D"], box = [1, 1, 128, 64], swizzle = "128B"
 //
 // attn_fwd, Hopper (sm_90a): O = softmax(scale * Q K^T) V and LSE, FlashAttention-style forward,
 // written for porter (examples/attention_fwd). The fixed interface of every architecture:
@@ -13,16 +16,16 @@
 // base to 1024 bytes; D = 64 uses half). One CTA owns 128 query rows of one (b, h); blockIdx.x
 // is walked in reverse so that the longest causal rows start first.
 //
-// Loads: the interface has no room for a CUtensorMap, and TMA without a tensor map
-// (cp.async.bulk) copies contiguous bytes, which cannot produce the 128B-swizzled layout wgmma
-// reads. So the producer warpgroup loads with cp.async (16 bytes per thread per copy) straight
-// into the swizzled layout and signals the stage's mbarrier with
-// cp.async.mbarrier.arrive.noinc (the arrival fires when the thread's copies have landed).
-// Rows past S are zero-filled (src-size 0), so no stale or out-of-bounds data is read.
+// Loads: TMA. Three tensor maps (porter-param lines above: porter encodes them over Q, K and V as
+// [B, H, S, D] with a box of 128 rows x 64 columns, 128B swizzle) follow the interface's eleven
+// params. One thread of the producer warpgroup issues every copy: a tile is D / 64 boxes, each
+// 128 rows x 128 bytes in exactly the swizzled layout wgmma reads, completing on the stage's
+// mbarrier (arrive.expect_tx with the tile's bytes). Rows past S are outside the tensor map's
+// extent: TMA fills them with zeros and counts them, so no stale or out-of-bounds data is read.
 //
 // Roles:
-//   warpgroup 0, producer (setmaxnreg.dec 40): Q tile once, then for key tile j (stage
-//     s = j % 2): wait empty[s], copy K_j -> arrive full_k[s], copy V_j -> arrive full_v[s].
+//   warpgroup 0, producer (setmaxnreg.dec 24; one thread issues): Q tile once, then for key tile
+//     j (stage s = j % 2): wait empty[s], expect_tx + TMA K_j on full_k[s], then V_j on full_v[s].
 //   warpgroups 1, 2, consumers (setmaxnreg.inc 232): consumer c owns query rows 64c..64c+63 of
 //     the CTA's 128. Per key tile j (128 keys):
 //        issue S_j = Q K_j^T        (8 or 4 x wgmma m64n128k16, SS, commit group A)
@@ -34,7 +37,7 @@
 //     so the softmax of tile j overlaps the P.V GEMM of tile j-1 on the tensor cores, and the
 //     two consumer warpgroups interleave with each other. Causal: tiles past the diagonal are
 //     never loaded or computed; the diagonal tile and the ragged last tile are masked (-inf).
-//   Register budget: 128 x 40 + 256 x 232 = 64512 <= 65536.
+//   Register budget: 128 x 24 + 256 x 240 = 64512 <= 65536.
 //
 // Shared-memory layouts (128B swizzle: 16-byte chunk c of a 128-byte row r is stored at chunk
 // c ^ (r % 8); every region starts on a 1024-byte boundary). A tile of R rows x D columns is
@@ -57,8 +60,8 @@
 #define ATT_BN 128       // keys per tile
 #define ATT_STAGES 2
 #define ATT_THREADS 384
-#define ATT_PRODUCER_REGS 40
-#define ATT_CONSUMER_REGS 232
+#define ATT_PRODUCER_REGS 24
+#define ATT_CONSUMER_REGS 240
 #define ATT_SMEM_ALIGN 1024
 #define ATT_SBO 1024              // 8 rows x 128 bytes
 #define ATT_V_LBO (ATT_BN * 128)  // 16384: between 64-column blocks of a V tile
@@ -95,38 +98,30 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     }
 }
 
-// ---------------------------------------------------------------- cp.async
+// ---------------------------------------------------------------- TMA
 
-// 16 bytes global -> shared; src_bytes 0 writes 16 zero bytes (and reads nothing).
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// One arrival on bar once every cp.async this thread issued so far has completed (the barrier's
-// count includes this arrival: .noinc).
-__device__ __forceinline__ void cp_async_arrive(unsigned bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// Order the generic-proxy writes this thread has observed (cp.async data, made visible by the
-// mbarrier wait) before its following async-proxy reads (wgmma's shared-memory operands).
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
+// A CUtensorMap, passed by value (.param .align 64 .b8 [128]).
+struct alignas(64) TmaMap {
+    unsigned long long bytes[16];
+};
 
-// Copy rows [0, ROWS) x D of a [rows x D] fp16 tile at src (row stride D) into the swizzled
-// layout at dst (see the header); rows >= valid_rows become zeros. 128 threads, ptid 0..127.
-template <int ROWS, int D>
-__device__ __forceinline__ void load_tile(unsigned dst, const __half* src, int valid_rows, int ptid) {
-    constexpr int CPR = D / 8;  // 16-byte chunks per row
-    constexpr int TOTAL = ROWS * CPR;
-    static_assert(TOTAL % 128 == 0, "whole passes of 128 threads");
-#pragma unroll 4
-    for (int i = ptid; i < TOTAL; i += 128) {
-        const int row = i / CPR;
-        const int ch = i % CPR;
-        const unsigned off = static_cast<unsigned>((ch >> 3) * (ROWS * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
-        const bool ok = row < valid_rows;
-        cp_async16(dst + off, ok ? src + row * D + ch * 8 : src, ok ? 16u : 0u);
-    }
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One box (128 rows x 64 columns of head (b, h), rows from s0, columns from d0) into dst.
+__device__ __forceinline__ void tma_load_box(unsigned dst, const TmaMap* map, unsigned bar, int d0, int s0, int h,
+                                             int b) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+        ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(d0), "r"(s0), "r"(h), "r"(b)
+        : "memory");
+}
+// Rows [s0, s0 + 128) x D of head (b, h) into the swizzled tile at dst: D / 64 boxes, the
+// column block of 64 at dst + block * 128 rows * 128 bytes (the layout of the header).
+template <int D>
+__device__ __forceinline__ void tma_load_tile(unsigned dst, const TmaMap* map, unsigned bar, int s0, int h, int b) {
+#pragma unroll
+    for (int blk = 0; blk < D / 64; ++blk) tma_load_box(dst + blk * (128 * 128), map, bar, 64 * blk, s0, h, b);
 }
 
 // ---------------------------------------------------------------- wgmma
@@ -264,21 +259,19 @@ __device__ __forceinline__ int key_tiles(int S, int mblk, int causal) {
 }
 
 template <int D>
-__device__ __forceinline__ void producer(const __half* Qbh, const __half* Kbh, const __half* Vbh, int S, int m0,
-                                         int n_tiles, unsigned base, const Bars bars, int ptid) {
+__device__ __forceinline__ void producer(const TmaMap* tmQ, const TmaMap* tmK, const TmaMap* tmV, int h, int b, int m0,
+                                         int n_tiles, unsigned base, const Bars bars) {
     using L = Layout<D>;
-    load_tile<ATT_BM, D>(base + L::q(), Qbh + static_cast<long long>(m0) * D, S - m0, ptid);
-    cp_async_arrive(bars.q_full());
+    mbar_expect_tx(bars.q_full(), L::Q_BYTES);
+    tma_load_tile<D>(base + L::q(), tmQ, bars.q_full(), m0, h, b);
     for (int j = 0; j < n_tiles; ++j) {
         const int s = j % ATT_STAGES;
         mbar_wait(bars.empty(s), ((j / ATT_STAGES) & 1) ^ 1);
-        const long long row0 = static_cast<long long>(j) * ATT_BN;
-        load_tile<ATT_BN, D>(base + L::k(s), Kbh + row0 * D, S - static_cast<int>(row0), ptid);
-        cp_async_arrive(bars.full_k(s));
-        load_tile<ATT_BN, D>(base + L::v(s), Vbh + row0 * D, S - static_cast<int>(row0), ptid);
-        cp_async_arrive(bars.full_v(s));
+        mbar_expect_tx(bars.full_k(s), L::KV_BYTES);
+        tma_load_tile<D>(base + L::k(s), tmK, bars.full_k(s), j * ATT_BN, h, b);
+        mbar_expect_tx(bars.full_v(s), L::KV_BYTES);
+        tma_load_tile<D>(base + L::v(s), tmV, bars.full_v(s), j * ATT_BN, h, b);
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // An opaque copy of x: keeps the compiler from hoisting every stage's descriptors out of the
@@ -380,7 +373,6 @@ __device__ __forceinline__ void tile_step(int j, float* s, float* o, const unsig
     // two GEMMs in one wgmma pipeline stage with no branch between them.
     mbar_wait(bars.full_v(sp), ((j - 1) / ATT_STAGES) & 1);
     mbar_wait(bars.full_k(st), (j / ATT_STAGES) & 1);
-    fence_proxy_async();
     fence_regs<OACC>(o);
     wgmma_fence();
     issue_qk<D>(s, q_base, base + L::k(st));
@@ -407,7 +399,6 @@ __device__ __forceinline__ void last_pv(float* o, const unsigned* p, int n_tiles
     constexpr int OACC = D / 2;
     const int sp = (n_tiles - 1) % ATT_STAGES;
     mbar_wait(bars.full_v(sp), ((n_tiles - 1) / ATT_STAGES) & 1);
-    fence_proxy_async();
     fence_regs<OACC>(o);
     wgmma_fence();
     issue_pv<D>(o, p, base + L::v(sp));
@@ -437,7 +428,6 @@ __device__ __forceinline__ void consumer(__half* Obh, float* LSEbh, int S, int m
 
     mbar_wait(bars.q_full(), 0);
     mbar_wait(bars.full_k(0), 0);
-    fence_proxy_async();
     wgmma_fence();
     issue_qk<D>(s, q_base, base + L::k(0));
     wgmma_commit();
@@ -485,8 +475,9 @@ __device__ __forceinline__ void consumer(__half* Obh, float* LSEbh, int S, int m
 }
 
 template <int D>
-__device__ __forceinline__ void attn_block(const __half* Q, const __half* K, const __half* V, __half* O, float* LSE,
-                                           int H, int S, int causal, float scale, unsigned base, const Bars bars) {
+__device__ __forceinline__ void attn_block(const TmaMap* tmQ, const TmaMap* tmK, const TmaMap* tmV, __half* O,
+                                           float* LSE, int H, int S, int causal, float scale, unsigned base,
+                                           const Bars bars) {
     const int tid = static_cast<int>(threadIdx.x);
     const int mblk = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // longest causal rows first
     const int m0 = mblk * ATT_BM;
@@ -495,7 +486,8 @@ __device__ __forceinline__ void attn_block(const __half* Q, const __half* K, con
     const int n_tiles = key_tiles(S, mblk, causal);
     if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ATT_PRODUCER_REGS) : "memory");
-        producer<D>(Q + off, K + off, V + off, S, m0, n_tiles, base, bars, tid);
+        if (tid == 0) producer<D>(tmQ, tmK, tmV, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z), m0,
+                                  n_tiles, base, bars);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ATT_CONSUMER_REGS) : "memory");
         const int ctid = (tid - 128) & 127;
@@ -506,18 +498,22 @@ __device__ __forceinline__ void attn_block(const __half* Q, const __half* K, con
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 1)
 attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
-         __half* __restrict__ O, float* __restrict__ LSE, int B, int H, int S, int D, int causal, float scale) {
+         __half* __restrict__ O, float* __restrict__ LSE, int B, int H, int S, int D, int causal, float scale,
+         const __grid_constant__ TmaMap tmQ, const __grid_constant__ TmaMap tmK, const __grid_constant__ TmaMap tmV) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bar_mem[1 + 3 * ATT_STAGES];
-    (void)B;  // the grid carries it: blockIdx.z
+    (void)B;  // the grid carries it: blockIdx.z; Q, K and V are read through their tensor maps
+    (void)Q;
+    (void)K;
+    (void)V;
     if (D != 64 && D != 128) return;  // outside the contract: nothing is written
     const unsigned base = (smem_addr(smem) + (ATT_SMEM_ALIGN - 1)) & ~static_cast<unsigned>(ATT_SMEM_ALIGN - 1);
     const Bars bars{smem_addr(&bar_mem[0])};
     if (threadIdx.x == 0) {
-        mbar_init(bars.q_full(), 128);  // one cp.async arrival per producer thread
+        mbar_init(bars.q_full(), 1);  // the producer's arrive.expect_tx; the TMA bytes complete it
         for (int s = 0; s < ATT_STAGES; ++s) {
-            mbar_init(bars.full_k(s), 128);
-            mbar_init(bars.full_v(s), 128);
+            mbar_init(bars.full_k(s), 1);
+            mbar_init(bars.full_v(s), 1);
             mbar_init(bars.empty(s), 2);  // one arrival per consumer warpgroup
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -525,8 +521,8 @@ attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const __hal
     __syncthreads();
     const bool causal_on = causal != 0;
     if (D == 128) {
-        attn_block<128>(Q, K, V, O, LSE, H, S, causal_on, scale, base, bars);
+        attn_block<128>(&tmQ, &tmK, &tmV, O, LSE, H, S, causal_on, scale, base, bars);
     } else {
-        attn_block<64>(Q, K, V, O, LSE, H, S, causal_on, scale, base, bars);
+        attn_block<64>(&tmQ, &tmK, &tmV, O, LSE, H, S, causal_on, scale, base, bars);
     }
 }
