@@ -93,7 +93,8 @@ def test_without_declared_nondeterminism_the_atomics_are_judged_bit_for_bit(runn
     text = (folder / "porter.toml").read_text()
     (folder / "porter.toml").write_text(text.replace("deterministic = false                  #",
                                                      "deterministic = true  #", 1))
-    verdict = run_check(folder / "pipeline.ptx", load_spec(folder / "porter.toml"), CheckOptions(timing=False),
+    kernel = as_nvcc_of(toolchain, folder / "pipeline.ptx", folder)
+    verdict = run_check(kernel, load_spec(folder / "porter.toml"), CheckOptions(timing=False),
                         toolchain=toolchain, runner=runner)
     assert verdict.status in ("passed", "failed"), verdict.reason
     if verdict.status == "failed":
