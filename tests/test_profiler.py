@@ -5,9 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from porter.gate.hotspots import replace_profile_table, summarise
-from porter.gate.native import judge_native
-from porter.gate.nsight import opcode_bases, parse_details_csv, parse_sanitizer, parse_source_csv, sass_opcode
+from porter.gate.native import judge_native, tensor_flops
+from porter.gate.nsight import (
+    SourceListing,
+    SourcePageMismatch,
+    executed_per_launch,
+    opcode_bases,
+    parse_details_csv,
+    parse_sanitizer,
+    parse_source_csv,
+    parse_source_listings,
+    profiled_kernels,
+    sass_opcode,
+)
 
 NCU = Path(__file__).resolve().parent / "data" / "ncu"
 
@@ -17,6 +30,50 @@ def test_source_counters_give_executed_hgmma_per_opcode() -> None:
     assert counts["HGMMA.64x16x16.F32.BF16"] == 4  # one warpgroup, one HGMMA: 4 warp-level instructions
     assert opcode_bases(counts)["HGMMA"] == 4
     assert "NOP" not in counts  # never executed rows do not count
+
+
+def test_a_hot_loop_of_three_kernels_counts_each_launch_once() -> None:
+    """ncu printed each of the three listings twice; summed as printed, the sm_90a backward's HGMMA
+    did 280% of the spec's FLOPs. Counted once per launch it is the 7/5 its dq kernel's recomputed
+    products give (recorded on the H200, B=4, H=16, S=4096, D=128)."""
+    listings = parse_source_listings((NCU / "h200_attn_bwd_source.csv").read_text())
+    kernels = profiled_kernels((NCU / "h200_attn_bwd_details.csv").read_text())
+    assert kernels == ["attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq"]
+    assert [listing.kernel for listing in listings] == [k for k in kernels for _ in range(2)]
+    executed = executed_per_launch(listings, kernels)
+    tiles = 4 * 16 * (4096 // 64) ** 2  # (key tile, query tile) pairs of every head
+    assert executed["HGMMA.64x64x16.F32"] == tiles * 4 * (16 + 16)  # S and dP, in each kernel; 4 warps
+    assert executed["HGMMA.64x128x16.F32"] == tiles * 4 * (8 + 4)  # dV, dK; dQ
+    spec_flops = 10 * 4 * 16 * 4096 ** 2 * 128
+    assert tensor_flops(executed)["HGMMA"] / spec_flops == pytest.approx(1.4)
+    assert tensor_flops(parse_source_csv((NCU / "h200_attn_bwd_source.csv").read_text()))["HGMMA"] \
+        / spec_flops == pytest.approx(2.8)  # the page as printed: what porter reported before
+
+
+def test_source_listings_that_do_not_match_the_launches_are_not_guessed() -> None:
+    a, b = {"HMMA.16816.F32": 8}, {"HMMA.16816.F32": 6}
+    two_launches = [SourceListing("k", a), SourceListing("k", b)]
+    assert executed_per_launch(two_launches, ["k", "k"]) == {"HMMA.16816.F32": 14}  # each launch its own
+    with pytest.raises(SourcePageMismatch, match="not 2 copies"):
+        executed_per_launch(two_launches, ["k"])  # one launch, two different listings
+    with pytest.raises(SourcePageMismatch, match="3 source listings for 2 launch"):
+        executed_per_launch([*two_launches, SourceListing("k", a)], ["k", "k"])
+    with pytest.raises(SourcePageMismatch, match="did not profile: other"):
+        executed_per_launch([SourceListing("k", a), SourceListing("other", b)], ["k"])
+    with pytest.raises(SourcePageMismatch, match="names no profiled launch"):
+        executed_per_launch([SourceListing("k", a)], [])
+
+
+def test_the_details_of_a_hot_loop_add_its_counters_over_the_launches() -> None:
+    text = ('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+            '"0","pre","sm__inst_executed_pipe_tensor_op_gmma.sum","inst","0"\n'
+            '"0","pre","Duration","us","3"\n'
+            '"1","main","sm__inst_executed_pipe_tensor_op_gmma.sum","inst","1,024"\n'
+            '"1","main","Duration","us","90"\n')
+    assert parse_details_csv(text)["sm__inst_executed_pipe_tensor_op_gmma.sum"] == ("inst", 0.0)
+    summed = parse_details_csv(text, summed=True)
+    assert summed["sm__inst_executed_pipe_tensor_op_gmma.sum"] == ("inst", 1024.0)
+    assert summed["Duration"] == ("us", 3.0)  # not a counter: the first launch's
 
 
 def test_sass_opcode_drops_predicates() -> None:

@@ -108,23 +108,96 @@ def _csv_rows(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO("\n".join(lines))))
 
 
+@dataclass(frozen=True)
+class SourceListing:
+    """One kernel's listing on ncu's source page: executed warp-level instructions per full SASS opcode."""
+
+    kernel: str
+    counts: dict[str, int]
+
+
+def parse_source_listings(text: str) -> list[SourceListing]:
+    """The listings of ``--page source --print-source sass --csv``, in the order ncu prints them
+    (each starts with a ``"Kernel Name"`` row, then a header naming ``Source`` and ``Instructions Executed``)."""
+    listings: list[SourceListing] = []
+    kernel, columns, counts = "", None, Counter()
+
+    def close() -> None:
+        if columns is not None:
+            listings.append(SourceListing(kernel, dict(counts)))
+
+    for row in _csv_rows(text):
+        if row and row[0] == "Kernel Name":
+            close()
+            kernel, columns, counts = (row[1] if len(row) > 1 else ""), None, Counter()
+        elif "Source" in row and "Instructions Executed" in row:
+            if columns is not None:  # a second header without a name row: a listing of its own
+                close()
+                counts = Counter()
+            columns = (row.index("Source"), row.index("Instructions Executed"))
+        elif columns is not None and len(row) > max(columns):
+            opcode, value = sass_opcode(row[columns[0]]), _number(row[columns[1]])
+            if opcode and value:
+                counts[opcode] += int(value)
+    close()
+    return listings
+
+
 def parse_source_csv(text: str) -> dict[str, int]:
-    """Executed warp-level instructions per full SASS opcode, from ``--page source --print-source sass --csv``."""
-    rows = _csv_rows(text)
-    header_at = next((i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r), None)
-    if header_at is None:
-        return {}
-    header = rows[header_at]
-    src, executed = header.index("Source"), header.index("Instructions Executed")
-    counts: Counter[str] = Counter()
-    for row in rows[header_at + 1:]:
-        if len(row) <= max(src, executed):
-            continue
-        opcode = sass_opcode(row[src])
-        value = _number(row[executed])
-        if opcode and value:
-            counts[opcode] += int(value)
-    return dict(counts)
+    """Executed warp-level instructions per full SASS opcode, summed over the page's listings
+    (a report of one launch: see ``executed_per_launch`` for several)."""
+    total: Counter[str] = Counter()
+    for listing in parse_source_listings(text):
+        total.update(listing.counts)
+    return dict(total)
+
+
+def profiled_kernels(details_text: str) -> list[str]:
+    """The kernel name of each result in a report, in order, from its ``--page details --csv``."""
+    rows = _csv_rows(details_text)
+    if not rows or "ID" not in rows[0] or "Kernel Name" not in rows[0]:
+        return []
+    id_i, name_i = rows[0].index("ID"), rows[0].index("Kernel Name")
+    names: dict[str, str] = {}
+    for row in rows[1:]:
+        if len(row) > max(id_i, name_i):
+            names.setdefault(row[id_i], row[name_i])
+    return list(names.values())
+
+
+class SourcePageMismatch(ValueError):
+    """ncu's source page cannot be attributed to the report's launches, one listing each."""
+
+
+def executed_per_launch(listings: list[SourceListing], kernels: list[str]) -> dict[str, int]:
+    """Executed instructions per full SASS opcode over the profiled launches, each counted once.
+
+    Nsight Compute 2025.3 (CUDA 13.0, on the H200) prints every listing twice on the source page of a
+    report holding several launches (3 launches, 6 listings: A A B B C C, the copies identical);
+    summing the page counted a three-kernel hot loop's tensor-core work twice, and so a port
+    could pass the native share with half of it on the old instructions. Here a kernel's listings
+    must be its launches times some k, in runs of k identical copies; one of each run counts.
+    Anything else is a mismatch (the evidence is then not measured, not guessed).
+    """
+    if not kernels:
+        raise SourcePageMismatch("the details page names no profiled launch")
+    total: Counter[str] = Counter()
+    for name in dict.fromkeys(kernels):
+        launches = kernels.count(name)
+        own = [listing.counts for listing in listings if listing.kernel == name]
+        copies, extra = divmod(len(own), launches)
+        if not copies or extra:
+            raise SourcePageMismatch(f"{len(own)} source listings for {launches} launch(es) of {name}")
+        runs = [own[i * copies:(i + 1) * copies] for i in range(launches)]
+        if any(run.count(run[0]) != copies for run in runs):
+            raise SourcePageMismatch(f"the {len(own)} source listings of {name} are not {copies} copies of each "
+                                     f"of its {launches} launch(es)")
+        for run in runs:
+            total.update(run[0])
+    strangers = sorted({listing.kernel for listing in listings} - set(kernels))
+    if strangers:
+        raise SourcePageMismatch(f"source listings of kernels the report did not profile: {', '.join(strangers)}")
+    return dict(total)
 
 
 def sass_opcode(instruction: str) -> str:
@@ -142,8 +215,9 @@ def opcode_bases(counts: dict[str, int]) -> dict[str, int]:
     return dict(bases)
 
 
-def parse_details_csv(text: str) -> dict[str, tuple[str, float | str]]:
-    """Metric name -> (unit, value) from ``--page details --csv`` (the first kernel in the output)."""
+def parse_details_csv(text: str, *, summed: bool = False) -> dict[str, tuple[str, float | str]]:
+    """Metric name -> (unit, value) from ``--page details --csv``: the first launch's, or with
+    ``summed`` the counters (``*.sum`` metrics) added over every launch in the report (a hot loop's)."""
     rows = _csv_rows(text)
     if not rows:
         return {}
@@ -156,10 +230,15 @@ def parse_details_csv(text: str) -> dict[str, tuple[str, float | str]]:
     first_id = rows[1][id_i] if id_i is not None and len(rows) > 1 else None
     metrics: dict[str, tuple[str, float | str]] = {}
     for row in rows[1:]:
-        if len(row) <= value_i or (id_i is not None and row[id_i] != first_id):
+        if len(row) <= value_i:
             continue
-        number = _number(row[value_i])
-        metrics.setdefault(row[name_i], (row[unit_i], number if number is not None else row[value_i]))
+        name, number = row[name_i], _number(row[value_i])
+        if id_i is not None and row[id_i] != first_id:
+            current = metrics.get(name)
+            if summed and name.endswith(".sum") and number is not None and current and isinstance(current[1], float):
+                metrics[name] = (current[0], current[1] + number)
+            continue
+        metrics.setdefault(name, (row[unit_i], number if number is not None else row[value_i]))
     return metrics
 
 
@@ -177,7 +256,8 @@ class NcuRun:
 def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[str, ...] = ("SourceCounters",),
             timeout_s: float = 600.0) -> NcuRun:
     """Profile the job's launches (one, or every kernel of a hot loop); read back per-opcode
-    executed counts (summed over the kernels) and the details page (of the first)."""
+    executed counts (summed over the launches, each counted once) and the details page (its
+    counters summed over the launches, the rest of the first)."""
     ncu = find_tool("ncu")
     if ncu is None:
         return NcuRun(False, "ncu (Nsight Compute) not found")
@@ -209,7 +289,11 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
         details = subprocess.run([str(ncu), "-i", str(rep), "--page", "details", "--csv"],
                                  capture_output=True, text=True, timeout=timeout_s)
         digests = _launch_digests(folder)
-    return NcuRun(True, "", parse_source_csv(source.stdout), parse_details_csv(details.stdout),
+    try:
+        executed = executed_per_launch(parse_source_listings(source.stdout), profiled_kernels(details.stdout))
+    except SourcePageMismatch as err:
+        return NcuRun(False, f"ncu's source page: {err}", command=" ".join(command))
+    return NcuRun(True, "", executed, parse_details_csv(details.stdout, summed=True),
                   time.perf_counter() - start, " ".join(command), digests)
 
 
