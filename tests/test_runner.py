@@ -130,3 +130,63 @@ def test_a_worker_that_dies_takes_its_shared_memory_directory_with_it(runner: Ru
         runner.call("die", 30)
     assert not os.path.exists(directory)
     assert runner.call("array", 30, n=1 << 20, dtype="float32")["array"][-1] == (1 << 20) - 1
+
+
+_PARENT = """
+import sys, time
+from porter.gate.runner import Runner
+from porter.gate.runner.fake import serve
+runner = Runner(target=serve, startup_timeout_s=60)
+runner.start()
+print(runner._parking, runner._proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/dev/shm"), reason="no RAM file system (/dev/shm) here")
+def test_a_killed_parent_leaves_no_shared_memory_directory_behind() -> None:
+    """The parent killed outright (no cleanup of its own): the worker sees its pipe close and
+    removes its directory as it ends."""
+    import os
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True)
+    directory, worker = parent.stdout.readline().split()
+    assert os.path.isdir(directory)
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 20
+    while os.path.exists(directory) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(directory)
+    from porter.gate.runner.transfer import process_alive
+
+    deadline = time.monotonic() + 20
+    while process_alive(int(worker)) and time.monotonic() < deadline:  # it ended (a zombie at most)
+        time.sleep(0.1)
+    assert not process_alive(int(worker))
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/dev/shm"), reason="no RAM file system (/dev/shm) here")
+def test_directories_of_dead_workers_go_when_the_next_worker_starts(tmp_path) -> None:
+    """A worker killed with its process group (``timeout`` does that) leaves its directory; the
+    next worker removes it, and leaves a live worker's alone."""
+    import os
+    import subprocess
+    import sys
+
+    from porter.gate.runner.transfer import remove_orphans
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"porter-worker-{gone.stdout.strip()}-abc"
+    live = tmp_path / f"porter-worker-{os.getpid()}-def"
+    other = tmp_path / "porter-worker-notapid"
+    for folder in (dead, live, other):
+        folder.mkdir()
+    (dead / "0.npy").write_bytes(b"x" * 100)
+    assert remove_orphans(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and live.is_dir() and other.is_dir()
+    with Runner(target=serve, startup_timeout_s=60) as r:  # the real folder: its name carries the pid
+        r.start()
+        assert os.path.basename(r._parking).startswith(f"porter-worker-{r._proc.pid}-")

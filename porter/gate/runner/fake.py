@@ -43,26 +43,26 @@ def serve(conn: Any, device: int) -> None:
     if device < 0:
         conn.send({"ok": False, "error": "no usable GPU: the fake worker was told there is none"})
         return
-    parking = Parking(parking_directory())
-    # A PCI address makes the parent take the GPU's lock across processes, as for a real GPU.
-    device_info = {**FAKE_DEVICE.__dict__, "pci": os.environ.get("PORTER_FAKE_GPU_PCI", "")}
-    conn.send({"ok": True, "device": device_info, "parking": parking.directory})
-    for msg in _jobs(conn):
-        op = msg.pop("op")
-        if op == "hang":
-            time.sleep(3600)
-        elif op == "die":
-            os._exit(7)
-        elif op == "sticky":
-            conn.send({"ok": False, "error": "CUDARuntimeError: cudaErrorIllegalAddress", "sticky": True,
-                       "kind": "fault"})
-            return
-        elif op == "fault":
-            conn.send({"ok": False, "error": "ValueError: bad launch", "sticky": False, "kind": "fault"})
-        elif op == "array":
-            conn.send(parking.park({"ok": True, "array": np.arange(msg["n"]).astype(msg["dtype"])}))
-        else:
-            conn.send({"ok": True, "pid": os.getpid(), **msg})
+    with Parking(parking_directory()) as parking:
+        # A PCI address makes the parent take the GPU's lock across processes, as for a real GPU.
+        device_info = {**FAKE_DEVICE.__dict__, "pci": os.environ.get("PORTER_FAKE_GPU_PCI", "")}
+        conn.send({"ok": True, "device": device_info, "parking": parking.directory})
+        for msg in _jobs(conn):
+            op = msg.pop("op")
+            if op == "hang":
+                time.sleep(3600)
+            elif op == "die":
+                os._exit(7)
+            elif op == "sticky":
+                conn.send({"ok": False, "error": "CUDARuntimeError: cudaErrorIllegalAddress", "sticky": True,
+                           "kind": "fault"})
+                return
+            elif op == "fault":
+                conn.send({"ok": False, "error": "ValueError: bad launch", "sticky": False, "kind": "fault"})
+            elif op == "array":
+                conn.send(parking.park({"ok": True, "array": np.arange(msg["n"]).astype(msg["dtype"])}))
+            else:
+                conn.send({"ok": True, "pid": os.getpid(), **msg})
 
 
 def _jobs(conn: Any) -> Iterator[dict[str, Any]]:

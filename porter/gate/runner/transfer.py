@@ -8,8 +8,12 @@ file system (``/dev/shm``) it is one copy in the worker and a mapping in the par
 The worker writes each array of at least :data:`PARK_BYTES` into its parking directory and sends a
 :class:`Parked` handle in its place; the parent maps the file copy-on-write (what it reads is the
 worker's bytes, what it writes stays its own) and unlinks it at once, so a file outlives its reply
-only when the parent dies first. The parent removes the directory with the worker. Where there is
-no RAM file system, the worker parks nothing and everything crosses the pipe as before.
+only when the parent dies first. The parent removes the directory with the worker, and the worker
+removes it when it ends on its own (the parent's end of the pipe closed: the parent was killed). A
+worker killed outright (``timeout`` signals the whole process group; SIGTERM is left to kill a
+worker stuck in a hung kernel at once) leaves its directory, which is named after its pid: the next
+worker to start removes the directories of workers no longer alive. Where there is no RAM file
+system, the worker parks nothing and everything crosses the pipe as before.
 """
 
 from __future__ import annotations
@@ -37,14 +41,47 @@ class Parked:
     shape: tuple[int, ...]
 
 
+_PREFIX = "porter-worker-"
+
+
 def parking_directory() -> str | None:
-    """A fresh directory on the RAM file system for one worker, or None where there is none."""
+    """A fresh directory on the RAM file system for this worker (named after its pid), or None
+    where there is none. Directories that dead workers left are removed first."""
     if not os.path.isdir(_RAM_FS) or not os.access(_RAM_FS, os.W_OK):
         return None
+    remove_orphans(_RAM_FS)
     try:
-        return tempfile.mkdtemp(prefix="porter-worker-", dir=_RAM_FS)
+        return tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=_RAM_FS)
     except OSError:
         return None
+
+
+def remove_orphans(folder: str) -> list[str]:
+    """Remove the parking directories in ``folder`` whose worker is no longer alive; their paths."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            pid = entry.name[len(_PREFIX):].split("-", 1)[0]
+            if not entry.name.startswith(_PREFIX) or not pid.isdigit() or process_alive(int(pid)):
+                continue
+            remove_parking(entry.path)
+            removed.append(entry.path)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, and someone else's
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class Parking:
@@ -53,6 +90,12 @@ class Parking:
     def __init__(self, directory: str | None) -> None:
         self.directory = directory
         self._names = itertools.count()
+
+    def __enter__(self) -> Parking:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        remove_parking(self.directory)
 
     def park(self, obj: Any) -> Any:
         if self.directory is None:

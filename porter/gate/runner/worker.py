@@ -893,13 +893,13 @@ def serve(conn: Any, device: int) -> None:
     except Exception as err:  # no CuPy, no driver, no device
         conn.send({"ok": False, "error": _no_gpu_message(err)})
         return
-    parking = Parking(parking_directory())
-    conn.send({"ok": True, "device": info, "parking": parking.directory})
-    state = WorkerState(cp, folder=parking.directory)
-    try:
-        _serve_jobs(conn, state, parking)
-    finally:
-        state.close()
+    with Parking(parking_directory()) as parking:
+        conn.send({"ok": True, "device": info, "parking": parking.directory})
+        state = WorkerState(cp, folder=parking.directory)
+        try:
+            _serve_jobs(conn, state, parking)
+        finally:
+            state.close()
 
 
 def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
