@@ -1,7 +1,9 @@
 """A CPU emulation of examples/attention_fwd/kernel_sm80.cu, for tests/test_attention_fwd.py.
 
-The kernel's control flow is transliterated statement by statement (lanes as a numpy axis, the
-eight warps one after another between barriers); the warp-level primitives are emulated from the
+The kernel's control flow is transliterated statement by statement (lanes as a numpy axis; the
+two warpgroups, each with its own cp.async group queue and its own named barrier, advance phase by
+phase in an order that can be chosen, and within a warpgroup its four warps run one after another
+between its barriers); the warp-level primitives are emulated from the
 PTX ISA's definitions, not from the kernel's comments: ``ldmatrix`` (x4, with and without
 ``.trans``), ``mma.sync.m16n8k16.row.col.f32.f16.f16.f32`` fragment layouts, ``cvt.rn.f16x2.f32``
 packing, ``shfl.xor`` and ``cp.async`` groups. Shared memory starts as NaN-filled garbage and each
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-BM, BN, THREADS = 128, 64, 256
+BM, BN, THREADS, WG = 128, 64, 256, 128
 LANES = np.arange(32)
 G, T = LANES >> 2, LANES & 3
 
@@ -28,12 +30,13 @@ G, T = LANES >> 2, LANES & 3
 class Smem:
     size: int
     policy: str  # "late" | "early"
-    data: np.ndarray = field(init=False)
+    data: np.ndarray | None = None  # shared with another queue's Smem: one memory, two group queues
     pending: list[list[tuple[int, bytes]]] = field(default_factory=list)
     open_group: list[tuple[int, bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.data = np.full(self.size, 0xFF, dtype=np.uint8)  # every fp16 a NaN, every f32 a NaN
+        if self.data is None:
+            self.data = np.full(self.size, 0xFF, dtype=np.uint8)  # every fp16 a NaN, every f32 a NaN
 
     def cp_async_16(self, dst: int, src: np.ndarray, src_bytes: int) -> None:
         chunk = bytes(src.tobytes()[:src_bytes]) + bytes(16 - src_bytes)
@@ -112,11 +115,18 @@ def swz(D: int, r, c):
     return r * (2 * D) + ((c ^ (r & 7)) << 4)
 
 
-def load_rows(sm: Smem, D: int, rows: int, tile: int, head: np.ndarray, row0: int, S: int) -> None:
+def fma_f32(a, b, c) -> np.ndarray:
+    """fmaf: a * b + c rounded once to f32 (the f32 product is exact in float64)."""
+    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(np.float32)
+
+
+def load_rows(sm: Smem, D: int, rows: int, nt: int, tile: int, head: np.ndarray, row0: int, S: int,
+              tids=None) -> None:
+    """load_rows<D, rows, nt>: the copies of the threads ``tids`` (default all nt) of the nt."""
     cpr = D // 8
-    for tid in range(THREADS):
-        for i in range(rows * cpr // THREADS):
-            idx = tid + i * THREADS
+    for tid in (range(nt) if tids is None else tids):
+        for i in range(rows * cpr // nt):
+            idx = tid + i * nt
             r, c = idx // cpr, idx % cpr
             row = row0 + r
             inside = row < S
@@ -124,134 +134,220 @@ def load_rows(sm: Smem, D: int, rows: int, tile: int, head: np.ndarray, row0: in
             sm.cp_async_16(tile + swz(D, r, c), src, 16 if inside else 0)
 
 
+class WarpGroup:
+    """One warpgroup's state (per warp: o, m_run, l_run) and its loop, phase by phase."""
+
+    def __init__(self, wg: int, sm: Smem, q, k, v, S: int, D: int, causal: int, sl2, m0: int, n_tiles: int,
+                 q_bytes: int, kv_bytes: int) -> None:
+        f32 = np.float32
+        self.wg, self.sm, self.k, self.v, self.S, self.D, self.causal, self.sl2, self.m0 = \
+            wg, sm, k, v, S, D, causal, sl2, m0
+        self.NTO = D // 8
+        self.sQ = 0
+        self.sK = q_bytes + wg * 2 * kv_bytes
+        self.sV = self.sK + kv_bytes
+        self.n_mine = (n_tiles - wg + 1) >> 1
+        self.o = {w: np.zeros((2, self.NTO, 4, 32), dtype=f32) for w in range(4)}
+        self.m_run = {w: np.full((4, 32), -np.inf, dtype=f32) for w in range(4)}
+        self.l_run = {w: np.zeros((4, 32), dtype=f32) for w in range(4)}
+        self.s: dict[int, np.ndarray] = {}
+
+    def live(self, w: int, key0: int) -> bool:
+        return not (self.causal and key0 > self.m0 + w * 32 + 31)
+
+    def phase_a(self, i: int) -> None:
+        """From the top of iteration i to the second barrier: V(j) issued, S = Q K(j)^T."""
+        sm, D = self.sm, self.D
+        j = self.wg + 2 * i
+        key0 = j * BN
+        if i > 0:
+            sm.wait_group(0)  # then bar.sync 1 + wg, 128
+        load_rows(sm, D, BN, WG, self.sV, self.v, key0, self.S)
+        sm.commit()
+        for w in range(4):
+            s = np.zeros((2, 8, 4, 32), dtype=np.float32)
+            if self.live(w, key0):
+                for kk in range(D // 16):
+                    qa = []
+                    for mi in range(2):
+                        r = w * 32 + mi * 16 + (LANES & 7) + (((LANES >> 3) & 1) << 3)
+                        qa.append(sm.ldmatrix_x4(self.sQ + swz(D, r, 2 * kk + (LANES >> 4))))
+                    for np_ in range(4):
+                        key = np_ * 16 + (LANES & 7) + ((LANES >> 4) << 3)
+                        b = sm.ldmatrix_x4(self.sK + swz(D, key, 2 * kk + ((LANES >> 3) & 1)))
+                        for mi in range(2):
+                            s[mi, 2 * np_] = mma_16816(s[mi, 2 * np_], qa[mi], b[0], b[1])
+                            s[mi, 2 * np_ + 1] = mma_16816(s[mi, 2 * np_ + 1], qa[mi], b[2], b[3])
+            self.s[w] = s
+
+    def phase_b(self, i: int) -> None:
+        """From the second barrier to the end of iteration i: K(j+2) issued, softmax, O += P V(j)."""
+        f32 = np.float32
+        sm, D, S, causal, sl2 = self.sm, self.D, self.S, self.causal, self.sl2
+        j = self.wg + 2 * i
+        key0 = j * BN
+        sm.wait_group(0)  # then bar.sync 1 + wg, 128
+        if i + 1 < self.n_mine:
+            load_rows(sm, D, BN, WG, self.sK, self.k, key0 + 2 * BN, S)
+        sm.commit()
+        for w in range(4):
+            if not self.live(w, key0):
+                continue
+            s = self.s[w]
+            wrow = self.m0 + w * 32
+            m_run, l_run, o = self.m_run[w], self.l_run[w], self.o[w]
+            if key0 + BN > S or (causal and key0 + BN - 1 > wrow):
+                for mi in range(2):
+                    for n in range(8):
+                        for e in range(4):
+                            key = key0 + n * 8 + 2 * T + (e & 1)
+                            row = wrow + mi * 16 + G + ((e >> 1) << 3)
+                            masked = (key >= S) | (bool(causal) & (key > row))
+                            s[mi, n, e] = np.where(masked, -np.inf, s[mi, n, e])
+            mx = np.empty((4, 32), f32)
+            for mi in range(2):
+                mx[2 * mi] = np.maximum(s[mi, 0, 0], s[mi, 0, 1])
+                mx[2 * mi + 1] = np.maximum(s[mi, 0, 2], s[mi, 0, 3])
+                for n in range(1, 8):
+                    mx[2 * mi] = np.maximum(mx[2 * mi], np.maximum(s[mi, n, 0], s[mi, n, 1]))
+                    mx[2 * mi + 1] = np.maximum(mx[2 * mi + 1], np.maximum(s[mi, n, 2], s[mi, n, 3]))
+            alpha, nbase = np.empty((4, 32), f32), np.empty((4, 32), f32)
+            grew = np.zeros(32, dtype=bool)
+            for r in range(4):
+                mx[r] = np.maximum(mx[r], shfl_xor(mx[r], 1))
+                mx[r] = np.maximum(mx[r], shfl_xor(mx[r], 2))
+                mn = np.maximum(m_run[r], (mx[r] * sl2).astype(f32))
+                base = np.where(mn == -np.inf, f32(0), mn).astype(f32)
+                alpha[r] = ex2(m_run[r] - base)
+                grew |= mn != m_run[r]
+                m_run[r] = mn
+                nbase[r] = -base
+            rs = np.zeros((4, 32), dtype=f32)
+            for mi in range(2):
+                for n in range(8):
+                    for e in range(4):
+                        s[mi, n, e] = ex2(fma_f32(s[mi, n, e], sl2, nbase[2 * mi + (e >> 1)]))
+                    rs[2 * mi] = rs[2 * mi] + (s[mi, n, 0] + s[mi, n, 1])
+                    rs[2 * mi + 1] = rs[2 * mi + 1] + (s[mi, n, 2] + s[mi, n, 3])
+            l_run[:] = (l_run * alpha + rs).astype(f32)
+            if grew.any():  # __any_sync
+                for mi in range(2):
+                    o[mi, :, 0:2] *= alpha[2 * mi]
+                    o[mi, :, 2:4] *= alpha[2 * mi + 1]
+            for kk in range(4):
+                pf = [np.stack([pack_half2(s[mi, 2 * kk, 0], s[mi, 2 * kk, 1]),
+                                pack_half2(s[mi, 2 * kk, 2], s[mi, 2 * kk, 3]),
+                                pack_half2(s[mi, 2 * kk + 1, 0], s[mi, 2 * kk + 1, 1]),
+                                pack_half2(s[mi, 2 * kk + 1, 2], s[mi, 2 * kk + 1, 3])]) for mi in range(2)]
+                for dp in range(self.NTO // 2):
+                    key = kk * 16 + (LANES & 7) + (((LANES >> 3) & 1) << 3)
+                    b = sm.ldmatrix_x4(self.sV + swz(D, key, 2 * dp + (LANES >> 4)), trans=True)
+                    for mi in range(2):
+                        o[mi, 2 * dp] = mma_16816(o[mi, 2 * dp], pf[mi], b[0], b[1])
+                        o[mi, 2 * dp + 1] = mma_16816(o[mi, 2 * dp + 1], pf[mi], b[2], b[3])
+
+
 def attn_block(q, k, v, o_out, lse_out, S: int, D: int, causal: int, scale: np.float32, bx: int, gx: int,
-               policy: str) -> None:
-    """One block (bx, one head): q, k, v [S][D] fp16, o_out [S][D] fp16 and lse_out [S] f32 written."""
+               policy: str, order: tuple[int, int] = (0, 1)) -> None:
+    """One block (bx, one head): q, k, v [S][D] fp16, o_out [S][D] fp16 and lse_out [S] f32 written.
+    ``order``: which warpgroup runs each phase first (they meet only at __syncthreads)."""
     f32 = np.float32
-    KQK, NTO, CPR = D // 16, D // 8, D // 8
+    NTO, CPR = D // 8, D // 8
     Q_BYTES, KV_BYTES = BM * D * 2, BN * D * 2
     m0 = (gx - 1 - bx) * BM
     if m0 >= S:
         return
-    sm = Smem(768 * D, policy)
-    sQ, sK = 0, Q_BYTES
-    sV = sK + 2 * KV_BYTES
+    sm0 = Smem(1280 * D + 4096, policy)
+    sms = [sm0, Smem(1280 * D + 4096, policy, data=sm0.data)]  # one shared memory, a group queue per warpgroup
     n_tiles = (S + BN - 1) // BN
     if causal:
         n_tiles = min(n_tiles, (min(m0 + BM, S) - 1) // BN + 1)
-    load_rows(sm, D, BM, sQ, q, m0, S)
-    load_rows(sm, D, BN, sK, k, 0, S)
-    sm.commit()
-    load_rows(sm, D, BN, sV, v, 0, S)
-    sm.commit()
     sl2 = f32(scale * f32(1.4426950408889634))
-    warps = range(THREADS // 32)
-    o = {w: np.zeros((NTO, 4, 32), dtype=f32) for w in warps}
-    m_run = {w: np.full((2, 32), -np.inf, dtype=f32) for w in warps}
-    l_run = {w: np.zeros((2, 32), dtype=f32) for w in warps}
-    qf: dict[int, list[np.ndarray]] = {}
-    pf: dict[int, list[list[np.ndarray]]] = {}
-    for j in range(n_tiles):
-        st = j & 1
-        sm.wait_group(1)  # then __syncthreads
-        if j == 0:
-            for w in warps:
-                r = w * 16 + (LANES & 7) + (((LANES >> 3) & 1) << 3)
-                qf[w] = [sm.ldmatrix_x4(sQ + swz(D, r, 2 * kk + (LANES >> 4))) for kk in range(KQK)]
-        if j + 1 < n_tiles:
-            load_rows(sm, D, BN, sK + (st ^ 1) * KV_BYTES, k, (j + 1) * BN, S)
-        sm.commit()
-        key0 = j * BN
-        for w in warps:
-            wrow = m0 + w * 16
-            row0 = wrow + G
-            s = np.zeros((8, 4, 32), dtype=f32)
-            kt = sK + st * KV_BYTES
-            for kk in range(KQK):
-                for np_ in range(4):
-                    key = np_ * 16 + (LANES & 7) + ((LANES >> 4) << 3)
-                    b = sm.ldmatrix_x4(kt + swz(D, key, 2 * kk + ((LANES >> 3) & 1)))
-                    s[2 * np_] = mma_16816(s[2 * np_], qf[w][kk], b[0], b[1])
-                    s[2 * np_ + 1] = mma_16816(s[2 * np_ + 1], qf[w][kk], b[2], b[3])
-            s = (s * sl2).astype(f32)
-            if key0 + BN > S or (causal and key0 + BN - 1 > wrow):
-                for n in range(8):
-                    for e in range(4):
-                        key = key0 + n * 8 + 2 * T + (e & 1)
-                        row = row0 + ((e >> 1) << 3)
-                        masked = (key >= S) | (bool(causal) & (key > row))
-                        s[n, e] = np.where(masked, -np.inf, s[n, e])
-            mx = m_run[w].copy()
-            for n in range(8):
-                mx[0] = np.maximum(mx[0], np.maximum(s[n, 0], s[n, 1]))
-                mx[1] = np.maximum(mx[1], np.maximum(s[n, 2], s[n, 3]))
-            alpha, base = np.empty((2, 32), f32), np.empty((2, 32), f32)
-            for h in range(2):
-                mx[h] = np.maximum(mx[h], shfl_xor(mx[h], 1))
-                mx[h] = np.maximum(mx[h], shfl_xor(mx[h], 2))
-                base[h] = np.where(mx[h] == -np.inf, f32(0), mx[h])
-                alpha[h] = ex2(m_run[w][h] - base[h])
-                m_run[w][h] = mx[h]
-            rs = np.zeros((2, 32), dtype=f32)
-            for n in range(8):
+    wgs = [WarpGroup(w, sms[w], q, k, v, S, D, causal, sl2, m0, n_tiles, Q_BYTES, KV_BYTES) for w in range(2)]
+    # Prologue: Q by all 256 threads (each warpgroup's threads into its own group), first K tiles.
+    for w in order:
+        load_rows(sms[w], D, BM, THREADS, 0, q, m0, S, tids=range(w * WG, (w + 1) * WG))
+        if wgs[w].n_mine > 0:
+            load_rows(sms[w], D, BN, WG, wgs[w].sK, k, w * BN, S)
+        sms[w].commit()
+    for w in order:
+        sms[w].wait_group(0)  # then __syncthreads
+    for i in range(max(g.n_mine for g in wgs)):
+        for w in order:
+            if i < wgs[w].n_mine:
+                wgs[w].phase_a(i)
+        for w in order:
+            if i < wgs[w].n_mine:
+                wgs[w].phase_b(i)
+    for w in order:
+        sms[w].wait_group(0)
+    # __syncthreads; warpgroup 1 writes its partial results, __syncthreads, warpgroup 0 merges.
+    fbuf = sm0.data[Q_BYTES + 4 * KV_BYTES:].view(np.float32)  # the merge buffer's own region
+    g1 = wgs[1]
+    for w in range(4):
+        base = w * 32
+        for r in range(4):
+            fbuf[r * WG + base + LANES] = g1.m_run[w][r]
+            fbuf[(4 + r) * WG + base + LANES] = g1.l_run[w][r]
+        for mi in range(2):
+            for n in range(NTO):
                 for e in range(4):
-                    s[n, e] = ex2(s[n, e] - base[e >> 1])
-                rs[0] = rs[0] + (s[n, 0] + s[n, 1])
-                rs[1] = rs[1] + (s[n, 2] + s[n, 3])
-            l_run[w] = (l_run[w] * alpha + rs).astype(f32)
-            o[w][:, 0:2] *= alpha[0]
-            o[w][:, 2:4] *= alpha[1]
-            pf[w] = [[pack_half2(s[2 * kk, 0], s[2 * kk, 1]), pack_half2(s[2 * kk, 2], s[2 * kk, 3]),
-                      pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1]), pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3])]
-                     for kk in range(4)]
-        sm.wait_group(1)  # then __syncthreads
-        if j + 1 < n_tiles:
-            load_rows(sm, D, BN, sV + (st ^ 1) * KV_BYTES, v, (j + 1) * BN, S)
-        sm.commit()
-        vt = sV + st * KV_BYTES
-        for w in warps:
-            for kk in range(4):
-                a = np.stack(pf[w][kk])
-                for dp in range(NTO // 2):
-                    key = kk * 16 + (LANES & 7) + (((LANES >> 3) & 1) << 3)
-                    b = sm.ldmatrix_x4(vt + swz(D, key, 2 * dp + (LANES >> 4)), trans=True)
-                    o[w][2 * dp] = mma_16816(o[w][2 * dp], a, b[0], b[1])
-                    o[w][2 * dp + 1] = mma_16816(o[w][2 * dp + 1], a, b[2], b[3])
-    sm.wait_group(0)
-    words = sm.data.view(np.uint32)
-    for w in warps:
-        wrow = m0 + w * 16
-        row0 = wrow + G
-        inv = np.empty((2, 32), f32)
-        for h in range(2):
-            l_run[w][h] = l_run[w][h] + shfl_xor(l_run[w][h], 1)
-            l_run[w][h] = l_run[w][h] + shfl_xor(l_run[w][h], 2)
+                    fbuf[(8 + (mi * NTO + n) * 4 + e) * WG + base + LANES] = g1.o[w][mi, n, e]
+    g0 = wgs[0]
+    for w in range(4):
+        base = w * 32
+        m_run, l_run, o = g0.m_run[w], g0.l_run[w], g0.o[w]
+        a0, a1 = np.empty((4, 32), f32), np.empty((4, 32), f32)
+        for r in range(4):
+            m1 = fbuf[r * WG + base + LANES].copy()
+            l1 = fbuf[(4 + r) * WG + base + LANES].copy()
+            mn = np.maximum(m_run[r], m1)
+            bse = np.where(mn == -np.inf, f32(0), mn).astype(f32)
+            a0[r] = ex2(m_run[r] - bse)
+            a1[r] = ex2(m1 - bse)
+            l_run[r] = fma_f32(l1, a1[r], (l_run[r] * a0[r]).astype(f32))
+            m_run[r] = mn
+        for mi in range(2):
+            for n in range(NTO):
+                for e in range(4):
+                    other = fbuf[(8 + (mi * NTO + n) * 4 + e) * WG + base + LANES].copy()
+                    o[mi, n, e] = fma_f32(other, a1[2 * mi + (e >> 1)], (o[mi, n, e] * a0[2 * mi + (e >> 1)]).astype(f32))
+    # bar.sync 1, 128: warpgroup 0 done reading the merge buffer; then its epilogue.
+    words = sm0.data.view(np.uint32)
+    for w in range(4):
+        wrow = m0 + w * 32
+        m_run, l_run, o = g0.m_run[w], g0.l_run[w], g0.o[w]
+        inv = np.empty((4, 32), f32)
+        for r in range(4):
+            l_run[r] = l_run[r] + shfl_xor(l_run[r], 1)
+            l_run[r] = l_run[r] + shfl_xor(l_run[r], 2)
             with np.errstate(divide="ignore"):
-                inv[h] = np.where(l_run[w][h] > 0, f32(1) / l_run[w][h], f32(0))
-        lr = w * 16 + G
-        for n in range(NTO):
-            off = swz(D, lr, n) + 4 * T
-            words[off // 4] = pack_half2(o[w][n, 0] * inv[0], o[w][n, 1] * inv[0])
-            words[(off + 16 * D) // 4] = pack_half2(o[w][n, 2] * inv[1], o[w][n, 3] * inv[1])
-        for i in range(16 * CPR // 32):
-            idx = LANES + 32 * i
+                inv[r] = np.where(l_run[r] > 0, f32(1) / l_run[r], f32(0))
+        for mi in range(2):
+            lr = w * 32 + mi * 16 + G
+            for n in range(NTO):
+                off = swz(D, lr, n) + 4 * T
+                words[off // 4] = pack_half2(o[mi, n, 0] * inv[2 * mi], o[mi, n, 1] * inv[2 * mi])
+                words[(off + 16 * D) // 4] = pack_half2(o[mi, n, 2] * inv[2 * mi + 1], o[mi, n, 3] * inv[2 * mi + 1])
+        for x in range(32 * CPR // 32):
+            idx = LANES + 32 * x
             for lane in range(32):
                 r, c = idx[lane] // CPR, idx[lane] % CPR
                 row = wrow + r
                 if row < S:
-                    src = swz(D, w * 16 + r, c)
-                    o_out[row, c * 8:c * 8 + 8] = sm.data[src:src + 16].view(np.float16)
+                    src = swz(D, w * 32 + r, c)
+                    o_out[row, c * 8:c * 8 + 8] = sm0.data[src:src + 16].view(np.float16)
         with np.errstate(divide="ignore"):
-            lse = ((m_run[w] + np.log2(l_run[w])) * f32(0.6931471805599453)).astype(f32)
+            lse = ((m_run + np.log2(l_run)) * f32(0.6931471805599453)).astype(f32)
         for lane in range(0, 32, 4):
-            for h in range(2):
-                row = row0[lane] + 8 * h
+            for r in range(4):
+                row = wrow + (r >> 1) * 16 + G[lane] + (r & 1) * 8
                 if row < S:
-                    lse_out[row] = lse[h, lane]
+                    lse_out[row] = lse[r, lane]
 
 
 def attn_fwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: int, scale: np.float32,
-             policy: str = "late") -> tuple[np.ndarray, np.ndarray]:
+             policy: str = "late", order: tuple[int, int] = (0, 1)) -> tuple[np.ndarray, np.ndarray]:
     """The whole launch: grid (ceil_div(S, 128), B*H) over fp16 [B, H, S, D] q, k, v; outputs start
     as NaN (porter's poison), so an element the kernel never writes stays NaN."""
     b, h, S, D = q.shape
@@ -262,5 +358,5 @@ def attn_fwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: int, scale: np
     for bh in range(b * h):
         i, j = divmod(bh, h)
         for bx in range(gx):
-            attn_block(q[i, j], k[i, j], v[i, j], o[i, j], lse[i, j], S, D, causal, scale, bx, gx, policy)
+            attn_block(q[i, j], k[i, j], v[i, j], o[i, j], lse[i, j], S, D, causal, scale, bx, gx, policy, order)
     return o, lse
