@@ -44,8 +44,8 @@
 //   (D + 8) floats x 128 threads = 512 * D + 4096 bytes, a region of its own. (Laid over the tiles,
 //   as at first, it was ordered by the __syncthreads before the merge, but racecheck reported a WAR
 //   hazard there whenever warpgroup 1 had no key tile and so never ran its named barrier; a probe
-//   kernel shows racecheck doing that for any such pair. The memory is there, so no tool has to be
-//   argued with.)
+//   kernel, tools/racecheck_probe.cu, shows racecheck doing that for any such pair. The memory is
+//   there, so no tool has to be argued with.)
 // Every tile row is D halves = D / 8 16-byte chunks; chunk c of row r lives at
 // r * 2D + ((c ^ (r & 7)) * 16) bytes, so the 8 rows an ldmatrix 8x8 matrix reads (one chunk
 // column, 8 consecutive rows) fall in 8 distinct bank groups.
