@@ -35,6 +35,23 @@
 //         is computed)
 //   dq:   Q | dO | stage 0: K, V | stage 1: K, V
 //
+// The pipeline (both loops), one __syncthreads a tile: tile i lives in stage i & 1 and is one
+// cp.async commit group (the first also holds the block's own tiles). Iteration i:
+//   cp.async.wait_group 0   this thread's copies of tile i are done (the only group in flight)
+//   __syncthreads           every thread's copies of tile i are visible, and every warp has
+//                           finished tile i - 1, the last reader of stage (i + 1) & 1
+//   cp.async tile i + 1 into stage (i + 1) & 1, commit (none after the last tile)
+//   compute tile i from stage i & 1 (the copies of tile i + 1 fly meanwhile)
+// A thread's share of a tile load is computed once (tile_lane): per tile wholly inside S, one
+// multiply-add for the source pointer and immediate offsets for its chunks; only the last tile
+// of a ragged S compares each chunk's row with S (load_tile).
+//
+// Masking is peeled: only the causal diagonal tile and the tile holding key / query S - 1 can
+// hold masked pairs; they run the MASK = true instance of the tile body (dkdv_tile, dq_tile), the
+// wholly visible tiles between run the instance without masking code. In dkdv the masked tiles
+// are the first (the diagonal) and the last (ragged S); in dq only the last (the diagonal, or the
+// ragged tile without causal).
+//
 // Fragments (PTX ISA, mma.m16n8k16 .f16 -> .f32; g = lane / 4, t = lane % 4):
 //   A (16x16, row): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
 //   B (16x8, col):  b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]                 (B[k][n])
@@ -146,26 +163,50 @@ __device__ __forceinline__ unsigned swz(int r, int c) {
     return static_cast<unsigned>(r * (2 * D) + ((c ^ (r & 7)) << 4));
 }
 
-// cp.async the 64 rows row0.. of one head's [S, D] matrix into a swizzled tile (no commit);
-// rows at or past S are zero-filled.
+// A thread's share of every tile load, computed once per kernel: thread tid copies the 16-byte
+// chunk c = tid % (D / 8) of the rows r0 = tid / (D / 8), r0 + ROWS, r0 + 2 ROWS, ... (ROWS =
+// 1024 / D: 8 at D = 128, 16 at D = 64). ROWS is a multiple of 8, so r & 7 (the swizzle) is the
+// same for all of them: they lie at swz(r0, c) + i * ROWS * 2D in the tile and at
+// (r0 * D + c * 8) + i * ROWS * D elements past the tile's first row in global memory.
 template <int D>
-__device__ __forceinline__ void load_tile(unsigned dst, const f16_bits* __restrict__ head, int row0, int S,
-                                          int tid) {
+struct TileLane {
+    unsigned dst;  // swz(r0, c): byte offset in the tile
+    int src;       // r0 * D + c * 8: element offset from the tile's first row
+    int row;       // r0
+};
+
+template <int D>
+__device__ __forceinline__ TileLane<D> tile_lane(int tid) {
     constexpr int CHUNKS = D / 8;
-    constexpr int PER_THREAD = BWD_TILE * CHUNKS / BWD_THREADS;
+    const int r = tid / CHUNKS;
+    const int c = tid % CHUNKS;
+    return TileLane<D>{swz<D>(r, c), r * D + c * 8, r};
+}
+
+// cp.async the 64 rows row0.. of one head's [S, D] matrix into a swizzled tile (no commit);
+// rows at or past S are zero-filled. A tile wholly inside S (all but the last) takes one
+// multiply-add for its source pointer and immediate offsets for every chunk; the last tile of a
+// ragged S compares each chunk's row with S and reads nothing (src-size 0) past it.
+template <int D>
+__device__ __forceinline__ void load_tile(unsigned tile, const f16_bits* __restrict__ head, int row0, int S,
+                                          const TileLane<D>& tl) {
+    constexpr int ROWS = BWD_THREADS / (D / 8);
+    const unsigned dst = tile + tl.dst;
+    if (row0 + BWD_TILE <= S) {  // uniform across the block
+        const f16_bits* src = head + (static_cast<long long>(row0) * D + tl.src);
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; ++i) {
-        const int id = tid + i * BWD_THREADS;
-        const int r = id / CHUNKS;
-        const int c = id % CHUNKS;
-        const int row = row0 + r;
-        const f16_bits* src = head;  // any valid address: nothing is read when src_bytes == 0
-        int bytes = 0;
-        if (row < S) {
-            src = head + static_cast<long long>(row) * D + c * 8;
-            bytes = 16;
+        for (int i = 0; i < BWD_TILE / ROWS; ++i) {
+            cp_async_16(dst + i * ROWS * (2 * D), src + i * ROWS * D, 16);
         }
-        cp_async_16(dst + swz<D>(r, c), src, bytes);
+    } else {
+        const int left = S - row0 - tl.row;  // chunk i exists when i * ROWS < left
+        const long long off = static_cast<long long>(row0) * D + tl.src;
+#pragma unroll
+        for (int i = 0; i < BWD_TILE / ROWS; ++i) {
+            const bool in = i * ROWS < left;
+            // the head's first element: a valid address for the chunks that read nothing
+            cp_async_16(dst + i * ROWS * (2 * D), head + (in ? off + i * ROWS * D : 0LL), in ? 16 : 0);
+        }
     }
 }
 
@@ -291,6 +332,77 @@ attn_bwd_preprocess(const f16_bits* __restrict__ O, const f16_bits* __restrict__
 // ---------------------------------------------------------------------------------------------
 // attn_bwd_dkdv: block (n-tile, b*H + h) owns keys n0 .. n0+63; warp w the 16 keys n0 + 16w ..
 
+// One query tile (m0 ..) against the block's keys, from the stage at sQ (Q, dO, LSE, Delta).
+// MASK: the tile holds the causal diagonal or query S - 1; every other tile is wholly visible.
+template <int D, bool MASK>
+__device__ __forceinline__ void dkdv_tile(float (&dk)[D / 8][4], float (&dv)[D / 8][4], unsigned sK, unsigned sV,
+                                          unsigned sQ, const float* __restrict__ sLSE, int m0, int kv_lo, int kv_hi,
+                                          int S, int causal, float scale_log2, int warp, int lane) {
+    constexpr int TILE_BYTES = BWD_TILE * D * 2;
+    const int t = lane & 3;
+    const unsigned sdO = sQ + TILE_BYTES;
+    const float* sDelta = sLSE + BWD_TILE;
+
+    // S^T = K Q^T (16 keys x 64 queries), then P^T = exp(scale S^T - LSE), packed as A fragments.
+    unsigned pa[4][4];
+    {
+        float s[8][4];
+        xyt_16x64<D>(s, sK, warp * 16, sQ, lane);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = nt * 8 + 2 * t + (e & 1);
+                float p = fast_exp2(fmaf(s[nt][e], scale_log2, -sLSE[col] * BWD_LOG2E));
+                if (MASK) {
+                    const int q = m0 + col;
+                    const int kv = e < 2 ? kv_lo : kv_hi;
+                    if (q >= S || (causal && kv > q)) {
+                        p = 0.0f;
+                    }
+                }
+                s[nt][e] = p;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            pa[kk][0] = pack_f16x2(s[2 * kk][0], s[2 * kk][1]);
+            pa[kk][1] = pack_f16x2(s[2 * kk][2], s[2 * kk][3]);
+            pa[kk][2] = pack_f16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[kk][3] = pack_f16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        }
+    }
+
+    // dV += P^T dO
+    ay_16xD<D>(dv, pa, sdO, lane);
+
+    // dP^T = V dO^T, then dS^T = P^T * (dP^T - Delta), packed as A fragments.
+    unsigned dsa[4][4];
+    {
+        float dp[8][4];
+        xyt_16x64<D>(dp, sV, warp * 16, sdO, lane);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = nt * 8 + 2 * t + (e & 1);
+                const float p = f16x2_half(pa[nt >> 1][((nt & 1) << 1) | (e >> 1)], e & 1);
+                dp[nt][e] = p * (dp[nt][e] - sDelta[col]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
+            dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
+            dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+    }
+
+    // dK += dS^T Q (scaled at the end)
+    ay_16xD<D>(dk, dsa, sQ, lane);
+}
+
 template <int D>
 __device__ __forceinline__ void dkdv_body(const f16_bits* __restrict__ Q, const f16_bits* __restrict__ K,
                                           const f16_bits* __restrict__ V, const f16_bits* __restrict__ dO,
@@ -309,8 +421,11 @@ __device__ __forceinline__ void dkdv_body(const f16_bits* __restrict__ Q, const 
     const long long head = static_cast<long long>(blockIdx.y) * S;  // the head's first row
     const f16_bits* Qh = Q + head * D;
     const f16_bits* dOh = dO + head * D;
-    const float* LSEh = LSE + head;
-    const float* Deltah = Delta + head;
+    const TileLane<D> tl = tile_lane<D>(tid);
+    // LSE (threads 0-63) and Delta (64-127): one value a thread, i = tid & 63 of the 64 rows.
+    const int stat_i = tid & 63;
+    const float* stat_head = (tid < 64 ? LSE : Delta) + head;
+    const unsigned stat_dst = 2 * TILE_BYTES + (tid < 64 ? 0 : BWD_TILE * 4) + stat_i * 4;
 
     const unsigned base = smem_u32(smem);
     const unsigned sK = base;
@@ -325,19 +440,15 @@ __device__ __forceinline__ void dkdv_body(const f16_bits* __restrict__ Q, const 
     auto load_query_side = [&](int st, int it) {
         const unsigned s = stage0 + st * STAGE_BYTES;
         const int m0 = it * BWD_TILE;
-        load_tile<D>(s, Qh, m0, S, tid);
-        load_tile<D>(s + TILE_BYTES, dOh, m0, S, tid);
-        const int i = tid & 63;
-        const float* src = (tid < 64 ? LSEh : Deltah);
-        const bool in = m0 + i < S;
-        cp_async_4(s + 2 * TILE_BYTES + (tid < 64 ? 0 : 256) + i * 4, in ? src + m0 + i : src, in ? 4 : 0);
+        load_tile<D>(s, Qh, m0, S, tl);
+        load_tile<D>(s + TILE_BYTES, dOh, m0, S, tl);
+        const bool in = stat_i < S - m0;
+        cp_async_4(s + stat_dst, in ? stat_head + m0 + stat_i : LSE, in ? 4 : 0);
     };
 
-    load_tile<D>(sK, K + head * D, n0, S, tid);
-    load_tile<D>(sV, V + head * D, n0, S, tid);
-    if (first < q_tiles) {
-        load_query_side(0, first);
-    }
+    load_tile<D>(sK, K + head * D, n0, S, tl);
+    load_tile<D>(sV, V + head * D, n0, S, tl);
+    load_query_side(0, first);  // first < q_tiles: n_tile < ceil_div(S, 64)
     cp_async_commit();
 
     float dk[D / 8][4];
@@ -351,81 +462,33 @@ __device__ __forceinline__ void dkdv_body(const f16_bits* __restrict__ Q, const 
     const int kv_lo = n0 + warp * 16 + g;  // the keys of this thread's accumulator rows
     const int kv_hi = kv_lo + 8;
 
+    // The pipeline, one barrier a tile: wait for this thread's copies of tile `it` (the only group
+    // in flight), then the barrier, after which (a) every thread's copies of tile `it` are visible
+    // and (b) every warp has finished tile it - 1, the last reader of the other stage, which the
+    // loads of tile it + 1 then refill while tile `it` is computed.
+    // Masked tiles peeled: the causal diagonal (the first tile, it == n_tile) and the ragged last
+    // tile (S % 64 != 0) take the masked instance; the tiles between see all 64 x 64 pairs and run
+    // the instance without masking code (the branch between them is uniform across the block).
+    const int masked_last = (S % BWD_TILE) != 0 ? q_tiles - 1 : q_tiles;  // q_tiles: none
     for (int it = first; it < q_tiles; ++it) {
         const int st = (it - first) & 1;
+        cp_async_wait<0>();
+        __syncthreads();
         if (it + 1 < q_tiles) {
             load_query_side(st ^ 1, it + 1);
+            cp_async_commit();
         }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-
         const unsigned sQ = stage0 + st * STAGE_BYTES;
-        const unsigned sdO = sQ + TILE_BYTES;
         const float* sLSE = stats + st * (STAGE_BYTES / 4);
-        const float* sDelta = sLSE + BWD_TILE;
-        const int m0 = it * BWD_TILE;
-
-        // S^T = K Q^T (16 keys x 64 queries), then P^T = exp(scale S^T - LSE), packed as A fragments.
-        unsigned pa[4][4];
-        {
-            float s[8][4];
-            xyt_16x64<D>(s, sK, warp * 16, sQ, lane);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = nt * 8 + 2 * t + (e & 1);
-                    const int q = m0 + col;
-                    const int kv = e < 2 ? kv_lo : kv_hi;
-                    float p = fast_exp2(fmaf(s[nt][e], scale_log2, -sLSE[col] * BWD_LOG2E));
-                    if (q >= S || (causal && kv > q)) {
-                        p = 0.0f;
-                    }
-                    s[nt][e] = p;
-                }
-            }
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                pa[kk][0] = pack_f16x2(s[2 * kk][0], s[2 * kk][1]);
-                pa[kk][1] = pack_f16x2(s[2 * kk][2], s[2 * kk][3]);
-                pa[kk][2] = pack_f16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[kk][3] = pack_f16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            }
+        if ((causal && it == first) || it == masked_last) {
+            dkdv_tile<D, true>(dk, dv, sK, sV, sQ, sLSE, it * BWD_TILE, kv_lo, kv_hi, S, causal, scale_log2, warp,
+                               lane);
+        } else {
+            dkdv_tile<D, false>(dk, dv, sK, sV, sQ, sLSE, it * BWD_TILE, kv_lo, kv_hi, S, causal, scale_log2, warp,
+                                lane);
         }
-
-        // dV += P^T dO
-        ay_16xD<D>(dv, pa, sdO, lane);
-
-        // dP^T = V dO^T, then dS^T = P^T * (dP^T - Delta), packed as A fragments.
-        unsigned dsa[4][4];
-        {
-            float dp[8][4];
-            xyt_16x64<D>(dp, sV, warp * 16, sdO, lane);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = nt * 8 + 2 * t + (e & 1);
-                    const float p = f16x2_half(pa[nt >> 1][((nt & 1) << 1) | (e >> 1)], e & 1);
-                    dp[nt][e] = p * (dp[nt][e] - sDelta[col]);
-                }
-            }
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
-                dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
-                dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-            }
-        }
-
-        // dK += dS^T Q (scaled at the end)
-        ay_16xD<D>(dk, dsa, sQ, lane);
-
-        __syncthreads();  // this stage is loaded again two iterations on
     }
-    cp_async_wait<0>();
+    cp_async_wait<0>();  // nothing is in flight here (the last tile loads nothing); kept as a guard
 
     store_rows<D>(dK + head * D, dk, n0 + warp * 16, S, scale, g, t);
     store_rows<D>(dV + head * D, dv, n0 + warp * 16, S, 1.0f, g, t);
@@ -447,6 +510,60 @@ attn_bwd_dkdv(const f16_bits* __restrict__ Q, const f16_bits* __restrict__ K, co
 // attn_bwd_dq: block (m-tile, b*H + h) owns queries m0 .. m0+63 (the grid's last x first, so that
 // with causal masking the longest blocks start first); warp w the 16 queries m0 + 16w ..
 
+// One key tile (n0 ..) against the block's queries, from the stage at sK (K, V). MASK: the tile
+// holds the causal diagonal or key S - 1; every other tile is wholly visible.
+template <int D, bool MASK>
+__device__ __forceinline__ void dq_tile(float (&dq)[D / 8][4], unsigned sQ, unsigned sdO, unsigned sK, int n0,
+                                        int q_lo, int q_hi, float lse_lo, float lse_hi, float delta_lo,
+                                        float delta_hi, int S, int causal, float scale_log2, int warp, int lane) {
+    constexpr int TILE_BYTES = BWD_TILE * D * 2;
+    const int t = lane & 3;
+    const unsigned sV = sK + TILE_BYTES;
+
+    // S = Q K^T (16 queries x 64 keys), P = exp(scale S - LSE)
+    float s[8][4];
+    xyt_16x64<D>(s, sQ, warp * 16, sK, lane);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float p = fast_exp2(fmaf(s[nt][e], scale_log2, -(e < 2 ? lse_lo : lse_hi)));
+            if (MASK) {
+                const int kv = n0 + nt * 8 + 2 * t + (e & 1);
+                const int q = e < 2 ? q_lo : q_hi;
+                if (kv >= S || (causal && kv > q)) {
+                    p = 0.0f;
+                }
+            }
+            s[nt][e] = p;
+        }
+    }
+
+    // dP = dO V^T, dS = P * (dP - Delta), packed as A fragments (k = the 64 keys)
+    unsigned dsa[4][4];
+    {
+        float dp[8][4];
+        xyt_16x64<D>(dp, sdO, warp * 16, sV, lane);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                dp[nt][e] = s[nt][e] * (dp[nt][e] - (e < 2 ? delta_lo : delta_hi));
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
+            dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
+            dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+    }
+
+    // dQ += dS K (scaled at the end)
+    ay_16xD<D>(dq, dsa, sK, lane);
+}
+
 template <int D>
 __device__ __forceinline__ void dq_body(const f16_bits* __restrict__ Q, const f16_bits* __restrict__ K,
                                         const f16_bits* __restrict__ V, const f16_bits* __restrict__ dO,
@@ -465,6 +582,7 @@ __device__ __forceinline__ void dq_body(const f16_bits* __restrict__ Q, const f1
     const long long head = static_cast<long long>(blockIdx.y) * S;
     const f16_bits* Kh = K + head * D;
     const f16_bits* Vh = V + head * D;
+    const TileLane<D> tl = tile_lane<D>(tid);
 
     const unsigned base = smem_u32(smem);
     const unsigned sQ = base;
@@ -474,10 +592,10 @@ __device__ __forceinline__ void dq_body(const f16_bits* __restrict__ Q, const f1
     const int kv_tiles_all = (S + BWD_TILE - 1) / BWD_TILE;
     const int kv_tiles = causal ? min(m_tile + 1, kv_tiles_all) : kv_tiles_all;  // later tiles are masked
 
-    load_tile<D>(sQ, Q + head * D, m0, S, tid);
-    load_tile<D>(sdO, dO + head * D, m0, S, tid);
-    load_tile<D>(stage0, Kh, 0, S, tid);
-    load_tile<D>(stage0 + TILE_BYTES, Vh, 0, S, tid);
+    load_tile<D>(sQ, Q + head * D, m0, S, tl);
+    load_tile<D>(sdO, dO + head * D, m0, S, tl);
+    load_tile<D>(stage0, Kh, 0, S, tl);
+    load_tile<D>(stage0 + TILE_BYTES, Vh, 0, S, tl);
     cp_async_commit();
 
     const int q_lo = m0 + warp * 16 + g;  // the queries of this thread's accumulator rows
@@ -494,70 +612,45 @@ __device__ __forceinline__ void dq_body(const f16_bits* __restrict__ Q, const f1
         dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.0f;
     }
 
-    for (int j = 0; j < kv_tiles; ++j) {
+    // The pipeline, one barrier a tile (as in dkdv): wait for tile j (the only group in flight),
+    // the barrier (tile j visible to all; every warp done with tile j - 1, the other stage's last
+    // reader), then tile j + 1's loads into the other stage. Returns tile j's stage.
+    auto begin_tile = [&](int j) -> unsigned {
         const int st = j & 1;
+        cp_async_wait<0>();
+        __syncthreads();
         if (j + 1 < kv_tiles) {
             const unsigned next = stage0 + (st ^ 1) * STAGE_BYTES;
-            load_tile<D>(next, Kh, (j + 1) * BWD_TILE, S, tid);
-            load_tile<D>(next + TILE_BYTES, Vh, (j + 1) * BWD_TILE, S, tid);
+            load_tile<D>(next, Kh, (j + 1) * BWD_TILE, S, tl);
+            load_tile<D>(next + TILE_BYTES, Vh, (j + 1) * BWD_TILE, S, tl);
+            cp_async_commit();
         }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
+        return stage0 + st * STAGE_BYTES;
+    };
 
-        const unsigned sK = stage0 + st * STAGE_BYTES;
-        const unsigned sV = sK + TILE_BYTES;
-        const int n0 = j * BWD_TILE;
-
-        // S = Q K^T (16 queries x 64 keys), P = exp(scale S - LSE)
-        float s[8][4];
-        xyt_16x64<D>(s, sQ, warp * 16, sK, lane);
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int kv = n0 + nt * 8 + 2 * t + (e & 1);
-                const int q = e < 2 ? q_lo : q_hi;
-                float p = fast_exp2(fmaf(s[nt][e], scale_log2, -(e < 2 ? lse_lo : lse_hi)));
-                if (kv >= S || (causal && kv > q)) {
-                    p = 0.0f;
-                }
-                s[nt][e] = p;
-            }
-        }
-
-        // dP = dO V^T, dS = P * (dP - Delta), packed as A fragments (k = the 64 keys)
-        unsigned dsa[4][4];
-        {
-            float dp[8][4];
-            xyt_16x64<D>(dp, sdO, warp * 16, sV, lane);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    dp[nt][e] = s[nt][e] * (dp[nt][e] - (e < 2 ? delta_lo : delta_hi));
-                }
-            }
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
-                dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
-                dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-            }
-        }
-
-        // dQ += dS K (scaled at the end)
-        ay_16xD<D>(dq, dsa, sK, lane);
-
-        __syncthreads();  // this stage is loaded again two iterations on
+    // Masked tile peeled: only the last key tile can be masked (the causal diagonal, j == m_tile,
+    // or the ragged tile holding key S - 1); the tiles before it see all 64 x 64 pairs.
+    const bool mask_last = causal || (S % BWD_TILE) != 0;
+    const int full_end = mask_last ? kv_tiles - 1 : kv_tiles;
+    int j = 0;
+    for (; j < full_end; ++j) {
+        const unsigned sK = begin_tile(j);
+        dq_tile<D, false>(dq, sQ, sdO, sK, j * BWD_TILE, q_lo, q_hi, lse_lo, lse_hi, delta_lo, delta_hi, S, causal,
+                          scale_log2, warp, lane);
     }
-    cp_async_wait<0>();
+    if (j < kv_tiles) {  // mask_last: j == kv_tiles - 1
+        const unsigned sK = begin_tile(j);
+        dq_tile<D, true>(dq, sQ, sdO, sK, j * BWD_TILE, q_lo, q_hi, lse_lo, lse_hi, delta_lo, delta_hi, S, causal,
+                         scale_log2, warp, lane);
+    }
+    cp_async_wait<0>();  // nothing is in flight here (the last tile loads nothing); kept as a guard
 
     store_rows<D>(dQ + head * D, dq, m0 + warp * 16, S, scale, g, t);
 }
 
-extern "C" __global__ void __launch_bounds__(BWD_THREADS)
+// Two blocks an SM (2 x 128 threads x <= 256 registers, 2 x 98,304 bytes of shared memory at
+// D = 128 on sm_90).
+extern "C" __global__ void __launch_bounds__(BWD_THREADS, 2)
 attn_bwd_dq(const f16_bits* __restrict__ Q, const f16_bits* __restrict__ K, const f16_bits* __restrict__ V,
             const f16_bits* __restrict__ dO, const float* __restrict__ LSE, const float* __restrict__ Delta,
             f16_bits* __restrict__ dQ, int S, int D, int causal, float scale) {
