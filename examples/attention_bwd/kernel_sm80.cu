@@ -137,6 +137,18 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     return r;
 }
 
+// The accumulators of a 16 x 64 product (8 n8 tiles) as the A fragments of 4 k16 steps, rounded
+// to f16: the C layout of n8 tiles 2kk and 2kk+1 is the A layout of k16 step kk.
+__device__ __forceinline__ void pack_a_16x64(const float (&c)[8][4], unsigned (&a)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        a[kk][0] = pack_f16x2(c[2 * kk][0], c[2 * kk][1]);
+        a[kk][1] = pack_f16x2(c[2 * kk][2], c[2 * kk][3]);
+        a[kk][2] = pack_f16x2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+        a[kk][3] = pack_f16x2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+    }
+}
+
 // One half of an f16x2, as f32: the low half for which == 0.
 __device__ __forceinline__ float f16x2_half(unsigned v, int which) {
     unsigned short h = static_cast<unsigned short>(which ? (v >> 16) : (v & 0xffffu));
@@ -364,13 +376,7 @@ __device__ __forceinline__ void dkdv_tile(float (&dk)[D / 8][4], float (&dv)[D /
                 s[nt][e] = p;
             }
         }
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            pa[kk][0] = pack_f16x2(s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = pack_f16x2(s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = pack_f16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = pack_f16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-        }
+        pack_a_16x64(s, pa);
     }
 
     // dV += P^T dO
@@ -390,13 +396,7 @@ __device__ __forceinline__ void dkdv_tile(float (&dk)[D / 8][4], float (&dv)[D /
                 dp[nt][e] = p * (dp[nt][e] - sDelta[col]);
             }
         }
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
-            dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
-            dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-        }
+        pack_a_16x64(dp, dsa);
     }
 
     // dK += dS^T Q (scaled at the end)
@@ -551,13 +551,7 @@ __device__ __forceinline__ void dq_tile(float (&dq)[D / 8][4], unsigned sQ, unsi
                 dp[nt][e] = s[nt][e] * (dp[nt][e] - (e < 2 ? delta_lo : delta_hi));
             }
         }
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            dsa[kk][0] = pack_f16x2(dp[2 * kk][0], dp[2 * kk][1]);
-            dsa[kk][1] = pack_f16x2(dp[2 * kk][2], dp[2 * kk][3]);
-            dsa[kk][2] = pack_f16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            dsa[kk][3] = pack_f16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-        }
+        pack_a_16x64(dp, dsa);
     }
 
     // dQ += dS K (scaled at the end)
