@@ -1,7 +1,9 @@
 """examples/attention_bwd: the attention backward pass as a hot loop of three kernels.
 
 On the CPU: the spec loads and its [[kernels]] agree with the module's entries and params; the
-kernels assemble for sm_80 and sm_90 without spilling; the reference agrees with finite
+kernels assemble for sm_80 and sm_90 without spilling (the sm_90a port for sm_90a; the sm_100a
+tcgen05 port, never run, for sm_100a only, with UTCHMMA and no HMMA in its SASS and `porter
+check --no-gpu` passing interface and assemble); the reference agrees with finite
 differences of the forward loss (causal and not, ragged S, across its row chunks); and the whole
 gate runs the hot loop on the fake device (tests/fake_cupy.py) with the three kernels played in
 NumPy at the roundings the real ones make (f32 products, f16 P and dS), which is what the
@@ -11,10 +13,12 @@ tolerances were set for. On the GPU (`gpu` marker): `porter check` of the real k
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,13 +107,65 @@ def test_the_kernels_assemble_without_spilling(toolchain, arch: str) -> None:
 
 
 def test_the_sm90a_port_assembles_without_spilling_and_uses_wgmma(toolchain) -> None:
-    """kernel_sm90a.ptx (not yet run on a GPU): the same three entries, sm_90a only, no spills."""
+    """kernel_sm90a.ptx (passes on the H200): the same three entries, sm_90a only, no spills."""
     port = EXAMPLE / "kernel_sm90a.ptx"
     _no_spills(_ptxas(toolchain, "sm_90a", port))
     text = port.read_text()
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in text  # S^T, dP^T, S, dP (SS)
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in text  # dV, dK, dQ at D = 128 (RS)
     assert text.count("// porter-kernel:") == 3
+
+
+# --- the sm_100a (tcgen05) port: assembled and SASS-inspected only (no Blackwell GPU here) -------
+
+PORT_SM100A = EXAMPLE / "kernel_sm100a.ptx"
+
+
+def test_the_sm100a_port_assembles_for_sm100a_only_without_spilling(toolchain) -> None:
+    """kernel_sm100a.ptx (never run: no sm_100a GPU): the same three entries, no spills, tcgen05."""
+    _no_spills(_ptxas(toolchain, "sm_100a", PORT_SM100A))
+    text = PORT_SM100A.read_text()
+    assert "tcgen05.mma.cta_group::1.kind::f16" in text
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in text
+    assert "tcgen05.dealloc.cta_group::1.sync.aligned.b32" in text
+    assert "tcgen05.commit.cta_group::1.mbarrier::arrive::one" in text
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.b32" in text
+    assert "wgmma" not in text and "mma.sync" not in text
+    assert text.count("// porter-kernel:") == 3
+    # sm_100a-specific: Hopper refuses it as is and when retargeted
+    run = subprocess.run([str(toolchain.ptxas.path), "-arch=sm_90a", str(PORT_SM100A), "-o", os.devnull],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    retargeted = toolchain.assemble(text.replace(".target sm_100a", ".target sm_90a"), "sm_90a",
+                                    filename=PORT_SM100A.name)
+    assert not retargeted.ok and "tcgen05" in retargeted.log
+
+
+def test_the_sm100a_port_sass_has_utchmma_and_no_hmma(toolchain) -> None:
+    if not toolchain.can_disassemble:
+        pytest.skip("no nvdisasm or cuobjdump (pip install nvidia-cuda-nvdisasm)")
+    result = toolchain.assemble(PORT_SM100A.read_text(), "sm_100a", filename=PORT_SM100A.name)
+    assert result.ok and result.cubin is not None
+    histogram = toolchain.disassemble(result.cubin).histogram()
+
+    def count(prefix: str) -> int:
+        return sum(n for op, n in histogram.items() if op == prefix or op.startswith(prefix + "."))
+
+    # dkdv: S^T, dP^T (D / 16 each), dV, dK (4 each); dq: S, dP (D / 16 each), dQ (4); D = 64 and 128.
+    assert count("UTCHMMA") == (16 + 24) + (12 + 20), histogram
+    assert count("UTCBAR") >= 4 and count("LDTM") >= 1
+    assert count("HMMA") == 0 and count("HGMMA") == 0
+
+
+def test_porter_check_without_a_gpu_passes_interface_and_assemble_for_the_sm100a_port() -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # never touch a GPU from this test
+    cmd = [sys.executable, "-m", "porter", "check", str(PORT_SM100A), "--arch", "sm_100a", "--no-gpu", "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    verdict = json.loads(run.stdout)
+    gates = {g["name"]: g["status"] for g in verdict["gates"]}
+    assert gates["interface"] == "passed" and gates["assemble"] == "passed", verdict
+    assert verdict["status"] == "not run" and gates["equivalence"] == "not run", verdict  # runtime gates
+    assert verdict["signature_sass"]["UTCHMMA"] > 0
 
 
 # --- the reference against finite differences ----------------------------------------------------

@@ -32,7 +32,7 @@ def test_the_shipped_suite_has_its_tasks() -> None:
     assert set(gemm) == {"sm_90a", "sm_100a"}
     assert {t.source.name for t in gemm.values()} == {"kernel_sm80.ptx"}
     assert gemm["sm_100a"].solution is not None and gemm["sm_100a"].solution.name == "kernel_sm100a.ptx"
-    assert len(tasks) == 8  # attention_fwd: two tasks with their reference ports; attention_bwd: one
+    assert len(tasks) == 9  # attention_fwd and attention_bwd: two tasks each, with their reference ports
 
 
 def test_a_task_file_with_task_tables_that_are_not_tables_is_refused(tmp_path: Path) -> None:
@@ -73,8 +73,8 @@ def test_rows_and_rates_count_only_what_ran() -> None:
 def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) -> None:
     tasks = [t for t in find_tasks(ROOT / "examples") if t.solution is not None]
     rows = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=no_gpu)
-    # gemm_bt_tile -> sm_90a; gemm_bf16 and attention_fwd, each -> sm_90a and -> sm_100a; attention_bwd -> sm_90a
-    assert len(rows) == 6
+    # gemm_bt_tile -> sm_90a; gemm_bf16, attention_fwd and attention_bwd, each -> sm_90a and -> sm_100a
+    assert len(rows) == 7
     for row in rows:
         assert row.status == "not run" and row.assembled and row.native_in_sass, row
     assert summarise(rows).ran == 0
