@@ -4,8 +4,9 @@
 # benchmark and raw profiler outputs for the parser fixtures. Logs go to $OUT (or ./gpu-logs),
 # at most 8 files. Runs from a source checkout with PYTHONPATH: litellm and git are not imported.
 #   tools/run_gpu_tier.sh [all | tests | cuda12 | checks]
-# tests: the gpu tests (about 7 minutes on the H200); cuda12: the same with CUDA 12's ptxas (about 7);
+# tests: the gpu tests (about 8 minutes on the H200); cuda12: the same with CUDA 12's ptxas (about 8);
 # checks: porter check on every example, the scripted port, the benchmark, the captures (about 4).
+# Each part fits one 10-minute call of its own; `all` does not.
 set -uo pipefail
 PART=${1:-all}
 cd "$(dirname "$0")/.."
@@ -19,33 +20,28 @@ OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
 # The optional extras' GPU tests (pool over dask, MCP) need their packages: from ./.wheels when absent.
 python3 -c 'import mcp, distributed' 2> /dev/null || python3 -m pip install -q --no-index --find-links .wheels \
   mcp dask distributed 2>&1 | tail -2
-# Every GPU test, in groups run at once on the one GPU: the GPU lock (porter/gate/runner/gpulock.py)
-# keeps each timing run alone, so the ratios are those of a quiet GPU. With CUDA 12's ptxas
-# (tools/cuda12_ptxas.sh .cuda12, carried) the whole tier runs a second time on its cubins.
-# JUnit files and logs go into one archive ($OUT takes few files).
+# Every GPU test in one pytest spread over 6 processes (pytest-xdist, which the GPU image has; one
+# process where it is missing): the GPU lock (porter/gate/runner/gpulock.py) keeps each timing run
+# alone, so the ratios are those of a quiet GPU. On the H200 (2026-12-04) the CUDA 12 tier took
+# 479 s this way; three hand-made groups at once took over 600 s, the example checks of
+# test_gate_gpu.py holding the last group up. With CUDA 12's ptxas (tools/cuda12_ptxas.sh .cuda12,
+# carried) the whole tier runs a second time on its cubins. JUnit files and logs go into one
+# archive ($OUT takes few files).
 LOGS=$(mktemp -d)
-group() { # name cuda_home files...
-  local name=$1 home=$2; shift 2
+PARALLEL=()
+python3 -c 'import xdist' 2> /dev/null && PARALLEL=(-n 6 -p no:benchmark)
+tier() { # name cuda_home
+  local name=$1 home=$2
   PORTER_CUDA_HOME=$home PORTER_CACHE_DIR=$PORTER_CACHE_DIR/$name python3 -m pytest -q -m gpu -p no:cacheprovider \
-    -rfEs --durations=15 --junitxml="$LOGS/$name.xml" "$@" > "$LOGS/$name.txt" 2>&1
+    "${PARALLEL[@]}" -rfEs --durations=15 --junitxml="$LOGS/$name.xml" tests/ > "$LOGS/$name.txt" 2>&1
   echo "$name: $(tail -1 "$LOGS/$name.txt")"
 }
-ATTACKS=(tests/test_attacks_gpu.py tests/test_check_entry.py)
-GATE=(tests/test_gate_gpu.py tests/test_cuda_releases.py)
-REST=($(grep -l "pytest.mark.gpu" tests/test_*.py | grep -v -e test_attacks_gpu -e test_check_entry -e test_gate_gpu \
-        -e test_cuda_releases))
 {
   if [ "$PART" = all ] || [ "$PART" = tests ]; then
-    group attacks "${PORTER_CUDA_HOME:-}" "${ATTACKS[@]}" &
-    group gate "${PORTER_CUDA_HOME:-}" "${GATE[@]}" &
-    group rest "${PORTER_CUDA_HOME:-}" "${REST[@]}" &
-    wait
+    tier cuda13 "${PORTER_CUDA_HOME:-}"
   fi
   if { [ "$PART" = all ] || [ "$PART" = cuda12 ]; } && [ -x .cuda12/bin/ptxas ]; then
-    group attacks-cuda12 "$PWD/.cuda12" "${ATTACKS[@]}" &
-    group gate-cuda12 "$PWD/.cuda12" "${GATE[@]}" &
-    group rest-cuda12 "$PWD/.cuda12" "${REST[@]}" &
-    wait
+    tier cuda12 "$PWD/.cuda12"
   fi
   grep -h -A20 "short test summary" "$LOGS"/*.txt | cut -c1-300
 } 2>&1 | tee "$OUT/gpu-tests.txt"
