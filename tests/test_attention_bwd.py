@@ -146,15 +146,11 @@ def test_the_sm100a_port_sass_has_utchmma_and_no_hmma(toolchain) -> None:
         pytest.skip("no nvdisasm or cuobjdump (pip install nvidia-cuda-nvdisasm)")
     result = toolchain.assemble(PORT_SM100A.read_text(), "sm_100a", filename=PORT_SM100A.name)
     assert result.ok and result.cubin is not None
-    histogram = toolchain.disassemble(result.cubin).histogram()
-
-    def count(prefix: str) -> int:
-        return sum(n for op, n in histogram.items() if op == prefix or op.startswith(prefix + "."))
-
+    sass = toolchain.disassemble(result.cubin)  # counts by opcode base: every UTCHMMA.* is a UTCHMMA
     # dkdv: S^T, dP^T (D / 16 each), dV, dK (4 each); dq: S, dP (D / 16 each), dQ (4); D = 64 and 128.
-    assert count("UTCHMMA") == (16 + 24) + (12 + 20), histogram
-    assert count("UTCBAR") >= 4 and count("LDTM") >= 1
-    assert count("HMMA") == 0 and count("HGMMA") == 0
+    assert sass.count("UTCHMMA") == (16 + 24) + (12 + 20), sass.histogram()
+    assert sass.count("UTCBAR") >= 4 and sass.count("LDTM") >= 1
+    assert sass.count("HMMA") == 0 and sass.count("HGMMA") == 0
 
 
 def test_porter_check_without_a_gpu_passes_interface_and_assemble_for_the_sm100a_port() -> None:

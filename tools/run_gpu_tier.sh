@@ -38,7 +38,7 @@ tier() { # name cuda_home
 }
 {
   if [ "$PART" = all ] || [ "$PART" = tests ]; then
-    tier cuda13 "${PORTER_CUDA_HOME:-}"
+    tier tests "${PORTER_CUDA_HOME:-}"  # the toolchain porter picks, or the one named
   fi
   if { [ "$PART" = all ] || [ "$PART" = cuda12 ]; } && [ -x .cuda12/bin/ptxas ]; then
     tier cuda12 "$PWD/.cuda12"
