@@ -119,23 +119,98 @@ class GitRepo:
         out = self.run("ls-tree", "-z", "--full-tree", "--name-only", rev, "--", *sorted(paths))
         return frozenset(decode_path(p) for p in out.split(b"\0") if p)
 
-    def listing(self, rev: str, folder: str, *, recursive: bool) -> list[tuple[str, str]]:
-        """``(object, path)`` of the files in ``folder`` at ``rev`` ("." is the whole tree)."""
+    def entries(self, rev: str, folder: str, *, recursive: bool) -> list[TreeEntry]:
+        """Every entry of ``folder`` at ``rev`` ("." is the whole tree), symbolic links included."""
         args = ["ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
         if folder != ".":
             args += ["--", folder + "/"]
-        entries = []
-        for item in self.run(*args).split(b"\0"):
-            if item:
-                meta, _, path = item.partition(b"\t")
-                mode, kind, obj = meta.decode().split()
-                if kind == "blob" and mode != "120000":  # no symbolic links: they could point anywhere
-                    entries.append((obj, decode_path(path)))
-        return entries
+        return _tree_entries(self.run(*args))
+
+    def entry(self, rev: str, path: str) -> TreeEntry | None:
+        """The tree entry at ``path`` in ``rev`` (links not followed), or None."""
+        found = _tree_entries(self.run("ls-tree", "-z", "--full-tree", rev, "--", path))
+        return next((e for e in found if e.path == path), None)
+
+    def listing(self, rev: str, folder: str, *, recursive: bool) -> list[tuple[str, str]]:
+        """``(object, path)`` of the files in ``folder`` at ``rev`` ("." is the whole tree). A symbolic
+        link is listed with the object of the file it resolves to inside the repository (see
+        :meth:`resolve`); one that leaves the repository, loops or dangles is left out."""
+        listed = []
+        for item in self.entries(rev, folder, recursive=recursive):
+            found: TreeEntry | None = item
+            if item.is_link:
+                try:
+                    found = self.resolve(rev, item.path)
+                except InputError:
+                    found = None
+            if found is not None and found.kind == "blob":
+                listed.append((found.obj, item.path))
+        return listed
+
+    def resolve(self, rev: str, path: str, *, max_links: int = 16) -> TreeEntry:
+        """The entry a reader of ``path`` at ``rev`` gets once every symbolic link on the way is
+        followed (the final one and any folder link), as a checkout would; its ``path`` is the real
+        one. InputError when a link leaves the repository (an absolute target, or ``..`` above the
+        root), when links loop, or when nothing is there."""
+        done: list[str] = []
+        todo = [p for p in path.split("/") if p]
+        followed = 0
+        while todo:
+            part = todo.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if not done:
+                    raise InputError(f"{path}: a symbolic link on the way leads outside the repository")
+                done.pop()
+                continue
+            here = "/".join([*done, part])
+            found = self.entry(rev, here)
+            if found is None:
+                raise InputError(f"{path}: {here} does not exist at {rev[:12]}")
+            if not found.is_link:
+                done.append(part)
+                continue
+            followed += 1
+            if followed > max_links:
+                raise InputError(f"{path}: more than {max_links} symbolic links on the way (a loop?)")
+            target = decode_path(self.blob(found.obj))
+            if target.startswith("/"):
+                raise InputError(f"{path}: a symbolic link to {target}, outside the repository")
+            todo = [p for p in target.split("/") if p] + todo
+        resolved = "/".join(done)
+        entry = self.entry(rev, resolved) if resolved else None
+        if entry is None:
+            raise InputError(f"{path}: nothing at {resolved or 'the repository root'}")
+        return entry
 
     def blob(self, obj: str) -> bytes:
         """The bytes of a blob: an object name, or ``REV:PATH``."""
         return self.run("cat-file", "blob", obj)
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of ``git ls-tree``: mode (``120000`` is a symbolic link), kind, object and path."""
+
+    mode: str
+    kind: str
+    obj: str
+    path: str
+
+    @property
+    def is_link(self) -> bool:
+        return self.mode == "120000"
+
+
+def _tree_entries(raw: bytes) -> list[TreeEntry]:
+    entries = []
+    for item in raw.split(b"\0"):
+        if item:
+            meta, _, path = item.partition(b"\t")
+            mode, kind, obj = meta.decode().split()
+            entries.append(TreeEntry(mode, kind, obj, decode_path(path)))
+    return entries
 
 
 def decode_path(raw: bytes) -> str:

@@ -380,10 +380,11 @@ def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str],
     echo("porter worker: stopped")
 
 
-def ci(repo: Path, *, model: str | None = None, port_to: str | None = None, gpu: bool = True,
-       env: Mapping[str, str] | None = None, **options: Any) -> CiOutcome:
-    """``porter ci``: the pre-merge bot (see :mod:`porter.ci.bot`), with the model for ``--port-to``
-    resolved as ``porter port`` resolves it."""
+def ci(repo: Path, *, model: str | None = None, api_base: str | None = None, port_to: str | None = None,
+       gpu: bool = True, env: Mapping[str, str] | None = None, **options: Any) -> CiOutcome:
+    """``porter ci``: the pre-merge bot (see :mod:`porter.ci.bot`). The model for ``--port-to`` is
+    the bot's own: ``--model``/``--api-base``, else ``PORTER_MODEL``/``PORTER_API_BASE``; never a
+    config file in the checkout, which the pull request under review writes."""
     from porter.ci.bot import run_ci
     from porter.gate.runner import Runner
 
@@ -391,7 +392,6 @@ def ci(repo: Path, *, model: str | None = None, port_to: str | None = None, gpu:
     if port_to:
         from porter.agent.llm import resolve_model
 
-        name, base, _ = resolve_model(model, env=os.environ if env is None else env,
-                                      config_path=repo / ".porter" / "config.toml")
-    return run_ci(repo, port_to=port_to, model=name, api_base=base, runner_factory=Runner if gpu else None,
-                  **options)
+        name, base, _ = resolve_model(model, env=os.environ if env is None else env, config_path=None)
+    return run_ci(repo, port_to=port_to, model=name, api_base=api_base or base,
+                  runner_factory=Runner if gpu else None, **options)

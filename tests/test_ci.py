@@ -22,6 +22,7 @@ from porter.ci.bot import (
     Target,
     exit_code,
     judge_speed,
+    material_edits,
     parse_name_status,
     plan,
     run_ci,
@@ -173,7 +174,9 @@ def test_the_spec_comes_from_the_base_revision(repo: Path, toolchain) -> None:
     assert outcome.spec_from == "base" and outcome.spec_revision == base
     assert outcome.exit_code == 3  # checked with the base spec: static gates passed, no GPU
     assert outcome.kernels[0].verdict.gate("assemble").status == "passed"
-    assert outcome.notes == (f"{SPEC}: changed, but not used here: the spec and reference come from the base revision",)
+    assert outcome.notes == (f"{SPEC}: edited in this change, not used here: specs, references and their Python "
+                             "come from the base revision",)
+    assert f"this change edits {SPEC}: checked against the base revision's copy" in outcome.kernels[0].spec_note
 
     trusted, _ = ci(repo, toolchain, spec_from="head")
     assert trusted.exit_code == 2 and trusted.spec_revision == git(repo, "rev-parse", "HEAD")
@@ -196,38 +199,39 @@ def test_a_spec_only_change_is_noted_under_the_base_spec_and_rechecks_under_the_
     commit(repo, "ref", {f"{FOLDER}/ref.py": (EXAMPLE / "ref.py").read_text() + "# edited\n"})
     outcome, _ = ci(repo, toolchain)
     assert (outcome.exit_code, outcome.message) == (0, "no kernel changed")
-    assert outcome.notes and outcome.notes[0].startswith(f"{FOLDER}/ref.py: changed, but not used here")
+    assert outcome.notes and outcome.notes[0].startswith(f"{FOLDER}/ref.py: edited in this change, not used here")
     rechecked, _ = ci(repo, toolchain, spec_from="head")
     assert rechecked.exit_code == 3
     (kernel,) = rechecked.kernels
     assert kernel.path == KERNEL and kernel.base_path is None  # unchanged: nothing to time it against
 
 
-def test_a_kernel_added_with_its_own_new_spec_is_checked_against_it_and_marked(repo: Path, toolchain,
-                                                                              tmp_path: Path) -> None:
+def test_a_kernel_added_with_its_own_new_spec_needs_a_trusted_spec(repo: Path, toolchain, tmp_path: Path) -> None:
     commit(repo, "new kernel", {
         "kernels/copy/kernel.ptx": kernel_text(),
         "kernels/copy/porter.toml": (EXAMPLE / "porter.toml").read_text(),
         "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text(),
     })
     outcome, printed = ci(repo, toolchain, summary_path=tmp_path / "summary.md")
-    (kernel,) = outcome.kernels
-    assert kernel.path == "kernels/copy/kernel.ptx" and kernel.spec == "kernels/copy/porter.toml"
-    assert kernel.spec_new and "spec new in this change" in kernel.spec_note
-    assert not outcome.skipped and outcome.exit_code == 3  # checked: static gates passed, no GPU here
-    assert kernel.verdict.gate("assemble").status == "passed"
-    assert "spec new in this change" in "\n".join(printed)
-    assert "spec new in this change" in (tmp_path / "summary.md").read_text()
-    both, _ = ci(repo, toolchain, spec_from="head")
-    assert [k.path for k in both.kernels] == ["kernels/copy/kernel.ptx"] and both.exit_code == 3
-    assert both.kernels[0].spec_new
+    assert not outcome.kernels and outcome.exit_code == 1
+    (skipped,) = outcome.skipped
+    assert skipped.path == "kernels/copy/kernel.ptx"
+    assert skipped.reason.startswith("not checked: needs a trusted spec: its spec kernels/copy/porter.toml is new")
+    assert "needs a trusted spec" in "\n".join(printed)
+    assert "needs a trusted spec" in (tmp_path / "summary.md").read_text()
+    allowed, _ = ci(repo, toolchain, allow_unchecked=True)
+    assert allowed.exit_code == 0 and allowed.skipped
+    trusted, _ = ci(repo, toolchain, spec_from="head")
+    (kernel,) = trusted.kernels
+    assert kernel.path == "kernels/copy/kernel.ptx" and kernel.spec_new and "spec new in this change" in kernel.spec_note
+    assert trusted.exit_code == 3 and kernel.verdict.gate("assemble").status == "passed"  # no GPU here
 
 
 def test_a_new_kernel_with_a_wrong_new_spec_fails_on_its_own_spec(repo: Path, toolchain) -> None:
     spec = (EXAMPLE / "porter.toml").read_text().replace('entry = "vector_add"', 'entry = "vadd"')
     commit(repo, "new kernel", {"kernels/copy/kernel.ptx": kernel_text(), "kernels/copy/porter.toml": spec,
                                 "kernels/copy/ref.py": (EXAMPLE / "ref.py").read_text()})
-    outcome, _ = ci(repo, toolchain)
+    outcome, _ = ci(repo, toolchain, spec_from="head")
     assert outcome.exit_code == 1 and "no .entry 'vadd'" in outcome.kernels[0].reason
 
 
@@ -432,14 +436,20 @@ def test_name_status_with_renames() -> None:
 def test_plan_picks_kernels_with_a_spec_at_the_spec_revision() -> None:
     changes = [Change("M", "a/kernel.ptx"), Change("A", "b/kernel.ptx"), Change("M", "c/kernel.ptx"),
                Change("D", "a/old.ptx"), Change("M", "a/ref.py"), Change("M", "docs/x.md")]
+    edited = material_edits(changes, {"a/porter.toml", "b/porter.toml"}, {})
+    assert edited == {"a/porter.toml": ("a/ref.py",)}
     targets, skipped, notes = plan(changes, spec_from="base", specs={"a/porter.toml"},
-                                   other_specs={"a/porter.toml", "b/porter.toml"}, folder_kernels={})
-    assert targets[0] == Target("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml")
-    assert targets[1].path == "b/kernel.ptx" and targets[1].spec_new and targets[1].spec == "b/porter.toml"
-    assert [s.path for s in skipped] == ["c/kernel.ptx"] and "no porter.toml" in skipped[0].reason
-    assert len(notes) == 1 and notes[0].startswith("a/ref.py: changed, but not used")
+                                   other_specs={"a/porter.toml", "b/porter.toml"}, folder_kernels={}, edited=edited)
+    (target,) = targets
+    assert (target.path, target.base_path, target.spec) == ("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml")
+    assert "this change edits a/ref.py" in target.spec_note
+    assert [s.path for s in skipped] == ["b/kernel.ptx", "c/kernel.ptx"]
+    assert "needs a trusted spec" in skipped[0].reason and "no porter.toml" in skipped[1].reason
+    assert notes == ("a/old.ptx: deleted in this change",
+                     "a/ref.py: edited in this change, not used here: specs, references and their Python come from "
+                     "the base revision")
     targets, _, notes = plan([Change("M", "a/ref.py")], spec_from="head", specs={"a/porter.toml"}, other_specs=set(),
-                             folder_kernels={"a/porter.toml": ["a/kernel.ptx"]})
+                             folder_kernels={"a/porter.toml": ["a/kernel.ptx"]}, edited={"a/porter.toml": ("a/ref.py",)})
     assert targets == (Target("a/kernel.ptx", None, "a/porter.toml"),) and notes == ()
 
 

@@ -112,8 +112,13 @@ def estimate_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
 
 @functools.cache
 def _litellm() -> ModuleType:
-    """Import litellm once, offline and quiet: bundled price map, no debug banners, no telemetry."""
+    """Import litellm once, offline and quiet: bundled price map, no debug banners, no telemetry,
+    and no ``.env`` file read. In its default mode litellm's import loads a ``.env`` found walking up
+    from its install folder, which with a virtual environment inside a checkout is the checkout's:
+    a pull request could then set ``OPENAI_API_BASE`` and receive the bot's key. Keys and endpoints
+    come from the environment porter was started with, and from its flags."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     import litellm
 
     litellm.suppress_debug_info = True

@@ -116,19 +116,6 @@ def _copy_into(run_dir: Path, source: Path, rel: str) -> str:
     return (Path(INPUTS) / rel).as_posix()
 
 
-def _spec_files(spec: Spec) -> list[Path]:
-    """The files a spec names: its reference (module, source kernel or golden folder) and baseline."""
-    files = []
-    ref = spec.reference
-    if ref is not None and ref.callable is not None:
-        files.append(ref.callable.path)
-    elif ref is not None and ref.path is not None and ref.path.exists():
-        files.append(ref.path)
-    if spec.baseline is not None:
-        files.append(spec.baseline.path)
-    return files
-
-
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
@@ -152,8 +139,10 @@ def snapshot_inputs(run_dir: Path, kernel: Path, spec: Spec, model: ModelClient 
     spec_rel = _copy_into(run_dir, spec.path, f"spec/{spec.source}")
     base = spec.base_dir.resolve()
     missing = []
-    for path in _spec_files(spec):
+    for path in spec.named_files():
         resolved = path.resolve()
+        if not resolved.exists():
+            continue
         if not resolved.is_relative_to(base) or _size(resolved) > _GOLDEN_COPY_LIMIT:
             missing.append(str(path))
             continue

@@ -60,10 +60,14 @@ from porter.ci.change import (
     SpecFrom,
     SpeedCheck,
     Target,
+    is_kernel,
     is_spec,
+    material_edits,
     nearest_spec,
     spec_candidates,
 )
+from porter.ci.interface import interface_change
+from porter.ci.revision import write_file, write_folder
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.runner.client import GpuRunner, Runner, opened
@@ -71,6 +75,7 @@ from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.verdict import Status, Verdict, exit_code_for
 from porter.gitcmd import GitRepo
 from porter.ptx import parse_ptx
+from porter.ptx.arch import get_profile
 from porter.ptx.toolchain import Toolchain, find_toolchain
 
 UPSTREAM_REFS = ("@{upstream}", "origin/HEAD", "origin/main", "origin/master")
@@ -91,7 +96,7 @@ def parse_name_status(raw: bytes) -> tuple[Change, ...]:
     while i < len(fields) and fields[i]:
         letter = fields[i][0]
         if letter in "RC":
-            changes.append(Change(letter, fields[i + 2], fields[i + 1]))
+            changes.append(Change(letter, fields[i + 2], fields[i + 1], same_content=fields[i] == f"{letter}100"))
             i += 3
         else:
             changes.append(Change(letter, fields[i + 1]))
@@ -106,53 +111,47 @@ def plan(
     specs: Collection[str],
     other_specs: Collection[str],
     folder_kernels: Mapping[str, Sequence[str]],
+    edited: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[tuple[Target, ...], tuple[Skipped, ...], tuple[str, ...]]:
     """Which kernels to check and against which spec, which changed kernels could not be checked
-    (and why), and notes on spec changes.
+    (and why), and notes on the change.
 
     ``specs`` holds the spec paths that exist at the spec revision, ``other_specs`` those at the
     other revision. A kernel's spec is the nearest ``porter.toml`` walking up from its folder.
-    ``folder_kernels`` maps a spec to the PTX files it governs at head; it is used with
-    ``spec_from="head"``, where a change to a spec's folder re-checks its unchanged kernels (there is
-    no base version to time those against: they did not change).
+    ``edited`` maps a spec to the files of its material (the spec, its Python, the files it names)
+    that the change edits (see :func:`porter.ci.change.material_edits`). ``folder_kernels`` maps
+    such a spec to the PTX files it governs at head; with ``spec_from="head"`` (``--trust-head``)
+    they are re-checked against the change's spec (there is no base version to time those against:
+    they did not change).
 
-    With the spec from the base revision (the default), a changed kernel is checked, in this order,
-    against: the base revision's copy of its spec; the base copy of a spec the change moved to where
-    its spec now is; the base spec of its old path (a kernel that moved, or whose spec moved, is still
-    judged by the spec it had); the base spec of its path (a spec deleted in this change still judges).
-    Only a kernel with no spec at base at all is checked against a spec new in this change, and
-    marked so; and not when the same change removes another spec (a spec moved with enough edits
-    that git does not pair the two paths looks exactly like that). Anything else is not checked:
-    a :class:`Skipped`, which fails the bot unless unchecked kernels are allowed.
+    With the spec from the base revision (the default), nothing of the change's own runs: a changed
+    kernel is checked, in this order, against the base revision's copy of its spec; the base copy of
+    a spec the change moved to where its spec now is; the base spec of its old path (a kernel that
+    moved, or whose spec moved, is still judged by the spec it had); the base spec of its path (a
+    spec deleted in this change still judges). A change that edits a spec's material is judged by
+    the base copy all the same, and each kernel says so: editing the judgement never takes a kernel
+    out of it. Not checked (a :class:`Skipped`, which fails the bot unless unchecked kernels are
+    allowed): a kernel whose only spec is new in this change ("needs a trusted spec": its Python
+    would be the change's), and a kernel with no spec at all.
     """
+    edited = edited or {}
     head_specs, base_specs = (other_specs, specs) if spec_from == "base" else (specs, other_specs)
     moved = {c.path: c.old_path for c in changes
              if c.status in "RC" and c.old_path and is_spec(c.path) and is_spec(c.old_path) and c.old_path in base_specs}
     removed = sorted({c.path for c in changes if c.status == "D" and is_spec(c.path)}
                      | {c.old_path for c in changes if c.status == "R" and c.old_path and is_spec(c.old_path)})
     targets: dict[str, Target] = {}
-    skipped: list[Skipped] = []
-    notes: list[str] = []
-    changed_spec_folders: list[str] = []
+    skipped: dict[str, Skipped] = {}
+    notes: list[str] = [f"{c.path}: deleted in this change" for c in changes if c.status == "D" and is_kernel(c.path)]
     for change in changes:
-        if change.status == "D":
-            continue
-        if not change.path.endswith(".ptx"):
-            governing = nearest_spec(change.path, specs)
-            if governing is None:
-                continue
-            if spec_from == "base":
-                notes.append(f"{change.path}: changed, but not used here: the spec and reference come from "
-                             "the base revision")
-            elif governing not in changed_spec_folders:
-                changed_spec_folders.append(governing)
+        if change.status == "D" or not is_kernel(change.path):
             continue
         base_path = None if change.status == "A" else change.old_path or change.path
         at_head = nearest_spec(change.path, head_specs)
         if spec_from == "head":
             if at_head is None:
-                skipped.append(Skipped(change.path, "no porter.toml in its folder or any folder above it at the "
-                                                    "head revision"))
+                skipped[change.path] = Skipped(change.path, "no porter.toml in its folder or any folder above it at "
+                                                            "the head revision")
             else:
                 new = at_head not in base_specs
                 targets[change.path] = Target(change.path, base_path, at_head, spec_new=new,
@@ -160,33 +159,45 @@ def plan(
             continue
         old_spec = nearest_spec(base_path, base_specs) if base_path is not None else None
         if at_head is not None and at_head in base_specs:
-            targets[change.path] = Target(change.path, base_path, at_head)
+            target = Target(change.path, base_path, at_head)
         elif at_head is not None and at_head in moved:
-            targets[change.path] = Target(change.path, base_path, moved[at_head], spec_note=(
+            target = Target(change.path, base_path, moved[at_head], spec_note=(
                 f"spec moved in this change ({moved[at_head]} -> {at_head}): checked against the base revision's "
                 f"{moved[at_head]}"))
         elif old_spec is not None:
-            targets[change.path] = Target(change.path, base_path, old_spec, spec_note=(
+            target = Target(change.path, base_path, old_spec, spec_note=(
                 f"its spec at head is {at_head or 'missing'}; checked against {old_spec}, the spec of "
                 f"{base_path} at the base revision"))
         elif at_head is None and (gone := nearest_spec(change.path, base_specs)) is not None:
-            targets[change.path] = Target(change.path, base_path, gone, spec_note=(
+            target = Target(change.path, base_path, gone, spec_note=(
                 f"{gone} is removed in this change: checked against the base revision's copy"))
         elif at_head is not None and removed:
-            skipped.append(Skipped(change.path, (
-                f"its spec {at_head} is new in this change, which also removes {', '.join(removed)}: a moved spec "
-                "that git did not pair up looks like this, and the change would judge itself; land the move "
-                "first, or give --allow-unchecked")))
+            skipped[change.path] = Skipped(change.path, (
+                f"not checked: needs a trusted spec: its spec {at_head} is new in this change, which also removes "
+                f"{', '.join(removed)}: a moved spec that git did not pair up looks like this; land the move first"))
+            continue
         elif at_head is not None:
-            targets[change.path] = Target(change.path, base_path, at_head, spec_new=True,
-                                          spec_note="spec new in this change: checked against the change's own spec")
+            skipped[change.path] = Skipped(change.path, (
+                f"not checked: needs a trusted spec: its spec {at_head} is new in this change, and the change's own "
+                "spec and Python do not run here (--trust-head runs them, for repositories whose authors are trusted)"))
+            continue
         else:
-            skipped.append(Skipped(change.path, "no porter.toml in its folder or any folder above it, at the base "
-                                                "or the head revision"))
-    for spec in changed_spec_folders:
-        for path in folder_kernels.get(spec, ()):
-            targets.setdefault(path, Target(path, None, spec))
-    return tuple(targets.values()), tuple(skipped), tuple(notes)
+            skipped[change.path] = Skipped(change.path, "no porter.toml in its folder or any folder above it, at "
+                                                        "the base or the head revision")
+            continue
+        if target.spec in edited:
+            said = (f"this change edits {', '.join(edited[target.spec])}: checked against the base revision's "
+                    "copy; the change's own does not run here (--trust-head runs it)")
+            target = replace(target, spec_note=f"{target.spec_note}; {said}" if target.spec_note else said)
+        targets[change.path] = target
+    if spec_from == "head":
+        for spec in edited:
+            for path in folder_kernels.get(spec, ()):
+                targets.setdefault(path, Target(path, None, spec))
+    else:
+        notes += [f"{path}: edited in this change, not used here: specs, references and their Python come from "
+                  "the base revision" for paths in edited.values() for path in paths]
+    return tuple(targets.values()), tuple(skipped.values()), tuple(notes)
 
 
 def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
@@ -229,13 +240,17 @@ def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, a
     return next((code for code in _EXIT_SEVERITY if code in codes), 0)
 
 
-def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], *, allow_unchecked: bool = False) -> str:
+def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], notes: Sequence[str] = (), *,
+             allow_unchecked: bool = False) -> str:
     unchecked = ""
     if skipped:
         unchecked = (f"{len(skipped)} changed kernel(s) not checked"
                      + (" (allowed by --allow-unchecked)" if allow_unchecked else " (a failure: --allow-unchecked allows it)"))
     if not kernels:
-        return f"no kernel to check; {unchecked}" if skipped else "no kernel changed"
+        if skipped:
+            return f"no kernel to check; {unchecked}"
+        deleted = [n.removesuffix(": deleted in this change") for n in notes if n.endswith(": deleted in this change")]
+        return f"no kernel to check: deleted in this change: {', '.join(deleted)}" if deleted else "no kernel changed"
     config = [k for k in kernels if k.config_error]
     if config:
         return f"configuration error: {config[0].reason}"
@@ -272,28 +287,6 @@ def _resolve_base(git: GitRepo, base: str | None, head: str, head_sha: str) -> t
     return parent, f"{head}~1"
 
 
-def _inside(root: Path, relative: str) -> Path:
-    """``root / relative``, refusing tree paths that would land outside ``root``."""
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root):
-        raise InputError(f"{relative!r}: a path outside the repository")
-    return path
-
-
-def _write_file(git: GitRepo, rev: str, path: str, root: Path) -> Path:
-    dest = _inside(root, path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(git.blob(f"{rev}:{path}"))
-    return dest
-
-
-def _write_folder(git: GitRepo, rev: str, folder: str, root: Path) -> None:
-    for obj, path in git.listing(rev, folder, recursive=True):
-        dest = _inside(root, path)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(git.blob(obj))
-
-
 def _tidy(message: str, tmp: Path) -> str:
     """Say repository paths, not the temporary folder the revisions were written to."""
     for sub in ("spec", "newspec", "head", "base"):
@@ -316,9 +309,21 @@ class _Run:
     base: str
     spec_revision: str
     toolchain: Toolchain
-    runner: GpuRunner | None
+    runner_factory: Callable[[], GpuRunner] | None
     max_slowdown: float
     sanitize: bool
+    allow_interface_change: bool
+
+
+def trusted_spec(git: GitRepo, target: Target, run: _Run) -> Path:
+    """The spec file that judges ``target``, written from git objects (never the work tree) into the
+    run's temporary folder: the spec revision's copy, or for a spec new in this change (only with
+    ``--trust-head``) the head's. Its folder comes along: reference, derive functions, goldens."""
+    revision, folder = (run.head, "newspec") if target.spec_new else (run.spec_revision, "spec")
+    spec_file = run.tmp / folder / target.spec
+    if not spec_file.exists():
+        write_folder(git, revision, str(PurePosixPath(target.spec).parent), run.tmp / folder)
+    return spec_file
 
 
 def _check_target(target: Target, run: _Run) -> CiKernel:
@@ -330,33 +335,37 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
         reason = _tidy(str(err), run.tmp)
         return result("error", reason, config_error=True, findings=(Finding(target.spec, None, reason),))
 
-    # A spec new in this change exists only at head: it is read from there, and the kernel says so.
-    revision, folder = (run.head, "newspec") if target.spec_new else (run.spec_revision, "spec")
-    spec_file = run.tmp / folder / target.spec
+    def failed(reason: str, line: int | None = None) -> CiKernel:
+        return result("failed", reason, findings=(Finding(target.path, line, _tidy(reason, run.tmp)),))
+
     try:
-        if not spec_file.exists():
-            _write_folder(run.git, revision, str(PurePosixPath(target.spec).parent), run.tmp / folder)
-        spec = load_spec(spec_file)
+        spec = load_spec(trusted_spec(run.git, target, run))
     except InputError as err:
         return config_error(err)
-    head_file = _write_file(run.git, run.head, target.path, run.tmp / "head")
     try:
+        head_file = write_file(run.git, run.head, target.path, run.tmp / "head")
         module = parse_ptx(head_file.read_text(encoding="utf-8", errors="replace"), filename=target.path)
-        # The kernel's own porter-launch line decides its entry and launch, as in porter check.
-        entry_name = declared_spec(spec, module.text, source=target.path)[0].entry
+        declared = declared_spec(spec, module.text, source=target.path)[0]
     except InputError as err:
-        return result("failed", str(err), findings=(Finding(target.path, None, str(err)),))
+        return failed(str(err))
+    base = _base_kernel(target, spec, run)
     try:
-        entry_line = module.entry(entry_name).line
+        entry_line = module.entry(declared.entry).line
     except KeyError:
         names = ", ".join(e.name for e in module.kernels) or "none"
-        named = f"which {target.spec} names" if entry_name == spec.entry else "which its porter-launch line names"
-        reason = f"no .entry {entry_name!r}, {named} (entries: {names})"
-        return result("failed", reason, findings=(Finding(target.path, None, reason),))
-    baseline, untimed = _baseline(target, spec, run)
+        named = f"which {target.spec} names" if declared.entry == spec.entry else "which its porter-launch line names"
+        return failed(f"no .entry {declared.entry!r}, {named} (entries: {names})")
+    changed = interface_change(base.declared or spec, declared)
+    if changed and not run.allow_interface_change:
+        against = f"its base version {target.base_path}" if base.declared is not None else target.spec
+        return failed(f"interface change against {against}: {changed}; the kernel's own porter-launch, porter-kernel "
+                      "and porter-param lines may not change how it is called unless the owner allows it "
+                      "(--allow-interface-change)", entry_line)
+    # A fresh worker for each kernel: no kernel's judgement shares a process with another's code.
     try:
-        options = CheckOptions(speed_baseline=baseline, native=None, sanitize=run.sanitize)
-        verdict = run_check(head_file, spec, options, toolchain=run.toolchain, runner=run.runner)
+        with opened(run.runner_factory) as runner:
+            options = CheckOptions(speed_baseline=base.path, native=None, sanitize=run.sanitize)
+            verdict = run_check(head_file, spec, options, toolchain=run.toolchain, runner=runner)
     except EnvironmentProblem as err:
         return result("not run", str(err))
     except InputError as err:
@@ -365,31 +374,40 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     findings = _findings(verdict, target.path, entry_line)
     if not verdict.passed or target.base_path is None:
         return result(verdict.status, verdict.reason, verdict=verdict, findings=findings)
-    speed = judge_speed(verdict, run.max_slowdown) if baseline else SpeedCheck("not run", f"not measured: {untimed}")
+    speed = (judge_speed(verdict, run.max_slowdown) if base.path
+             else SpeedCheck("not run", f"not measured: {base.why_untimed}"))
     if speed.status == "failed":
         findings += (Finding(target.path, entry_line, speed.summary),)
         return result("failed", f"speed: {speed.summary}", verdict=verdict, speed=speed, findings=findings)
     return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, findings=findings)
 
 
-def _baseline(target: Target, spec: Spec, run: _Run) -> tuple[Path | None, str]:
-    """The base kernel's file to time against, or None and why not.
+@dataclass(frozen=True)
+class _BaseKernel:
+    """The base version of a changed kernel: its file to time against (None, and why not), and the
+    interface it declares (the spec with its own directives applied; None when it has no base
+    version or that version does not parse)."""
 
-    Checked here because the gate takes a baseline that does not parse as bad input, and a base
+    path: Path | None
+    declared: Spec | None
+    why_untimed: str
+
+
+def _base_kernel(target: Target, spec: Spec, run: _Run) -> _BaseKernel:
+    """Read here because the gate takes a baseline that does not parse as bad input, and a base
     kernel the change replaces is not the change's configuration. The base kernel's entry is the one
-    its own porter-launch line names, else the spec's (the gate launches it the same way).
-    """
+    its own porter-launch line names, else the spec's (the gate launches it the same way)."""
     if target.base_path is None:
-        return None, "no base version"
-    path = _write_file(run.git, run.base, target.base_path, run.tmp / "base")
+        return _BaseKernel(None, None, "no base version")
     try:
+        path = write_file(run.git, run.base, target.base_path, run.tmp / "base")
         module = parse_ptx(path.read_text(encoding="utf-8", errors="replace"), filename=target.base_path)
-        entry = declared_spec(spec, module.text, source=target.base_path)[0].entry
+        declared = declared_spec(spec, module.text, source=target.base_path)[0]
     except InputError as err:
-        return None, f"the base kernel does not parse: {err}"
-    if entry not in [e.name for e in module.kernels]:
-        return None, f"the base kernel has no .entry {entry!r}"
-    return path, ""
+        return _BaseKernel(None, None, f"the base kernel does not parse: {err}")
+    if declared.entry not in [e.name for e in module.kernels]:
+        return _BaseKernel(None, declared, f"the base kernel has no .entry {declared.entry!r}")
+    return _BaseKernel(path, declared, "")
 
 
 def _findings(verdict: Verdict, path: str, entry_line: int) -> tuple[Finding, ...]:
@@ -422,23 +440,33 @@ def check_change(
     runner_factory: Callable[[], GpuRunner] | None = Runner,
     port_to: str | None = None,
     allow_unchecked: bool = False,
+    allow_interface_change: bool = False,
     sanitize: bool = True,
 ) -> CiOutcome:
     """Check the kernels changed between ``base`` and ``head`` (see the module docstring).
 
     Never raises porter's errors: a bad ref or spec is an outcome with exit code 2, a missing git
-    one with exit code 3. ``runner_factory=None`` runs no kernel (``--no-gpu``). A kernel whose
-    cubin holds its target's signature instructions is held to them (the native gate: executed,
-    doing the spec's work); ``sanitize`` runs the compute-sanitizer tools on each kernel.
+    one with exit code 3. ``runner_factory=None`` runs no kernel (``--no-gpu``); otherwise each
+    kernel gets a worker of its own, started fresh. A kernel whose cubin holds its target's
+    signature instructions is held to them (the native gate: executed, doing the spec's work);
+    ``sanitize`` runs the compute-sanitizer tools on each kernel.
     """
     start = time.perf_counter()
     known: dict[str, Any] = dict(base_ref=base or "", head_ref=head, spec_from=spec_from,
-                                 max_slowdown=max_slowdown, port_to=port_to, allow_unchecked=allow_unchecked)
+                                 max_slowdown=max_slowdown, port_to=port_to, allow_unchecked=allow_unchecked,
+                                 allow_interface_change=allow_interface_change)
     try:
         if spec_from not in ("base", "head"):
             raise InputError(f"spec_from: 'base' or 'head', not {spec_from!r}")
         if not max_slowdown >= 0:
             raise InputError(f"max slowdown: a fraction >= 0 (0.03 is 3%), not {max_slowdown}")
+        if port_to is not None:
+            try:
+                get_profile(port_to)
+            except InputError as err:  # bad input, said before any work
+                raise InputError(f"--port-to: {err}") from None
+        if not repo.is_dir():
+            raise InputError(f"--repo {repo}: no such folder")
         git = GitRepo.open(repo)
         head_sha = git.commit(head)
         if head_sha is None:
@@ -448,38 +476,90 @@ def check_change(
         known.update(base=base_sha, base_ref=base_ref, head=head_sha, spec_revision=spec_rev)
         changes = parse_name_status(git.run("diff", "--name-status", "-z", "-M", "--no-ext-diff",
                                             base_sha, head_sha, "--"))
+        changes += _link_changes(git, base_sha, head_sha, changes)
         paths = {p for c in changes for p in (c.path, c.old_path) if p is not None}
         candidates = {spec for p in paths for spec in spec_candidates(p)}
         specs = git.existing(spec_rev, candidates)
         other_specs = git.existing(other_rev, candidates)
-        folder_kernels = {}
-        if spec_from == "head":
-            governing = {nearest_spec(c.path, specs) for c in changes if c.status != "D" and not c.path.endswith(".ptx")}
-            for spec in governing - {None}:
-                listed = [p for _, p in git.listing(head_sha, str(PurePosixPath(spec).parent), recursive=True)]
-                nested = {p for p in listed if is_spec(p)}
-                folder_kernels[spec] = [p for p in listed if p.endswith(".ptx") and nearest_spec(p, nested) == spec]
+        with tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
+            edited = material_edits(changes, specs | other_specs,
+                                    _named_material(git, base_sha, changes, specs | other_specs, Path(tmp)))
+        folder_kernels = ({spec: _governed_kernels(git, head_sha, spec) for spec in edited}
+                          if spec_from == "head" else {})
         targets, skipped, notes = plan(changes, spec_from=spec_from, specs=specs, other_specs=other_specs,
-                                       folder_kernels=folder_kernels)
+                                       folder_kernels=folder_kernels, edited=edited)
         known.update(skipped=skipped, notes=notes)
         if not targets:
             return CiOutcome(exit_code((), skipped, allow_unchecked=allow_unchecked),
-                             headline((), skipped, allow_unchecked=allow_unchecked),
+                             headline((), skipped, notes, allow_unchecked=allow_unchecked),
                              wall_s=time.perf_counter() - start, **known)
         kernels = _check_all(targets, git, head_sha, base_sha, spec_rev, toolchain or find_toolchain(),
-                             runner_factory, max_slowdown, sanitize)
+                             runner_factory, max_slowdown, sanitize, allow_interface_change)
     except PorterError as err:
         return CiOutcome(err.exit_code, str(err), wall_s=time.perf_counter() - start, **known)
     return CiOutcome(exit_code(kernels, skipped, allow_unchecked=allow_unchecked),
-                     headline(kernels, skipped, allow_unchecked=allow_unchecked), kernels=kernels,
+                     headline(kernels, skipped, notes, allow_unchecked=allow_unchecked), kernels=kernels,
                      wall_s=time.perf_counter() - start, **known)
+
+
+def _link_changes(git: GitRepo, base: str, head: str, changes: Sequence[Change]) -> tuple[Change, ...]:
+    """Kernels that are symbolic links whose target changed: the link itself is unchanged, so git's
+    diff does not name it, but what a reader of the kernel's path gets did change. Compared by what
+    each revision's link resolves to; a link that leaves the repository at head is listed when it
+    is new or changed (checking it refuses it, with the reason)."""
+    listed = {c.path for c in changes}
+    found = []
+    for link in git.entries(head, ".", recursive=True):
+        if not link.is_link or not is_kernel(link.path) or link.path in listed:
+            continue
+        try:
+            now = git.resolve(head, link.path).obj
+        except InputError:
+            continue  # unchanged (not in the diff) and unresolvable: not this change's doing
+        try:
+            before: str | None = git.resolve(base, link.path).obj
+        except InputError:
+            before = None
+        if now != before:
+            found.append(Change("A" if git.entry(base, link.path) is None else "M", link.path))
+    return tuple(found)
+
+
+def _named_material(git: GitRepo, base: str, changes: Sequence[Change], specs: Collection[str],
+                    tmp: Path) -> dict[str, tuple[str, ...]]:
+    """The repository paths each base spec names (see :func:`material_edits`), read for the specs
+    that govern a changed file other than a kernel, the spec itself or Python (those count anyway)."""
+    governing = {nearest_spec(p, specs) for c in changes for p in (c.path, c.old_path)
+                 if p is not None and not is_kernel(p) and not is_spec(p) and not p.endswith(".py")}
+    named: dict[str, tuple[str, ...]] = {}
+    for spec in sorted(s for s in governing if s is not None):
+        folder = str(PurePosixPath(spec).parent)
+        if git.entry(base, spec) is None:
+            continue
+        write_folder(git, base, folder, tmp)
+        try:
+            loaded = load_spec(tmp / spec, allow_todo=True)
+        except InputError:
+            continue  # a base spec that does not load: the kernels it governs say so when checked
+        root = (tmp / folder).resolve()
+        named[spec] = tuple(str(PurePosixPath(folder) / p.resolve().relative_to(root).as_posix())
+                            for p in loaded.named_files() if p.resolve().is_relative_to(root))
+    return named
+
+
+def _governed_kernels(git: GitRepo, rev: str, spec: str) -> list[str]:
+    """The kernels at ``rev`` whose nearest spec is ``spec``."""
+    listed = [path for _, path in git.listing(rev, str(PurePosixPath(spec).parent), recursive=True)]
+    nested = {p for p in listed if is_spec(p)}
+    return [p for p in listed if is_kernel(p) and nearest_spec(p, nested) == spec]
 
 
 def _check_all(targets: Sequence[Target], git: GitRepo, head: str, base: str, spec_revision: str, toolchain: Toolchain,
                runner_factory: Callable[[], GpuRunner] | None, max_slowdown: float,
-               sanitize: bool) -> tuple[CiKernel, ...]:
-    with opened(runner_factory) as runner, tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
-        run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner, max_slowdown, sanitize)
+               sanitize: bool, allow_interface_change: bool) -> tuple[CiKernel, ...]:
+    with tempfile.TemporaryDirectory(prefix="porter-ci-") as tmp:
+        run = _Run(git, Path(tmp).resolve(), head, base, spec_revision, toolchain, runner_factory, max_slowdown,
+                   sanitize, allow_interface_change)
         return tuple(_check_target(t, run) for t in targets)
 
 
@@ -503,6 +583,7 @@ def run_ci(
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = print,
     allow_unchecked: bool = False,
+    allow_interface_change: bool = False,
     sanitize: bool = True,
 ) -> CiOutcome:
     """The body of ``porter ci``: check the change, write the reports, print the log and annotations.
@@ -517,7 +598,8 @@ def run_ci(
     env = os.environ if env is None else env
     outcome = check_change(repo, base=base, head=head, spec_from=spec_from, max_slowdown=max_slowdown,
                            toolchain=toolchain, runner_factory=runner_factory, port_to=port_to,
-                           allow_unchecked=allow_unchecked, sanitize=sanitize)
+                           allow_unchecked=allow_unchecked, allow_interface_change=allow_interface_change,
+                           sanitize=sanitize)
     if port_to and outcome.kernels:
         from porter.agent.llm import Budget
         from porter.ci.port import port_changed

@@ -6,7 +6,7 @@ and none of them imports another's internals.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
@@ -27,6 +27,7 @@ class Change:
     status: str
     path: str
     old_path: str | None = None
+    same_content: bool = False  # a rename or copy whose content git found identical (R100, C100)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class CiOutcome:
     kernels: tuple[CiKernel, ...] = ()
     skipped: tuple[Skipped, ...] = ()  # changed kernels that could not be checked: they fail the bot
     allow_unchecked: bool = False  # ... unless this is set (--allow-unchecked)
+    allow_interface_change: bool = False  # a kernel whose directives change its interface passes on (see ci.interface)
     notes: tuple[str, ...] = ()
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     port_to: str | None = None  # --port-to: each checked kernel is also ported (see porter.ci.port)
@@ -137,3 +139,30 @@ def nearest_spec(path: str, specs: Collection[str]) -> str | None:
 
 def is_spec(path: str) -> bool:
     return PurePosixPath(path).name == SPEC_NAME
+
+
+def is_kernel(path: str) -> bool:
+    return path.endswith(".ptx")
+
+
+def material_edits(changes: Sequence[Change], specs: Collection[str],
+                   named: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
+    """For each spec, the files of its material that ``changes`` touch (added, edited, removed, or
+    moved with edits): the spec itself, every Python file it governs (a reference may import its neighbours),
+    and every file at or under a path the spec names (``named``: repository paths, see
+    :meth:`porter.gate.spec.Spec.named_files`). A kernel is not material, nor is documentation.
+
+    ``specs`` holds every spec path of both revisions; a file belongs to the nearest one above it.
+    """
+    edits: dict[str, list[str]] = {}
+    for change in changes:
+        if change.same_content:
+            continue  # moved as it was: the same material, judged by its base copy
+        for path in dict.fromkeys(p for p in (change.path, change.old_path) if p is not None):
+            spec = None if is_kernel(path) else nearest_spec(path, specs)
+            if spec is None:
+                continue
+            names = named.get(spec, ())
+            if path == spec or path.endswith(".py") or any(path == n or path.startswith(n + "/") for n in names):
+                edits.setdefault(spec, []).append(path)
+    return {spec: tuple(paths) for spec, paths in edits.items()}

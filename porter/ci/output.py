@@ -63,8 +63,11 @@ def _speed(speed: SpeedCheck | None) -> str:
 
 
 def _reason(kernel: CiKernel) -> str:
-    """The kernel's reason, after where its spec came from when that is not the usual place."""
-    return f"[{kernel.spec_note}] {kernel.reason}" if kernel.spec_note else kernel.reason
+    """The kernel's reason, after its old path when the change renamed it and where its spec came
+    from when that is not the usual place."""
+    notes = [f"renamed from {kernel.base_path}"] if kernel.base_path not in (None, kernel.path) else []
+    notes += [kernel.spec_note] if kernel.spec_note else []
+    return "".join(f"[{note}] " for note in notes) + kernel.reason
 
 
 def _unchecked_title(outcome: CiOutcome) -> str:

@@ -412,7 +412,9 @@ def export(
 def ci(
     base: Annotated[str | None, typer.Option(help="Base revision (default: merge-base with the upstream main).")] = None,
     head: Annotated[str, typer.Option(help="Head revision.")] = "HEAD",
-    spec_from: Annotated[str, typer.Option(help="Take specs and reference code from 'base' (default) or 'head'.")] = "base",
+    trust_head: Annotated[bool, typer.Option(
+        "--trust-head", help="Take specs, references and their Python from the head revision: the change's code runs "
+                             "with the bot's rights. Only for repositories whose every author is trusted.")] = False,
     max_slowdown: Annotated[float, typer.Option(help="Fail a kernel slower than its base version by more than this.")] = 0.03,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the outcome as JSON here.")] = None,
@@ -421,27 +423,30 @@ def ci(
         bool | None, typer.Option("--annotations/--no-annotations", help="GitHub ::error lines (default: on GitHub Actions).")
     ] = None,
     port_to: Annotated[str | None, typer.Option(help="Also port each changed kernel to this architecture.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for --port-to (default: PORTER_MODEL or .porter/config.toml).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for --port-to (default: PORTER_MODEL; never the checkout's config).")] = None,
+    api_base: Annotated[str | None, typer.Option(help="API base URL for --model (default: PORTER_API_BASE).")] = None,
     push: Annotated[str | None, typer.Option(metavar="REMOTE", help="Push the review branches of passing ports here.")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu", help="Run kernels (off: assemble and check statically).")] = True,
     repo: Annotated[Path, typer.Option(help="The repository.")] = Path("."),
-    allow_unchecked: Annotated[
-        bool, typer.Option("--allow-unchecked", help="A changed kernel with no spec to check it against does not fail the bot.")
-    ] = False,
+    allow_unchecked: Annotated[bool, typer.Option(
+        "--allow-unchecked", help="A changed kernel with no trusted spec to check it against does not fail the bot.")] = False,
+    allow_interface_change: Annotated[bool, typer.Option(
+        "--allow-interface-change", help="A kernel whose own directives change its entry, launch or kernel sequence "
+                                         "against the base revision is checked as it declares, not failed.")] = False,
     sanitize: Annotated[
         bool, typer.Option("--sanitize/--no-sanitize", help="Run memcheck, racecheck, initcheck and synccheck on each kernel.")
     ] = True,
 ) -> None:
-    """Gate the kernels a change touches: check each against its reference and time it against its base version.
-    Exit 0 all passed, 1 a kernel failed, slowed down or could not be checked, 2 configuration error,
-    3 infrastructure (no GPU, no toolchain)."""
+    """Gate the kernels a change touches: check each against its base revision's spec and reference and time it
+    against its base version. Nothing of the change's own Python runs unless --trust-head.
+    Exit 0 all passed, 1 a kernel failed, slowed down, changed its interface or could not be checked,
+    2 configuration error, 3 infrastructure (no GPU, no toolchain)."""
     from porter import services
 
-    if spec_from not in ("base", "head"):
-        raise InputError(f"--spec-from: 'base' or 'head' (got {spec_from!r})")
-    outcome = services.ci(repo, model=model, port_to=port_to, gpu=gpu, base=base, head=head, spec_from=spec_from,
-                          max_slowdown=max_slowdown, junit=junit, json_out=json_out, summary_path=summary,
-                          annotations=annotations, push=push, echo=typer.echo, allow_unchecked=allow_unchecked,
+    outcome = services.ci(repo, model=model, api_base=api_base, port_to=port_to, gpu=gpu, base=base, head=head,
+                          spec_from="head" if trust_head else "base", max_slowdown=max_slowdown, junit=junit,
+                          json_out=json_out, summary_path=summary, annotations=annotations, push=push, echo=typer.echo,
+                          allow_unchecked=allow_unchecked, allow_interface_change=allow_interface_change,
                           sanitize=sanitize)
     raise typer.Exit(outcome.exit_code)
 

@@ -307,6 +307,19 @@ def candidate_entry(module: PtxModule, name: str, candidate: Path, *, named_by: 
     raise InputError(f"{candidate}: no .entry {name!r} ({named_by}); {hint}")
 
 
+def redirected_entry(launch: dict[str, Any] | None, spec_entry: str, module: PtxModule) -> list[str]:
+    """A candidate's porter-launch line may name another entry than the spec's only when the spec's
+    own entry is absent from the module (a port that renamed it): while it is present, it is what the
+    program launches, and checking another entry of the same module would judge a kernel nobody
+    runs. ``--entry`` is the user's way to choose another one."""
+    named = (launch or {}).get("entry")
+    if named is None or named == spec_entry or not any(e.name == spec_entry for e in module.kernels):
+        return []
+    return [f"its porter-launch line names the entry {named!r}, but the spec's entry {spec_entry!r} is in the "
+            f"module: a directive may choose another entry only where the spec's is absent (--entry {named} checks "
+            "that one on purpose)"]
+
+
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
               runner: GpuRunner | None, references: ReferenceCache | None = None) -> Verdict:
     """The gate on one candidate. ``references`` keeps the reference outputs of a port run's
@@ -328,6 +341,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     gates: list[Gate] = []
     warnings: list[str] = []
     problems = check_against_module(spec, module) + cluster_problems(spec, module)
+    if options.entry is None:
+        problems += redirected_entry(launch, source_entry, module)
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.

@@ -307,6 +307,15 @@ class Spec:
         """The spec file (the worker and the profiling tools load it from here)."""
         return self.base_dir / self.source
 
+    def named_files(self) -> tuple[Path, ...]:
+        """The files (and folders) the spec names: its reference (a Python module, a source kernel or
+        a golden folder), the derive functions of its inputs and its baseline."""
+        ref = self.reference
+        named = [ref.callable.path if ref is not None and ref.callable is not None else ref.path if ref else None,
+                 *(p.derive.path for p in self.params if p.derive is not None),
+                 self.baseline.path if self.baseline is not None else None]
+        return tuple(dict.fromkeys(path for path in named if path is not None))
+
     # --- size sets -------------------------------------------------------------------------
 
     def default_sizes(self) -> dict[str, int]:
