@@ -11,14 +11,19 @@ For the commits base..head:
 2. The head version of each kernel, its base version (when there was one) and the spec's folder
    (spec, reference code, goldens) are written from git objects into a temporary folder. The user's
    work tree is never read or touched.
-3. The spec folder comes from the base revision by default, so that code in a pull request does not
-   get to judge itself: a looser tolerance or an edited ``ref.py`` in the same pull request is not
-   used (``spec_from="head"`` overrides, for trusted triggers). A kernel that moved, or whose spec
-   moved, is judged by the base revision's copy of the spec it had. A kernel added together with its
-   own new spec has no base spec: it is checked against the new one, and marked "spec new in this
-   change" in every report.
+3. Nothing of the change's own runs (see docs/security.md): the spec folder comes from the base
+   revision, so that code in a pull request does not get to judge itself. A kernel that moved, or
+   whose spec moved, is judged by the base revision's copy of the spec it had; a change that edits
+   a spec's material is judged by the base copy all the same, and says so. A kernel added together
+   with its own new spec has no trusted spec: it is "not checked: needs a trusted spec", which fails
+   the bot unless allowed. ``spec_from="head"`` (``--trust-head``) takes specs from the head, for
+   repositories whose authors are trusted. Symbolic links are resolved inside the repository (a
+   kernel whose link target changed is a changed kernel; a link that leaves the repository is
+   refused). Each kernel is checked in a worker process of its own, started fresh.
 4. The kernel's own ``// porter-launch:`` line decides its entry and launch, as in ``porter check``
-   (:func:`porter.gate.spec.declared_spec` is the one code path for that).
+   (:func:`porter.gate.spec.declared_spec` is the one code path for that); a head whose directives
+   change the interface its base version (or, for a new kernel, the spec) declares fails as an
+   interface change unless ``allow_interface_change`` (:mod:`porter.ci.interface`).
 5. Each head kernel goes through the gate (:func:`porter.gate.check.run_check`) against the spec's
    reference. Without a GPU the static gates (interface, assemble) still run and are reported, and
    the runtime gates are ``not run``.
