@@ -172,7 +172,10 @@ def test_the_spec_comes_from_the_base_revision(repo: Path, toolchain) -> None:
     })
     outcome, _ = ci(repo, toolchain)
     assert outcome.spec_from == "base" and outcome.spec_revision == base
-    assert outcome.exit_code == 3  # checked with the base spec: static gates passed, no GPU
+    assert outcome.exit_code == 1  # checked with the base spec; the change's spec needs trust to pass
+    assert [s.path for s in outcome.skipped] == [KERNEL] and "needs a trusted spec" in outcome.skipped[0].reason
+    allowed, _ = ci(repo, toolchain, allow_unchecked=True)
+    assert allowed.exit_code == 3  # static gates passed, no GPU
     assert outcome.kernels[0].verdict.gate("assemble").status == "passed"
     assert outcome.notes == (f"{SPEC}: edited in this change, not used here: specs, references and their Python "
                              "come from the base revision",)
@@ -247,7 +250,8 @@ def test_renaming_a_kernels_folder_checks_it_against_the_base_spec(repo: Path, t
     (kernel,) = outcome.kernels
     assert kernel.path == "kernels/vadd/kernel.ptx" and kernel.spec == SPEC  # the base revision's spec judges
     assert "moved" in kernel.spec_note or SPEC in kernel.spec_note
-    assert kernel.status == "failed" and outcome.exit_code == 1 and not outcome.skipped
+    assert kernel.status == "failed" and outcome.exit_code == 1
+    assert [s.path for s in outcome.skipped] == ["kernels/vadd/kernel.ptx"]  # its spec moved with edits
 
 
 def test_a_spec_that_moves_unpaired_leaves_the_new_kernel_unchecked_and_that_fails(repo: Path, toolchain,
@@ -443,8 +447,9 @@ def test_plan_picks_kernels_with_a_spec_at_the_spec_revision() -> None:
     (target,) = targets
     assert (target.path, target.base_path, target.spec) == ("a/kernel.ptx", "a/kernel.ptx", "a/porter.toml")
     assert "this change edits a/ref.py" in target.spec_note
-    assert [s.path for s in skipped] == ["b/kernel.ptx", "c/kernel.ptx"]
-    assert "needs a trusted spec" in skipped[0].reason and "no porter.toml" in skipped[1].reason
+    assert [s.path for s in skipped] == ["a/kernel.ptx", "b/kernel.ptx", "c/kernel.ptx"]
+    assert skipped[0].reason.startswith("needs a trusted spec: this change edits a/ref.py")
+    assert "needs a trusted spec" in skipped[1].reason and "no porter.toml" in skipped[2].reason
     assert notes == ("a/old.ptx: deleted in this change",
                      "a/ref.py: edited in this change, not used here: specs, references and their Python come from "
                      "the base revision")

@@ -114,6 +114,23 @@ def test_an_edited_reference_is_not_run_and_a_wrong_kernel_still_fails_against_t
     assert allowed.exit_code == 1 and not marker.exists()
 
 
+def test_a_right_kernel_beside_an_edited_reference_passes_the_base_check_and_still_needs_trust(
+        repo: Path, toolchain, tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    commit(repo, "a tuned kernel and an edited reference", {
+        KERNEL: kernel_text() + "// tuned\n", f"{FOLDER}/ref.py": marking_ref(marker)})
+    outcome, _ = ci(repo, toolchain, runner_factory=FakeGpu().runner)
+    assert not marker.exists()
+    (kernel,) = outcome.kernels
+    assert kernel.status == "passed" and outcome.exit_code == 1
+    (skipped,) = outcome.skipped
+    assert skipped.path == KERNEL and skipped.reason.startswith(f"needs a trusted spec: this change edits {FOLDER}/ref.py")
+    assert any(line.startswith(f"::error file={KERNEL},title=porter::needs a trusted spec")
+               for line in ci(repo, toolchain, runner_factory=FakeGpu().runner, annotations=True)[1])
+    allowed, _ = ci(repo, toolchain, runner_factory=FakeGpu().runner, allow_unchecked=True)
+    assert allowed.exit_code == 0 and not marker.exists()
+
+
 def test_each_kernel_gets_a_fresh_worker(repo: Path, toolchain, tmp_path: Path) -> None:
     commit(repo, "a second kernel", {f"{FOLDER}/other.ptx": kernel_text()})
     commit(repo, "two changed kernels", {KERNEL: kernel_text() + "// tuned\n",
@@ -305,11 +322,19 @@ def test_with_the_base_spec_nothing_of_the_change_judges_and_no_judged_kernel_es
     targets, skipped, _ = plan(changes, spec_from="base", specs=base, other_specs=head, folder_kernels={},
                                edited=edited)
     changed = {c.path for c in changes if c.status != "D" and c.path.endswith(".ptx")}
-    # Every changed kernel is either checked or said to be unchecked, once.
-    assert len(targets) + len(skipped) == len(changed)
-    assert {t.path for t in targets} | {s.path for s in skipped} == changed
-    assert not {t.path for t in targets} & {s.path for s in skipped}
+    checked, unchecked = [t.path for t in targets], [s.path for s in skipped]
+    # Every changed kernel is checked or said to lack a trusted judgement (or both), each once.
+    assert set(checked) | set(unchecked) == changed and len(set(checked)) == len(checked)
+    assert len(set(unchecked)) == len(unchecked)
     for target in targets:  # judged by a spec of the base revision, never the change's
         assert target.spec in base and not target.spec_new
-    for kernel in skipped:  # a kernel with a base spec above it is never let out of its judgement
-        assert nearest_spec(kernel.path, base) is None
+        if target.path in unchecked:
+            continue
+        # Green only where the judgement the change asks for is the base's, untouched: the head's
+        # spec is the same one (or the same bytes moved), and the change edits none of its material.
+        at_head = nearest_spec(target.path, head)
+        moved_as_is = any(c.status == "R" and c.same_content and (c.old_path, c.path) == (target.spec, at_head)
+                          for c in changes)
+        assert target.spec not in edited and (at_head in (None, target.spec) or moved_as_is)
+    for path in set(unchecked) - set(checked):  # a kernel with a base spec above it is never let out of its judgement
+        assert nearest_spec(path, base) is None

@@ -133,11 +133,13 @@ def plan(
     kernel is checked, in this order, against the base revision's copy of its spec; the base copy of
     a spec the change moved to where its spec now is; the base spec of its old path (a kernel that
     moved, or whose spec moved, is still judged by the spec it had); the base spec of its path (a
-    spec deleted in this change still judges). A change that edits a spec's material is judged by
-    the base copy all the same, and each kernel says so: editing the judgement never takes a kernel
-    out of it. Not checked (a :class:`Skipped`, which fails the bot unless unchecked kernels are
-    allowed): a kernel whose only spec is new in this change ("needs a trusted spec": its Python
-    would be the change's), and a kernel with no spec at all.
+    spec deleted in this change still judges). A :class:`Skipped` fails the bot unless unchecked
+    kernels are allowed: a kernel with no spec at all and a kernel whose only spec is new in this
+    change ("needs a trusted spec": its Python would be the change's) are not checked; a kernel whose
+    spec's material the change edits is checked against the base copy all the same (editing the
+    judgement never takes a kernel out of it, and allowing unchecked kernels does not waive that
+    check) and also "needs a trusted spec": a green bot means the judgement a change ran against is
+    the base revision's, unchanged.
     """
     edited = edited or {}
     head_specs, base_specs = (other_specs, specs) if spec_from == "base" else (specs, other_specs)
@@ -155,8 +157,8 @@ def plan(
         at_head = nearest_spec(change.path, head_specs)
         if spec_from == "head":
             if at_head is None:
-                skipped[change.path] = Skipped(change.path, "no porter.toml in its folder or any folder above it at "
-                                                            "the head revision")
+                skipped[change.path] = Skipped(change.path, "not checked: no porter.toml in its folder or any "
+                                                            "folder above it at the head revision")
             else:
                 new = at_head not in base_specs
                 targets[change.path] = Target(change.path, base_path, at_head, spec_new=new,
@@ -173,9 +175,11 @@ def plan(
             target = Target(change.path, base_path, old_spec, spec_note=(
                 f"its spec at head is {at_head or 'missing'}; checked against {old_spec}, the spec of "
                 f"{base_path} at the base revision"))
-        elif at_head is None and (gone := nearest_spec(change.path, base_specs)) is not None:
-            target = Target(change.path, base_path, gone, spec_note=(
-                f"{gone} is removed in this change: checked against the base revision's copy"))
+        elif (above := nearest_spec(change.path, base_specs)) is not None:
+            target = Target(change.path, base_path, above, spec_note=(
+                f"{above} is removed in this change: checked against the base revision's copy" if at_head is None
+                else f"its spec at head, {at_head}, is new in this change: checked against the base revision's "
+                     f"{above}"))
         elif at_head is not None and removed:
             skipped[change.path] = Skipped(change.path, (
                 f"not checked: needs a trusted spec: its spec {at_head} is new in this change, which also removes "
@@ -187,13 +191,22 @@ def plan(
                 "spec and Python do not run here (--trust-head runs them, for repositories whose authors are trusted)"))
             continue
         else:
-            skipped[change.path] = Skipped(change.path, "no porter.toml in its folder or any folder above it, at "
-                                                        "the base or the head revision")
+            skipped[change.path] = Skipped(change.path, "not checked: no porter.toml in its folder or any folder "
+                                                        "above it, at the base or the head revision")
             continue
-        if target.spec in edited:
-            said = (f"this change edits {', '.join(edited[target.spec])}: checked against the base revision's "
-                    "copy; the change's own does not run here (--trust-head runs it)")
+        if at_head is not None and at_head not in base_specs and at_head not in moved:
+            skipped[change.path] = Skipped(change.path, (
+                f"needs a trusted spec: its spec at head, {at_head}, is new in this change; the kernel was judged by "
+                f"the base revision's {target.spec} (see its row), and the new spec does not run here (--trust-head "
+                "runs it once reviewed)"))
+        elif target.spec in edited:
+            files = ", ".join(edited[target.spec])
+            said = f"this change edits {files}: checked against the base revision's copy"
             target = replace(target, spec_note=f"{target.spec_note}; {said}" if target.spec_note else said)
+            skipped[change.path] = Skipped(change.path, (
+                f"needs a trusted spec: this change edits {files}, the material of {target.spec}; the kernel was "
+                "judged by the base revision's copy (see its row), and the change's own judgement does not run here "
+                "(--trust-head runs it once reviewed)"))
         targets[change.path] = target
     if spec_from == "head":
         for spec in edited:
@@ -249,7 +262,7 @@ def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], notes: Seq
              allow_unchecked: bool = False) -> str:
     unchecked = ""
     if skipped:
-        unchecked = (f"{len(skipped)} changed kernel(s) not checked"
+        unchecked = (f"{len(skipped)} changed kernel(s) not checked against a trusted spec"
                      + (" (allowed by --allow-unchecked)" if allow_unchecked else " (a failure: --allow-unchecked allows it)"))
     if not kernels:
         if skipped:

@@ -47,7 +47,8 @@ class Target:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A changed kernel that was not checked, and why."""
+    """A changed kernel that was not checked against a trusted spec, and why (the reason says whether it
+    was checked against the base revision's copy of a spec the change edits)."""
 
     path: str
     reason: str

@@ -71,8 +71,8 @@ def _reason(kernel: CiKernel) -> str:
 
 
 def _unchecked_title(outcome: CiOutcome) -> str:
-    return ("Not checked (allowed by --allow-unchecked):" if outcome.allow_unchecked
-            else "Not checked (each fails the bot; --allow-unchecked allows it):")
+    return ("Not checked against a trusted spec (allowed by --allow-unchecked):" if outcome.allow_unchecked
+            else "Not checked against a trusted spec (each fails the bot; --allow-unchecked allows it):")
 
 
 def _port_lines(outcome: CiOutcome) -> list[str]:
@@ -170,7 +170,7 @@ def annotation(finding: Finding) -> str:
 def render_annotations(outcome: CiOutcome) -> list[str]:
     findings = [f for k in outcome.kernels for f in k.findings]
     if not outcome.allow_unchecked:
-        findings += [Finding(s.path, None, f"not checked: {s.reason}") for s in outcome.skipped]
+        findings += [Finding(s.path, None, s.reason) for s in outcome.skipped]
     lines = [annotation(f) for f in findings[:MAX_ANNOTATIONS]]
     if not outcome.kernels and not outcome.skipped and outcome.exit_code != 0:  # no file to point at
         lines.append(f"::error title=porter::{escape_data(outcome.message)}")
@@ -209,7 +209,7 @@ def render_junit(outcome: CiOutcome) -> str:
         kind = {"failed": "failure", "not run": "skipped", "error": "error"}.get(k.status)
         case(k.path, k.verdict.wall_s if k.verdict else 0.0, kind, k.reason, "\n".join(_details(k)))
     for s in outcome.skipped:  # a failure unless allowed: the bot fails on it
-        case(s.path, 0.0, "skipped" if outcome.allow_unchecked else "failure", f"not checked: {s.reason}")
+        case(s.path, 0.0, "skipped" if outcome.allow_unchecked else "failure", s.reason)
     if not outcome.kernels and not outcome.skipped and outcome.exit_code != 0:
         case("porter ci", outcome.wall_s, "error", outcome.message)
     for key, value in counts.items():
