@@ -8,11 +8,16 @@ import numpy as np
 
 
 def _product64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b in float64 for bf16 a and b: on the GPU (cuBLAS DGEMM) where CuPy is importable, since
-    porter also verifies the timed size (4096^3: seconds in NumPy), else in NumPy."""
+    """a @ b in float64 for bf16 a and b: on the GPU (cuBLAS DGEMM) where CuPy finds one, since
+    porter also verifies the timed size (4096^3: seconds in NumPy), else in NumPy (a machine
+    without a GPU, or with CuPy and no driver: the simulated GPU of tools/bench_throughput.py)."""
     try:
         import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
     except ImportError:
+        return a.astype(np.float64) @ b.astype(np.float64)
+    except cupy.cuda.runtime.CUDARuntimeError:
         return a.astype(np.float64) @ b.astype(np.float64)
 
     def widen(x: np.ndarray) -> object:  # bf16 is the top half of an f32: shift the bits up on the GPU
