@@ -67,24 +67,29 @@ def read_token(file: Path) -> str:
     """The token in ``file``: refused (one line, exit 2) unless it is a regular file of this user
     that no one else can read or write, holding one token of at least MIN_TOKEN_CHARS characters."""
     try:
-        fd = os.open(file, os.O_RDONLY)
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # non-blocking: a FIFO planted there cannot hang the start
     except OSError as err:
         raise InputError(f"--token-file {file}: cannot read ({err.strerror})") from None
-    with os.fdopen(fd, "rb") as opened:
-        info = os.fstat(opened.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"--token-file {file}: not a regular file")
-        if info.st_uid != os.getuid():
-            raise InputError(f"--token-file {file}: owned by another user")
-        if info.st_mode & 0o077:
-            raise InputError(f"--token-file {file}: group or others may read or write it "
-                             f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it")
-        raw = opened.read(_MAX_TOKEN_FILE_BYTES + 1)
+    try:
+        _check_owned_by_me_alone(file, os.fstat(fd))
+        raw = os.read(fd, _MAX_TOKEN_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
     token = raw.decode("ascii", errors="replace").strip()
     if len(raw) > _MAX_TOKEN_FILE_BYTES or len(token) < MIN_TOKEN_CHARS or not _TOKEN.fullmatch(token):
         raise InputError(f"--token-file {file}: needs one token of {MIN_TOKEN_CHARS} or more characters "
                          "(letters, digits and -._~+/=), e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     return token
+
+
+def _check_owned_by_me_alone(file: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"--token-file {file}: not a regular file")
+    if info.st_uid != os.getuid():
+        raise InputError(f"--token-file {file}: owned by another user")
+    if info.st_mode & 0o077:
+        raise InputError(f"--token-file {file}: group or others may read or write it "
+                         f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it")
 
 
 def write_token(file: Path, token: str) -> None:
