@@ -262,11 +262,14 @@ def test_arguments_are_bounded_and_every_failure_is_an_error_result(repo, monkey
 # -- the HTTP token's file ----------------------------------------------------------------------
 
 def test_the_token_file_is_the_owners_alone_and_holds_a_long_token(tmp_path):
-    made = server_token(tmp_path / "state" / "porter" / "mcp-1.token")
+    made = server_token(tmp_path / "state" / "porter" / "mcp-1.token", reuse=False)
     assert made.made and stat.S_IMODE(made.file.stat().st_mode) == 0o600
     assert stat.S_IMODE(made.file.parent.stat().st_mode) == 0o700
-    again = server_token(made.file)
-    assert not again.made and again.value == made.value  # reused, not replaced
+    assert made.file.read_text() == made.value + "\n"
+    again = server_token(made.file, reuse=True)  # --token-file: the token there, not a new one
+    assert not again.made and again.value == made.value
+    restarted = server_token(made.file, reuse=False)  # the default file: a new token at each start
+    assert restarted.made and restarted.value != made.value and made.file.read_text() == restarted.value + "\n"
 
     loose = tmp_path / "loose"
     loose.write_text("y" * 40)

@@ -6,10 +6,11 @@ run a port with the owner's API key, or check a spec whose Python runs as the ow
 transport takes only requests that carry the server's token (``Authorization: Bearer TOKEN``),
 compared in constant time; any other request gets 401 before it reaches the MCP app.
 
-The token is made at start (:func:`secrets.token_urlsafe`, 256 bits), said once on stderr and
-written, readable by its owner only (mode 0600), to :func:`default_token_file` (the user's state
-folder, one file per port), or to ``--token-file PATH``. A token file that exists is reused, if
-only its owner can read it and it holds a token of :data:`MIN_TOKEN_CHARS` or more.
+Each start makes a new token (:func:`secrets.token_urlsafe`, 256 bits), says it once on stderr and
+writes it, readable by its owner only (mode 0600), to :func:`default_token_file` (the user's state
+folder, one file per port). ``--token-file PATH`` names the file instead, and a token already
+there is reused (a client configured once keeps working across restarts), if only its owner can
+read it and it holds a token of :data:`MIN_TOKEN_CHARS` or more characters.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def default_token_file(port: int) -> Path:
     return Path(state) / "porter" / f"mcp-{port}.token"
 
 
-def server_token(file: Path) -> ServerToken:
-    """The token in ``file`` if it exists (checked: see :func:`read_token`), else a new one written there."""
-    if file.exists():
+def server_token(file: Path, *, reuse: bool) -> ServerToken:
+    """A new token, written to ``file``; with ``reuse`` (``--token-file``), the token already in
+    ``file`` if there is one (checked: see :func:`read_token`)."""
+    if reuse and file.exists():
         return ServerToken(read_token(file), file, made=False)
     token = secrets.token_urlsafe(32)
     write_token(file, token)

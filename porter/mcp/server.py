@@ -340,10 +340,12 @@ def serve(*, http: bool = False, port: int = 8765, limits: Limits | None = None,
     server = build_server(shared, root=work.root, model=chosen)
     try:
         if http:
-            token = server_token(token_file.absolute() if token_file else default_token_file(port))
-            print(f"porter mcp: http://{HOST}:{port}/mcp for {work.root}; clients send the header "
-                  f"'Authorization: Bearer {token.value}' ({'written to' if token.made else 'from'} {token.file}, "
-                  "readable by you only)", file=sys.stderr, flush=True)
+            token = (server_token(token_file.absolute(), reuse=True) if token_file
+                     else server_token(default_token_file(port), reuse=False))
+            header = (f"'Authorization: Bearer {token.value}' (the token is also in {token.file}, readable by you "
+                      f"only)" if token.made else f"'Authorization: Bearer <the token in {token.file}>'")
+            print(f"porter mcp: http://{HOST}:{port}/mcp for {work.root}; clients send {header}", file=sys.stderr,
+                  flush=True)
             anyio.run(lambda: serve_http(server, token.value, host=HOST, port=port))
         else:
             anyio.run(server.run_stdio_async)
