@@ -107,6 +107,8 @@ def repo(tmp_path: Path) -> dict[str, Path]:
     (root / "token.txt").write_text(f"{SECRET}\n")
     (root / "secrets.toml").write_text(f'{SECRET} = "{SECRET}"\n')  # TOML, not a spec
     (root / "half.ptx").write_text(f".version 8.0\n.target sm_90\n.address_size 64\n{SECRET} {SECRET};\n")
+    (root / "app").mkdir()  # some other tool's config.json: named as a run, porter reads it as a run record
+    (root / "app" / "config.json").write_text(json.dumps({"kernel": [SECRET], "spec": "porter.toml"}))
     (root / "link.ptx").symlink_to(outside / "secret.txt")
     (root / "linked").symlink_to(outside)
     return {"root": root, "kernel": kernel, "outside": outside}
@@ -143,6 +145,7 @@ def test_files_outside_the_root_are_refused_and_files_inside_never_quoted(repo):
         ("check", {"candidate": kernel, "golden": "va"}),
         ("profile", {"kernel": kernel, "from_csv": ".env"}),
         ("port", {"kernel": ".env", "to": "sm_90"}),
+        ("replay", {"run": "./app", "gpu": False}),
     ]
     results = _calls(build_server(root=root), named_outside + not_kernels)
     for (name, args), result in zip(named_outside + not_kernels, results, strict=True):
@@ -156,6 +159,7 @@ def test_files_outside_the_root_are_refused_and_files_inside_never_quoted(repo):
     assert said[2] == f"{root / 'token.txt'}:1: expected a PTX directive"
     assert said[5] == ".env: TOML syntax error at line 1, column 16"
     assert said[6].startswith("secrets.toml: not a porter spec porter can load")
+    assert said[-1] == f"{root / 'app' / 'config.json'}: unreadable run record"
     assert not (outside / "porter.toml").exists()  # spec write=true wrote nothing outside
 
 

@@ -62,6 +62,10 @@ GOLDEN = FileKind("not golden outputs porter can read", phrases=(
     "holds no cases", "a case needs sizes, seed and file", "golden outputs missing",
 ))
 
+RUN_RECORD = FileKind("not a run record porter can read", phrases=(
+    "unreadable run record (not a JSON object)", "unreadable run record",
+))
+
 NCU_CSV = FileKind("not an ncu export porter can read", phrases=(
     "not an `ncu --csv --page details` export (no Metric Name/Value columns)",
 ), patterns=(rf"cannot read: {_OS_REASON}",))

@@ -277,12 +277,11 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
         """Re-verify every candidate of a recorded run (its id, a unique prefix of it, or its folder)
         on this machine and compare with the record."""
         from porter import services
-        from porter.agent.runs import read_config
 
         def replayed() -> CallToolResult:
             top = work.optional(root, "root") or work.root
             folder = work.run(run, top / ".porter" / "runs")
-            work.spec_file(services.recorded_spec(read_config(folder), top))
+            work.spec_file(services.recorded_spec(work.run_config(folder), top))
             if not gpu:
                 done = services.replay(str(folder), top, gpu=False)
             else:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from porter.errors import InputError
-from porter.mcp.content_free import GOLDEN, NCU_CSV, PTX, SPEC, reading
+from porter.mcp.content_free import GOLDEN, NCU_CSV, PTX, RUN_RECORD, SPEC, reading
 
 if TYPE_CHECKING:
+    from porter.agent.runs import RunConfig
     from porter.gate.spec import Spec
     from porter.ptx import PtxModule
 
@@ -116,10 +117,20 @@ class Workspace:
         from porter.agent.runs import find_run
 
         if "/" in ref or "\\" in ref:
-            return self.path(ref, "run")
+            folder = self.path(ref, "run")
+            if not (folder / "config.json").is_file():
+                raise InputError(f"run {ref}: not a recorded run (no config.json)")
+            return folder
         if not _RUN_ID.fullmatch(ref):
             raise InputError(f"run: {ref!r} is neither a run id nor a path")
         return self.inside(find_run(runs, ref), f"run {ref}")
+
+    def run_config(self, folder: Path) -> RunConfig:
+        """A run's config.json (any file of that name, for a folder the caller named), read without quoting it."""
+        from porter.agent.runs import read_config
+
+        with reading(RUN_RECORD, folder / "config.json"):
+            return read_config(folder)
 
 
 def _named_files(spec: Spec) -> Iterator[Path]:
