@@ -26,6 +26,7 @@ from porter.gate.verdict import size_label
 
 if TYPE_CHECKING:
     from porter.agent.llm import Budget
+    from porter.agent.runs import RunConfig
     from porter.agent.session import PortResult
     from porter.agent.steering import Steering
     from porter.bench.suite import BenchRow, BenchSummary
@@ -177,8 +178,8 @@ class Ported:
 
 
 def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str | None = None,
-         model: str | None = None, api_base: str | None = None, agent: str = "port", budget: Budget | None = None,
-         optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
+         model: str | None = None, api_base: str | None = None, model_fixed: bool = False, agent: str = "port",
+         budget: Budget | None = None, optimize: bool = False, require_native: bool | None = None, branch: bool | None = None,
          branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
          gpu: bool = True, on_event: Callable[..., None] | None = None,
          env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None,
@@ -187,7 +188,9 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
     branch asked for can be made), then the session, then the review branch of a port that passed.
     ``steering`` is asked between rounds (``--interactive``); ``runner`` and ``gpu_guard`` are a
-    server's shared GPU worker and the lock held around each candidate's check."""
+    server's shared GPU worker and the lock held around each candidate's check. ``model_fixed``:
+    ``model`` and ``api_base`` are the whole choice (a server's, made when it started; None is no
+    model): no config file is read for it."""
     from porter.agent.llm import Budget, open_model
     from porter.agent.session import run_port
     from porter.pool import open_verifier
@@ -203,7 +206,7 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     # The model is resolved and its credentials checked before any work (and before the session's
     # heavier imports): a missing key is one line, exit 3, in about a second.
     client = open_model(model, api_base=api_base, env=os.environ if env is None else env,
-                        config_path=root / ".porter" / "config.toml")
+                        config_path=None if model_fixed else root / ".porter" / "config.toml")
     # A branch that cannot be made is said now, not after every round has been spent.
     asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
     no_branch = branch_problem(kernel) if branch is not False else ""
@@ -309,6 +312,13 @@ class Replayed:
         return all(r.agrees for r in self.rows)
 
 
+def recorded_spec(config: RunConfig, root: Path) -> Path:
+    """The spec a recorded run is checked against: at the same place in this clone of the
+    repository first; the recording machine's absolute path last."""
+    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
+    return in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec)
+
+
 def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None) -> Replayed:
     """``porter replay``: re-verify every candidate of a recorded run on this machine."""
     from porter.agent.runs import candidates, find_run, read_config
@@ -318,9 +328,7 @@ def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None =
 
     folder = find_run(root / ".porter" / "runs", run)
     config = read_config(folder)
-    # The spec at the same place in this clone first; the recording machine's absolute path last.
-    in_repo = root / config.spec_in_repo if config.spec_in_repo else None
-    loaded = load_spec(in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec))
+    loaded = load_spec(recorded_spec(config, root))
     options = CheckOptions(arch=config.target, native=config.require_native)
     recorded = list(candidates(folder))
     with open_verifier(assembler(), gpu=gpu, runner=runner) as verifier:

@@ -1,16 +1,20 @@
 """``porter mcp`` driven by the MCP SDK's own client: over stdio as a coding agent starts it (list
 tools, inspect and check an example, a bad path, two calls at once, a port with progress), over
-streamable HTTP on 127.0.0.1, and in process with a GPU double, where the lock around GPU work and
-the shared budget can be watched."""
+streamable HTTP on 127.0.0.1 with its bearer token, and in process with a GPU double, where the lock
+around GPU work and the shared budget can be watched. What a caller cannot do (reach files outside
+the root, redirect the model, read a file through errors) is tests/test_mcp_boundary.py."""
 
 from __future__ import annotations
 
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +23,16 @@ import pytest
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'porter-kernels[mcp]')")
 
+import httpx2  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from port_doubles import OnlyGoodCubins, good_cubins, scripted_vector_add, vector_add_copy  # noqa: E402
 
 from porter.agent.llm import Budget  # noqa: E402
 from porter.errors import EnvironmentProblem  # noqa: E402
 from porter.gate.verdict import Verdict  # noqa: E402
 from porter.jsonable import from_jsonable  # noqa: E402
-from porter.mcp.server import build_server  # noqa: E402
+from porter.mcp.server import ModelChoice, build_server  # noqa: E402
 from porter.mcp.shared import Allowance, Limits, Shared  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,9 +46,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _stdio(cwd: Path = ROOT) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "porter", "mcp"], env=_env(),
-                                        cwd=str(cwd)), read_timeout_seconds=300)
+def _stdio(cwd: Path = ROOT, *options: str, env: dict[str, str] | None = None) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "porter", "mcp", *options],
+                                        env=env or _env(), cwd=str(cwd)), read_timeout_seconds=300)
 
 
 def test_an_agent_lists_the_tools_and_gets_a_verdict_over_stdio(toolchain):
@@ -54,6 +59,9 @@ def test_an_agent_lists_the_tools_and_gets_a_verdict_over_stdio(toolchain):
             assert {"native", "sanitize", "time_at", "seeds"} <= set(tools["check"].input_schema["properties"])
             assert {"max_rounds", "max_tokens", "max_usd", "max_minutes"} <= set(
                 tools["port"].input_schema["properties"])
+            # The model is the server's: a call cannot name one, nor where to send the key.
+            assert not {"model", "api_base"} & set(tools["port"].input_schema["properties"])
+            assert all(t.input_schema["additionalProperties"] is False for t in tools.values())
 
             inspected = await client.call_tool("inspect", {"kernel": str(VECTOR_ADD), "archs": ["sm_90a"]})
             assert [a["arch"] for a in inspected.structured_content["archs"]] == ["sm_90a"]
@@ -66,12 +74,15 @@ def test_an_agent_lists_the_tools_and_gets_a_verdict_over_stdio(toolchain):
             assert verdict.gate("equivalence").status == "not run" and verdict.gate("equivalence").summary
             assert checked.content[0].text.startswith("NOT RUN (exit 3): ")
 
-            with pytest.raises(MCPError) as bad:
-                await client.call_tool("check", {"candidate": "examples/nope.ptx"})
-            assert bad.value.message == "examples/nope.ptx: no such file" and bad.value.error.data["exit_code"] == 2
-            with pytest.raises(MCPError) as sizes:
-                await client.call_tool("check", {"candidate": str(VECTOR_ADD), "time_at": [{"Q": 4}]})
-            assert "'Q' is not a size symbol" in sizes.value.message and "Traceback" not in sizes.value.message
+            # porter's errors are tool results the model reads (isError), with porter's line and exit code.
+            bad = await client.call_tool("check", {"candidate": "examples/nope.ptx"})
+            assert bad.is_error and bad.structured_content == {
+                "error": f"{ROOT / 'examples' / 'nope.ptx'}: no such file", "exit_code": 2}
+            assert bad.content[0].text == bad.structured_content["error"]
+            sizes = await client.call_tool("check", {"candidate": str(VECTOR_ADD), "time_at": [{"Q": 4}]})
+            assert sizes.is_error and sizes.structured_content["exit_code"] == 2
+            assert "'Q' is not a size symbol" in sizes.structured_content["error"]
+            assert "Traceback" not in sizes.content[0].text
 
             # Two calls at once: both answered, each with its own Verdict.
             results: dict[str, Any] = {}
@@ -106,10 +117,10 @@ def test_a_port_over_stdio_sends_progress_and_ends_in_the_port_outcome(tmp_path)
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
             progress.append(message or "")
 
-        async with _stdio(work) as client:
+        async with _stdio(work, "--model", "replay:scripted_session.toml") as client:  # the model: the server's
             ported = await client.call_tool(
-                "port", {"kernel": "kernel_sm80.ptx", "to": "sm_90a", "model": "replay:scripted_session.toml",
-                         "max_rounds": 3, "gpu": False}, progress_callback=on_progress)
+                "port", {"kernel": "kernel_sm80.ptx", "to": "sm_90a", "max_rounds": 3, "gpu": False},
+                progress_callback=on_progress)
             result = ported.structured_content["result"]
             assert result["status"] == "not run on target hardware" and result["best"]["index"] == 2
             assert ported.content[0].text.startswith("NOT RUN ON TARGET HARDWARE: candidate 2 assembles")
@@ -126,10 +137,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_streamable_http_on_localhost():
+def _post(port: int, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """A raw MCP initialize request; the HTTP status and headers of the answer."""
+    body = (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
+            b'"capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}')
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, dict(answer.headers)
+    except urllib.error.HTTPError as refused:
+        return refused.code, dict(refused.headers)
+
+
+def test_streamable_http_on_localhost_takes_only_requests_with_its_token(tmp_path):
     port = _free_port()
+    env = {**_env(), "XDG_STATE_HOME": str(tmp_path / "state")}
     proc = subprocess.Popen([sys.executable, "-m", "porter", "mcp", "--http", "--port", str(port)], cwd=ROOT,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -139,9 +164,20 @@ def test_streamable_http_on_localhost():
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
                 time.sleep(0.2)
+        token_file = tmp_path / "state" / "porter" / f"mcp-{port}.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600  # the owner's only
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {token}"},
+                        {"Authorization": f"Bearer {token}x"}):
+            status, answer = _post(port, headers)
+            assert status == 401 and answer["www-authenticate"].startswith("Bearer"), headers
+        assert _post(port, {"Authorization": f"Bearer {token}"})[0] == 200
 
         async def session() -> None:
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+                    Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
                 assert "check" in {t.name for t in (await client.list_tools()).tools}
                 inspected = await client.call_tool("inspect", {"kernel": str(VECTOR_ADD), "assemble": False})
                 assert inspected.structured_content["archs"]
@@ -149,7 +185,20 @@ def test_streamable_http_on_localhost():
         anyio.run(session)
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        _, err = proc.communicate(timeout=30)
+    assert err.decode().count(token) == 1  # said once, on stderr, for the owner
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("x" * 40 + "\n")
+    token_file.chmod(0o644)
+    done = subprocess.run([sys.executable, "-m", "porter", "mcp", "--http", "--port", str(_free_port()),
+                           "--token-file", str(token_file)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"porter: error: --token-file {token_file}: group or others may read or write it "
+                                   "(mode 644); chmod 600 it")
 
 
 # -- in process, on a GPU double ----------------------------------------------------------------
@@ -188,7 +237,7 @@ def test_concurrent_checks_share_one_gpu_worker_one_job_at_a_time(tmp_path, tool
     fixed.write_text(fixed_kernel())
 
     async def session() -> None:
-        async with Client(build_server(shared)) as client:
+        async with Client(build_server(shared, root=tmp_path)) as client:
             results = {}
 
             async def call(name: str, path: Path) -> None:
@@ -213,12 +262,11 @@ def test_concurrent_ports_never_spend_more_than_the_server_was_given(tmp_path, t
     monkeypatch.chdir(tmp_path)  # the runs go under the server's folder
 
     async def session() -> list[dict[str, Any]]:
-        async with Client(build_server(shared)) as client:
+        async with Client(build_server(shared, root=tmp_path, model=ModelChoice(f"replay:{script}"))) as client:
             outcomes = []
 
             async def call() -> None:
-                ported = await client.call_tool("port", {"kernel": str(kernel), "to": "sm_90",
-                                                         "model": f"replay:{script}", "max_rounds": 2})
+                ported = await client.call_tool("port", {"kernel": str(kernel), "to": "sm_90", "max_rounds": 2})
                 outcomes.append(ported.structured_content["result"])
 
             async with anyio.create_task_group() as group:

@@ -284,8 +284,9 @@ def test_every_third_party_import_is_a_declared_dependency():
     import_names = {"cupy": "cupy_cuda13x", "yaml": "pyyaml"}
     via_litellm = {"httpx", "openai"}  # litellm's own dependencies, imported only beside it (agent/llm.py)
     cluster = {_re.split(r"[<>=!;\[ ]", d, maxsplit=1)[0] for d in project["optional-dependencies"]["cluster"]}
-    # The MCP server (porter/mcp/, `porter mcp` only) imports the SDK of the `mcp` extra and what it brings.
-    via_mcp = {"mcp", "mcp_types", "anyio"}
+    # The MCP server (porter/mcp/, `porter mcp` only) imports the SDK of the `mcp` extra and what it brings
+    # (pydantic for its tools' argument schemas, uvicorn to serve its HTTP app behind porter's token).
+    via_mcp = {"mcp", "mcp_types", "anyio", "pydantic", "uvicorn"}
     assert any(d.startswith("mcp") for d in project["optional-dependencies"]["mcp"])
     imported = set()
     for path in (ROOT / "porter").rglob("*.py"):

@@ -492,15 +492,24 @@ def worker(
 
 @app.command("mcp")
 def mcp_server(
-    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP on 127.0.0.1 (default: stdio).")] = False,
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP on 127.0.0.1, with a bearer token (default: stdio).")] = False,
     port: Annotated[int, typer.Option(help="The HTTP port (with --http); the path is /mcp.")] = 8765,
+    token_file: Annotated[Path | None, typer.Option(help="With --http: the bearer token's file, reused if it exists (mode "
+                                                    "0600, yours), else written (default: a new token in "
+                                                    "~/.local/state/porter/mcp-PORT.token).")] = None,
+    root: Annotated[Path | None, typer.Option(help="The only folder tool calls may name files in (default: the "
+                                              "repository holding the current folder).")] = None,
+    model: Annotated[str | None, typer.Option(help="The model of every port (default: PORTER_MODEL, then "
+                                              ".porter/config.toml); calls cannot choose another.")] = None,
+    api_base: Annotated[str | None, typer.Option(help="The model's API base URL (local servers: vLLM, Ollama, ...).")] = None,
     max_rounds: Annotated[int | None, typer.Option(help="Model replies all ports of this server may use together.")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Tokens all ports of this server may use together.")] = None,
     max_usd: Annotated[float | None, typer.Option(help="US dollars all ports of this server may spend together.")] = None,
 ) -> None:
     """Serve porter's gate to coding agents over the Model Context Protocol: tools inspect, spec, check,
-    profile, port, runs and replay; the architecture profiles and agent prompts as resources.
-    Register it with e.g. `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install 'porter-kernels[mcp]')."""
+    profile, port, runs and replay; the architecture profiles and agent prompts as resources. Tool calls
+    may name files inside --root only, and ports use the model chosen here. Register it with e.g.
+    `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install 'porter-kernels[mcp]')."""
     try:
         from porter.mcp.server import serve
     except ImportError as err:
@@ -511,7 +520,8 @@ def mcp_server(
 
     if not 0 < port < 65536:
         raise InputError(f"--port: 1 to 65535 (got {port})")
-    serve(http=http, port=port, limits=Limits(rounds=max_rounds, tokens=max_tokens, usd=max_usd))
+    serve(http=http, port=port, limits=Limits(rounds=max_rounds, tokens=max_tokens, usd=max_usd), root=root,
+          model=model, api_base=api_base, token_file=token_file)
 
 
 @app.command("spec")
