@@ -113,8 +113,10 @@ def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = Tru
           runner: GpuRunner | None = None) -> Verdict:
     """``porter check``: the gate on one candidate, here (in ``runner``, a long-lived server's, when
     one is given) or on a worker of the cluster at ``cluster``."""
+    from porter.gate.check import check_inputs
     from porter.pool import CheckJob, open_verifier
 
+    check_inputs(spec, options)  # a wrong --against or reference is exit 2 here too, not `not run`
     toolchain = assembler()
     with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
         return verifier.verify([CheckJob(candidate, spec, options)])[0]

@@ -123,3 +123,41 @@ def test_inspect_never_says_as_is_beside_a_ptxas_failure(tmp_path: Path) -> None
     good = json.loads(porter("inspect", str(ROOT / "examples" / "vector_add" / "kernel.ptx"), "--arch", "sm_80",
                              "--json").stdout)
     assert good["archs"][0]["verdict"] == "as-is"
+
+
+def _vector_add(folder: Path) -> Path:
+    for name in ("kernel.ptx", "porter.toml", "ref.py"):
+        (folder / name).write_text((ROOT / "examples" / "vector_add" / name).read_text())
+    return folder / "kernel.ptx"
+
+
+def test_a_bad_against_kernel_is_bad_input_even_without_a_gpu(tmp_path: Path) -> None:
+    """#29: a missing, empty, unparsable or mismatched --against was `not run` (exit 3) without a GPU."""
+    kernel = _vector_add(tmp_path)
+    (tmp_path / "empty.ptx").write_text("")
+    (tmp_path / "junk.ptx").write_text("hello {")
+    (tmp_path / "f64.ptx").write_text(kernel.read_text().replace(".param .f32", ".param .f64"))
+    (tmp_path / "small.ptx").write_text(kernel.read_text().replace(".maxntid 256, 1, 1", ".maxntid 128, 1, 1"))
+    for source, said in (("nope.ptx", "no such file"), ("empty.ptx", "empty file"), ("junk.ptx", "expected a PTX"),
+                         ("f64.ptx", "'alpha'"), ("small.ptx", ".maxntid (128, 1, 1)")):
+        r = porter("check", str(kernel), "--against", str(tmp_path / source))
+        assert r.returncode == 2, (source, r.stdout, r.stderr)
+        assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, (source, r.stderr)
+
+
+def test_a_reference_that_cannot_import_is_bad_input(tmp_path: Path) -> None:
+    kernel = _vector_add(tmp_path)
+    for text, said in (("def other(args, sizes):\n    return {}\n", "has no function 'vector_add'"),
+                       ("def vector_add(:\n", "does not import: line 1")):
+        (tmp_path / "ref.py").write_text(text)
+        r = porter("check", str(kernel))
+        assert r.returncode == 2 and said in r.stderr, (text, r.stderr)
+
+
+def test_check_holds_the_candidate_to_the_spec_block_as_port_does(tmp_path: Path) -> None:
+    kernel = _vector_add(tmp_path)
+    kernel.write_text(kernel.read_text().replace(".maxntid 256, 1, 1", ".maxntid 128, 1, 1"))
+    r = porter("check", str(kernel), "--json")
+    assert r.returncode == 1, r.stderr
+    (interface,) = [g for g in json.loads(r.stdout)["gates"] if g["name"] == "interface"]
+    assert interface["status"] == "failed" and "at most .maxntid (128, 1, 1)" in interface["details"][0]

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from porter.agent.preflight import block_problems, check_spec_matches
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.golden import check_golden, load_golden
@@ -39,6 +40,7 @@ from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
+from porter.gate.usercode import callable_problem
 from porter.gate.verdict import (
     CaseResult,
     Gate,
@@ -78,6 +80,23 @@ class CheckOptions:
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
+
+
+def check_inputs(spec: Spec, options: CheckOptions) -> None:
+    """What a check compares the candidate with, validated before anything decides what can run
+    here: a missing, empty or unparsable ``--against`` kernel, one the spec does not describe
+    (params, ``.reqntid``/``.maxntid``, dynamic shared memory: what ``porter port`` checks of its
+    source), or a reference that does not import or lacks its function is bad input (InputError,
+    exit 2) on every machine, never a ``not run`` for want of a GPU."""
+    if options.against is not None:
+        check_spec_matches(spec, read_ptx(options.against), options.against)
+    elif options.golden is None:
+        ref = spec.reference
+        if ref is None or ref.callable is None:
+            raise InputError(f"{spec.source}: no reference: give [reference] python = 'ref.py:fn', "
+                             "--against SOURCE.ptx or --golden DIR")
+        if problem := callable_problem(ref.callable.path, ref.callable.function):
+            raise InputError(f"{spec.source}: reference.python: {problem}")
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -328,6 +347,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     gates: list[Gate] = []
     warnings: list[str] = []
     problems = check_against_module(spec, module) + cluster_problems(spec, module)
+    if entry_name in {e.name for e in module.kernels}:
+        problems += block_problems(spec, module.entry(entry_name))
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.
