@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 INSPECT = ROOT / "examples" / "inspect"
 
@@ -161,3 +163,23 @@ def test_check_holds_the_candidate_to_the_spec_block_as_port_does(tmp_path: Path
     assert r.returncode == 1, r.stderr
     (interface,) = [g for g in json.loads(r.stdout)["gates"] if g["name"] == "interface"]
     assert interface["status"] == "failed" and "at most .maxntid (128, 1, 1)" in interface["details"][0]
+
+
+def test_a_path_porter_cannot_write_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """#29: a folder porter could not write ended in `internal error: PermissionError` (exit 3)."""
+    from porter.cli.app import main
+
+    kernel = _vector_add(tmp_path)
+    target = tmp_path / "locked" / "porter.toml"
+
+    def denied(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", denied)
+    monkeypatch.setattr(sys, "argv", ["porter", "spec", str(kernel), "--out", str(target)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"porter: error: {target}: Permission denied\n"

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from porter.errors import InputError, PorterError
+from porter.errors import InputError, PorterError, file_problem
 
 app = typer.Typer(
     name="porter",
@@ -531,7 +531,13 @@ def spec_scaffold(
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:
-        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+        try:
+            code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+        except OSError as err:  # a path porter cannot read or write: one line naming it
+            problem = file_problem(err)
+            if problem is None:
+                raise
+            raise problem from err
     except PorterError as err:
         typer.echo(f"porter: error: {err}", err=True)
         sys.exit(err.exit_code)
