@@ -367,6 +367,9 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
 
 def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
     """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
+    from porter.pool.address import scheduler_address
+
+    scheduler = scheduler_address(scheduler, "--scheduler")  # before any GPU is started
     try:
         from porter.pool.worker import WorkerGroup, local_gpus
     except ImportError:

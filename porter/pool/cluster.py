@@ -33,6 +33,7 @@ from porter.gate.check import run_check
 from porter.gate.runner.client import Unavailable
 from porter.gate.verdict import Status, Verdict, overall_status
 from porter.jsonable import from_jsonable
+from porter.pool.address import scheduler_address
 from porter.pool.bundle import pack
 from porter.pool.verifier import CheckJob
 from porter.ptx import read_ptx
@@ -51,6 +52,7 @@ class ClusterVerifier:
 
     def __init__(self, address: str, *, toolchain: Toolchain, connect_timeout_s: float = 4.0,
                  vanished_grace_s: float = 10.0, poll_s: float = 0.2) -> None:
+        address = scheduler_address(address, "--cluster")  # its form, at once, before dask tries it
         try:
             from distributed import Client
         except ImportError:
