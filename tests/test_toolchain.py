@@ -7,6 +7,8 @@ instructions under test and the SASS checks would look at nothing.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -298,6 +300,9 @@ def test_search_order_and_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert (found.path, found.version, found.source) == (porter_home / "ptxas", "98.0.1", "PORTER_CUDA_HOME")
 
     (porter_home / "ptxas").unlink()
+    with pytest.raises(InputError, match="PORTER_CUDA_HOME="):  # named for its ptxas: never passed over
+        find_toolchain(env)
+    del env["PORTER_CUDA_HOME"]
     found = find_toolchain(env).ptxas
     assert found is not None
     assert (found.version, found.source) == ("88.2.3", "CUDA_HOME")
@@ -589,3 +594,14 @@ def test_cuobjdump_fallback(disassembler: Toolchain) -> None:
 def test_disassembling_garbage_is_an_environment_problem(disassembler: Toolchain) -> None:
     with pytest.raises(EnvironmentProblem, match="could not disassemble"):
         disassembler.disassemble(b"not an ELF file")
+
+
+def test_a_porter_cuda_home_without_ptxas_is_bad_input_as_toolchain_is(tmp_path: Path) -> None:
+    """#29: PORTER_CUDA_HOME naming a folder without ptxas was passed over for another ptxas."""
+    (tmp_path / "empty").mkdir()
+    for home, said in ((tmp_path / "empty", "no ptxas that runs"), (tmp_path / "nowhere", "no such folder")):
+        with pytest.raises(InputError, match=f"PORTER_CUDA_HOME={home}: {said}"):
+            find_toolchain({"PORTER_CUDA_HOME": str(home), "PATH": os.environ.get("PATH", "")})
+    r = subprocess.run([sys.executable, "-m", "porter", "doctor"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PORTER_CUDA_HOME": str(tmp_path / "empty")})
+    assert r.returncode == 2 and "PORTER_CUDA_HOME=" in r.stderr and "no ptxas that runs" in r.stderr

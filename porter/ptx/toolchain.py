@@ -95,6 +95,8 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None =
     the assembly cache folder; default ``~/.cache/porter/ptxas``).
     """
     env = os.environ if env is None else env
+    if home := env.get("PORTER_CUDA_HOME"):  # a folder named for its ptxas must hold one, never be passed over
+        toolchain_home(Path(home), named_by=f"PORTER_CUDA_HOME={home}")
     cache_dir = env.get("PORTER_CACHE_DIR")
     if driver == DETECT:
         driver = driver_cuda_version()
@@ -109,17 +111,19 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None =
     )
 
 
-def toolchain_home(folder: Path) -> Path:
-    """``folder`` as ``--toolchain`` names it, absolute, to be ``PORTER_CUDA_HOME``; InputError unless
-    it holds a ptxas that runs, in ``folder/bin`` or ``folder`` itself (a CUDA toolkit, a pip wheel's
-    ``nvidia/cu13`` or ``nvidia/cuda_nvcc`` folder, or any folder with ptxas copied into it)."""
+def toolchain_home(folder: Path, *, named_by: str = "") -> Path:
+    """``folder`` as ``--toolchain`` (or ``PORTER_CUDA_HOME``: ``named_by`` says which, as the user
+    wrote it) names it, absolute, to be ``PORTER_CUDA_HOME``; InputError unless it holds a ptxas that
+    runs, in ``folder/bin`` or ``folder`` itself (a CUDA toolkit, a pip wheel's ``nvidia/cu13`` or
+    ``nvidia/cuda_nvcc`` folder, or any folder with ptxas copied into it)."""
+    named_by = named_by or f"--toolchain {folder}"
     home = folder.expanduser().absolute()
     if not home.is_dir():
-        raise InputError(f"--toolchain {folder}: no such folder")
+        raise InputError(f"{named_by}: no such folder")
     for candidate in (home / "bin" / "ptxas", home / "ptxas"):
         if candidate.is_file() and os.access(candidate, os.X_OK) and _tool_version(str(candidate)) is not None:
             return home
-    raise InputError(f"--toolchain {folder}: no ptxas that runs in {home / 'bin'} or {home}")
+    raise InputError(f"{named_by}: no ptxas that runs in {home / 'bin'} or {home}")
 
 
 def driver_cuda_version() -> str | None:
