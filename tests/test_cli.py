@@ -183,3 +183,15 @@ def test_a_path_porter_cannot_write_is_one_line_naming_it(tmp_path: Path, monkey
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err == f"porter: error: {target}: Permission denied\n"
+
+
+def test_check_native_on_a_kernel_without_tensor_core_work_is_not_required(tmp_path: Path) -> None:
+    """#29: `check --native` on a vector add said FAILED (native instructions absent), where port
+    says native instructions are not required of it."""
+    r = porter("check", str(_vector_add(tmp_path)), "--native", "--json")
+    verdict = json.loads(r.stdout)
+    assert r.returncode == 3 and verdict["status"] == "not run", r.stdout  # no GPU here: nothing failed
+    assert "native" not in {g["name"] for g in verdict["gates"]}
+    assert any(w.startswith("--native: not required") for w in verdict["warnings"])
+    text = porter("check", str(tmp_path / "kernel.ptx"), "--native").stdout
+    assert "FAILED" not in text and "not required" in text

@@ -54,7 +54,7 @@ from porter.gate.verdict import (
 )
 from porter.ptx import PtxModule, read_ptx
 from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on, version_problem
-from porter.ptx.inspection import signature_evidence
+from porter.ptx.inspection import signature_evidence, uses_tensor_cores
 from porter.ptx.retarget import fit_to_ptxas
 from porter.ptx.toolchain import AssembleResult, Toolchain
 
@@ -370,6 +370,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     signature = _signature(toolchain, assembled, target)
     if options.native is None:
         options = replace(options, native=any(signature.values()))
+    elif options.native and not uses_tensor_cores(module):
+        options = replace(options, native=False)
+        warnings.append("--native: not required: the kernel does no tensor-core work (no mma.sync, wgmma or "
+                        "tcgen05), so it has no native tensor-core instructions to execute (as porter port says)")
 
     device, why_not = _device(runner)
     if device is None:
@@ -377,7 +381,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         more, extras = _unmeasured(options, why_not, target, signature)
         gates.extend(more)
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
-                        **_extra(base))
+                        warnings=tuple(warnings), **_extra(base))
     # An explicit --arch is a claim about that target: only its own cubin may stand for it.
     run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
                                          fallback=options.arch is None)
@@ -386,7 +390,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         more, extras = _unmeasured(options, run_note, target, signature)
         gates.extend(more)
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
-                        gpu=device.describe(), **extras, **_extra(base))
+                        gpu=device.describe(), warnings=tuple(warnings), **extras, **_extra(base))
     if run_note:
         warnings.append(run_note)
 

@@ -59,6 +59,15 @@ class InspectReport:
     ptxas: str | None  # "path (version)" of the ptxas used, None when nothing was assembled
 
 
+TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
+
+
+def uses_tensor_cores(module: PtxModule) -> bool:
+    """Whether the module does tensor-core work at all: only then can the target's own tensor-core
+    instructions be asked of it (a vector add or a softmax has none to execute)."""
+    return any(u.feature.startswith(TENSOR_CORE_FEATURES) for u in features_used(module.instructions()))
+
+
 def signature_evidence(result: AssembleResult, profile: ArchProfile, toolchain: Toolchain) -> SignatureEvidence:
     """Disassemble a successful assembly and count the profile's signature SASS opcodes."""
     assert result.cubin is not None
