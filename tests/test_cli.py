@@ -115,7 +115,7 @@ def test_inspect_never_says_as_is_beside_a_ptxas_failure(tmp_path: Path) -> None
     bad = tmp_path / "bad.ptx"
     bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
     r = porter("inspect", str(bad), "--arch", "sm_80", "--arch", "sm_90")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # #29: ptxas rejects it for every target: it goes nowhere
     rows = [line for line in r.stdout.splitlines() if line.startswith(("sm_80 ", "sm_90 "))]
     assert len(rows) == 2 and all("ptxas error" in row and "as-is" not in row for row in rows)
     assert "assembles as is" not in r.stdout and "ptxas rejects it for sm_80 (line 49" in r.stdout
@@ -195,3 +195,29 @@ def test_check_native_on_a_kernel_without_tensor_core_work_is_not_required(tmp_p
     assert any(w.startswith("--native: not required") for w in verdict["warnings"])
     text = porter("check", str(tmp_path / "kernel.ptx"), "--native").stdout
     assert "FAILED" not in text and "not required" in text
+
+
+def test_inspect_exits_1_only_when_ptxas_rejects_every_target(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    assert porter("inspect", str(bad), "--arch", "sm_80", "--json").returncode == 1
+    assert porter("inspect", str(bad), "--no-assemble").returncode == 0  # nothing asked of ptxas
+    assert porter("inspect", str(INSPECT / "wgmma_sm90a.ptx"), "--arch", "sm_100a", "--arch", "sm_90a").returncode == 0
+
+
+def test_spec_refuses_a_kernel_ptxas_rejects(tmp_path: Path) -> None:
+    """#29: `porter spec` wrote a spec for a kernel that does not assemble."""
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    r = porter("spec", str(bad))
+    assert r.returncode == 2 and "does not assemble for sm_80" in r.stderr and "line 49" in r.stderr, r.stderr
+    assert not (tmp_path / "porter.toml").exists()
+
+
+def test_spec_suggests_checking_against_the_reference_not_the_kernel_itself(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.ptx"
+    kernel.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text())
+    r = porter("spec", str(kernel))
+    assert r.returncode == 0, r.stderr
+    assert "--against" not in r.stdout and f"`porter check {kernel}`" in r.stdout
+    assert f"`porter port {kernel} --to ARCH`" in r.stdout

@@ -77,7 +77,8 @@ def inspect(
         bool, typer.Option("--no-assemble", help="Skip ptxas; report the static verdicts only.")
     ] = False,
 ) -> None:
-    """Entries, params, features used, and for each architecture: can it go there, and what it costs."""
+    """Entries, params, features used, and for each architecture: can it go there, and what it costs.
+    Exit 0, or 1 when ptxas rejects the kernel for every architecture it was assembled for; 2 bad input."""
     from porter.ptx.inspection import inspect_file
     from porter.report.terminal import render_inspect
 
@@ -86,6 +87,7 @@ def inspect(
         _emit_json(report)
     else:
         typer.echo(render_inspect(report))
+    raise typer.Exit(1 if report.rejected_everywhere else 0)
 
 
 @app.command()
@@ -524,8 +526,10 @@ def spec_scaffold(
         raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
     text, chosen = scaffold_file(kernel, entry)
     target.write_text(text)
-    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list, then "
-               f"`porter check {kernel} --spec {target} --against {kernel}`")
+    spec_option = "" if out is None else f" --spec {target}"
+    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list (the [reference] the "
+               f"outputs are checked against among them), then `porter check {kernel}{spec_option}` checks the "
+               f"kernel against that reference, and `porter port {kernel}{spec_option} --to ARCH` ports it")
 
 
 def main() -> None:

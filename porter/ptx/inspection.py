@@ -58,6 +58,13 @@ class InspectReport:
     archs: tuple[ArchInspection, ...]
     ptxas: str | None  # "path (version)" of the ptxas used, None when nothing was assembled
 
+    @property
+    def rejected_everywhere(self) -> bool:
+        """ptxas was asked for at least one architecture and rejected the module for every one:
+        the kernel goes nowhere as written (``porter inspect`` exits 1)."""
+        tried = [a for a in self.archs if a.assembled is not None]
+        return bool(tried) and not any(a.assembled for a in tried)
+
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 
