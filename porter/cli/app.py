@@ -459,11 +459,11 @@ def bench(
     cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
 ) -> None:
     """Port (or check the reference ports of) every task in a suite, the tasks spread over every GPU; one row per
-    task and model, and suite rates."""
+    task and model, and suite rates. Exit 0 every row passed, 1 a row failed, 2 bad input, 3 a row not run."""
     import datetime as dt
 
     from porter import services
-    from porter.bench.suite import render_markdown
+    from porter.bench.suite import exit_code, render_markdown
 
     benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu, cluster=cluster,
                              on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
@@ -472,6 +472,7 @@ def bench(
     else:
         header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {benched.gpu}, {dt.date.today()}"
         typer.echo(render_markdown(benched.rows, benched.summary, header=header))
+    raise typer.Exit(exit_code(benched.rows))
 
 
 @app.command()
