@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from porter.gate.runner import GpuRunner, Runner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
-    from porter.gate.verdict import Verdict
+    from porter.gate.verdict import Status, Verdict
     from porter.ptx.toolchain import Toolchain
     from porter.review.branch import ReviewOutcome
 
@@ -300,6 +300,17 @@ class ReplayRow:
     def agrees(self) -> bool:
         return self.recorded == self.verdict.status
 
+    @property
+    def outcome(self) -> Status:
+        """What the replay of this candidate amounts to: ``not run`` where it could not run here
+        (whatever was recorded: nothing was compared), else ``passed`` when this machine's status is
+        the recorded one and ``failed`` when it is not (the record does not reproduce)."""
+        from porter.gate.verdict import Status, exit_code_for
+
+        if exit_code_for(self.verdict.status) == exit_code_for(Status.NOT_RUN):
+            return Status.NOT_RUN
+        return Status.PASSED if self.agrees else Status.FAILED
+
 
 @dataclass(frozen=True)
 class Replayed:
@@ -309,6 +320,20 @@ class Replayed:
     @property
     def agrees(self) -> bool:
         return all(r.agrees for r in self.rows)
+
+    @property
+    def exit_code(self) -> int:
+        """As a check's: 1 if a candidate's record does not reproduce, else 3 if one could not run here."""
+        from porter.gate.verdict import exit_code_for_all
+
+        return exit_code_for_all(r.outcome for r in self.rows)
+
+    def as_data(self) -> dict[str, Any]:
+        """The replay as ``--json`` (and the MCP tool) give it: each candidate's recorded status,
+        this machine's Verdict, and whether they agree."""
+        return {"run": self.run, "agrees": self.agrees, "exit_code": self.exit_code,
+                "rows": [{"index": r.index, "origin": r.origin, "recorded": r.recorded, "agrees": r.agrees,
+                          "outcome": r.outcome, "verdict": r.verdict} for r in self.rows]}
 
 
 def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None) -> Replayed:

@@ -357,19 +357,21 @@ def replay(
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
+    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded.
+    Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
     from porter.report.tables import table
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu)
     if as_json:
-        _emit_json([r.verdict for r in replayed.rows])
+        _emit_json(replayed.as_data())
     else:
         typer.echo(f"replayed {replayed.run.name} on this machine")
         typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
-                         [[r.index, r.origin, r.recorded, r.verdict.status, "same" if r.agrees else "DIFFERENT",
+                         [[r.index, r.origin, r.recorded, r.verdict.status,
+                           "not run" if r.outcome == "not run" else "same" if r.agrees else "DIFFERENT",
                            r.verdict.reason[:80]] for r in replayed.rows]))
-    raise typer.Exit(0 if replayed.agrees else 1)
+    raise typer.Exit(replayed.exit_code)
 
 
 @app.command()
