@@ -392,13 +392,14 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
 
 def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
     """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
+    from porter.install import install_hint
     from porter.pool.address import scheduler_address
 
     scheduler = scheduler_address(scheduler, "--scheduler")  # before any GPU is started
     try:
         from porter.pool.worker import WorkerGroup, local_gpus
     except ImportError:
-        raise EnvironmentProblem("porter worker needs dask.distributed: pip install 'porter-kernels[cluster]'") from None
+        raise EnvironmentProblem(f"porter worker needs dask.distributed: {install_hint('dask')}") from None
     gpus = local_gpus()
     group = WorkerGroup(scheduler, gpus, name=name)
     echo(f"porter worker: joining {scheduler} with {group.describe()}")

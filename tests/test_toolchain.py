@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.gate.doctor import _tool_check
+from porter.install import install_hint
 from porter.ptx.toolchain import Toolchain, find_toolchain, search_dirs
 
 WGMMA_PTX = """\
@@ -328,19 +330,18 @@ def test_missing_tools_raise_with_pip_command(tmp_path: Path, monkeypatch: pytes
     tools = find_toolchain({"PORTER_CACHE_DIR": str(tmp_path)})
     assert (tools.ptxas, tools.nvdisasm, tools.cuobjdump) == (None, None, None)
     assert not tools.can_disassemble
-    for name, package in (
-        ("ptxas", "nvidia-cuda-nvcc"),
-        ("nvdisasm", "nvidia-cuda-nvdisasm"),
-        ("cuobjdump", "nvidia-cuda-cuobjdump"),
-    ):
+    for name in ("ptxas", "nvdisasm", "cuobjdump"):
         with pytest.raises(EnvironmentProblem) as info:
             tools.require(name)
-        assert f"pip install {package}" in str(info.value)
+        # #29: the hint doctor gives, the README's source-checkout install (porter-kernels is not published)
+        assert str(info.value).endswith(f"install it with: {install_hint(name)}")
+        assert "pip install -e '.[cuda13]' in porter's source checkout" in str(info.value)
+        assert _tool_check(name, None, essential=False).hint == install_hint(name)
         assert "\n" not in str(info.value)
         assert info.value.exit_code == 3
     with pytest.raises(EnvironmentProblem, match="ptxas"):
         tools.assemble(WGMMA_PTX, "sm_90a")
-    with pytest.raises(EnvironmentProblem, match="nvidia-cuda-nvdisasm"):
+    with pytest.raises(EnvironmentProblem, match=r"\.\[cuda13\]"):
         tools.disassemble(b"")
 
 

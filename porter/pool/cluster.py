@@ -16,7 +16,7 @@ What can go wrong, and what porter says:
   scheduler's ``allowed-failures`` to 1 when it connects); a second death is ``error``, with the
   workers that died.
 
-dask is an optional extra (``pip install 'porter-kernels[cluster]'``), imported only here.
+dask is an optional extra (the ``cluster`` extra: :func:`porter.install.install_hint`), imported only here.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from porter.errors import EnvironmentProblem
 from porter.gate.check import run_check
 from porter.gate.runner.client import Unavailable
 from porter.gate.verdict import Status, Verdict, overall_status
+from porter.install import install_hint
 from porter.jsonable import from_jsonable
 from porter.pool.address import scheduler_address
 from porter.pool.bundle import pack
@@ -56,7 +57,7 @@ class ClusterVerifier:
         try:
             from distributed import Client
         except ImportError:
-            raise EnvironmentProblem("--cluster needs dask.distributed: pip install 'porter-kernels[cluster]'") from None
+            raise EnvironmentProblem(f"--cluster needs dask.distributed: {install_hint('dask')}") from None
         self.address = address
         self.toolchain = toolchain
         self.vanished_grace_s = vanished_grace_s

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import cast
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.install import install_hint
 from porter.ptx.assembly import Assembly, Diagnostic, EntryResources, Severity
 from porter.ptx.isa import IsaSupport, isa_of_release, parse_probe, probe_text
 from porter.ptx.selection import choose, driver_problem
@@ -42,12 +43,6 @@ from porter.ptx.selection import choose, driver_problem
 TOOL_NAMES = ("ptxas", "nvdisasm", "cuobjdump")
 DEFAULT_PTXAS_TIMEOUT_S = 300.0
 
-# The pip package that ships each tool (CUDA 13 wheels put all three under nvidia/cu13/bin).
-_PIP_PACKAGE = {
-    "ptxas": "nvidia-cuda-nvcc",
-    "nvdisasm": "nvidia-cuda-nvdisasm",
-    "cuobjdump": "nvidia-cuda-cuobjdump",
-}
 # Where wheels put the binaries, relative to a site-packages folder. The CUDA 12 wheel
 # nvidia-cuda-nvcc-cu12 ships only ptxas, under nvidia/cuda_nvcc/bin (no CUDA 12 wheel of nvdisasm
 # or cuobjdump exists).
@@ -107,6 +102,7 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None =
         cuobjdump=choice.cuobjdump,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "porter" / "ptxas",
         notes=choice.notes,
+        why=choice.why,
         driver=driver,
     )
 
@@ -270,6 +266,7 @@ class Toolchain:
     cuobjdump: Tool | None
     cache_dir: Path
     notes: tuple[str, ...] = ()  # what the choice among several toolchains could not make consistent
+    why: str = ""  # why this ptxas among several (porter.ptx.selection.choose's deciding rule)
     driver: str | None = None  # the driver's CUDA version the choice was made for; None: no driver seen
 
     @property
@@ -293,7 +290,7 @@ class Toolchain:
         if tool is None:
             raise EnvironmentProblem(
                 f"{name} not found (searched $PORTER_CUDA_HOME/bin, $CUDA_HOME/bin, PATH and pip wheels);"
-                f" install it with: pip install {_PIP_PACKAGE[name]}"
+                f" install it with: {install_hint(name)}"
             )
         return tool
 
