@@ -386,9 +386,12 @@ def export(
     ] = False,
 ) -> None:
     """Export repair pairs (a failing candidate and its feedback -> a later candidate that passed on
-    hardware) for fine-tuning. Says so on stderr for each run that yields none."""
+    hardware) for fine-tuning, each labelled by the failure it repairs, its architectures and its
+    workload; duplicates (by normalised kernel text) dropped. Says so on stderr for each run that
+    yields none, and ends with a coverage and balance report on stderr. Exit 0, 2 bad input."""
     import json as _json
 
+    from porter.agent.export import coverage, coverage_report, drop_duplicates
     from porter.agent.runs import find_run, no_pairs_reason, repair_pairs
 
     if format != "sft":
@@ -396,20 +399,23 @@ def export(
     if output is not None and output.exists():
         raise InputError(f"{output}: exists; choose another file")
     runs_root = _runs_root(root) / ".porter" / "runs"
-    lines = []
-    for ref in run_refs:
-        folder = find_run(runs_root, ref)
-        pairs = [_json.dumps(pair) for pair in repair_pairs(folder, include_unverified=include_unverified)]
+    folders = list(dict.fromkeys(find_run(runs_root, ref) for ref in run_refs))
+    found = []
+    for folder in folders:
+        pairs = list(repair_pairs(folder, include_unverified=include_unverified))
         if not pairs:
             typer.echo(f"porter: run {folder.name}: no repair pairs: "
                        f"{no_pairs_reason(folder, include_unverified=include_unverified)}", err=True)
-        lines += pairs
+        found += pairs
+    kept, duplicates = drop_duplicates(found)
+    lines = [_json.dumps(pair) for pair in kept]
     text = "\n".join(lines) + ("\n" if lines else "")
     if output is None:
         typer.echo(text, nl=False)
     else:
         output.write_text(text)
         typer.echo(f"wrote {len(lines)} repair pairs to {output}", err=True)
+    typer.echo(coverage_report(coverage(kept, runs=len(folders), duplicates=duplicates)), err=True)
 
 
 @app.command()
