@@ -31,3 +31,13 @@ class EnvironmentProblem(PorterError):
     """The machine lacks something porter needs (toolchain, GPU, driver). Exit code 3."""
 
     exit_code = 3
+
+
+def file_problem(err: OSError) -> InputError | None:
+    """An OSError on a file or folder (permission denied, read-only file system, is a folder...)
+    as the one line the user needs: the path and what the system said (exit 2: the path is the
+    user's to fix). None for an OSError that names no path, which stays porter's own error."""
+    if err.filename is None:
+        return None
+    where = f"{err.filename} -> {err.filename2}" if err.filename2 is not None else str(err.filename)
+    return InputError(f"{where}: {err.strerror or type(err).__name__}")

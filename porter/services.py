@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from porter.gate.runner import GpuRunner, Runner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
-    from porter.gate.verdict import Verdict
+    from porter.gate.verdict import Status, Verdict
     from porter.ptx.toolchain import Toolchain
     from porter.review.branch import ReviewOutcome
 
@@ -114,8 +114,10 @@ def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = Tru
           runner: GpuRunner | None = None) -> Verdict:
     """``porter check``: the gate on one candidate, here (in ``runner``, a long-lived server's, when
     one is given) or on a worker of the cluster at ``cluster``."""
+    from porter.gate.check import check_inputs
     from porter.pool import CheckJob, open_verifier
 
+    check_inputs(spec, options)  # a wrong --against or reference is exit 2 here too, not `not run`
     toolchain = assembler()
     with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
         return verifier.verify([CheckJob(candidate, spec, options)])[0]
@@ -301,6 +303,17 @@ class ReplayRow:
     def agrees(self) -> bool:
         return self.recorded == self.verdict.status
 
+    @property
+    def outcome(self) -> Status:
+        """What the replay of this candidate amounts to: ``not run`` where it could not run here
+        (whatever was recorded: nothing was compared), else ``passed`` when this machine's status is
+        the recorded one and ``failed`` when it is not (the record does not reproduce)."""
+        from porter.gate.verdict import Status, exit_code_for
+
+        if exit_code_for(self.verdict.status) == exit_code_for(Status.NOT_RUN):
+            return Status.NOT_RUN
+        return Status.PASSED if self.agrees else Status.FAILED
+
 
 @dataclass(frozen=True)
 class Replayed:
@@ -310,6 +323,20 @@ class Replayed:
     @property
     def agrees(self) -> bool:
         return all(r.agrees for r in self.rows)
+
+    @property
+    def exit_code(self) -> int:
+        """As a check's: 1 if a candidate's record does not reproduce, else 3 if one could not run here."""
+        from porter.gate.verdict import exit_code_for_all
+
+        return exit_code_for_all(r.outcome for r in self.rows)
+
+    def as_data(self) -> dict[str, Any]:
+        """The replay as ``--json`` (and the MCP tool) give it: each candidate's recorded status,
+        this machine's Verdict, and whether they agree."""
+        return {"run": self.run, "agrees": self.agrees, "exit_code": self.exit_code,
+                "rows": [{"index": r.index, "origin": r.origin, "recorded": r.recorded, "agrees": r.agrees,
+                          "outcome": r.outcome, "verdict": r.verdict} for r in self.rows]}
 
 
 def recorded_spec(config: RunConfig, root: Path) -> Path:
@@ -373,10 +400,14 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
 
 def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
     """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
+    from porter.install import install_hint
+    from porter.pool.address import scheduler_address
+
+    scheduler = scheduler_address(scheduler, "--scheduler")  # before any GPU is started
     try:
         from porter.pool.worker import WorkerGroup, local_gpus
     except ImportError:
-        raise EnvironmentProblem("porter worker needs dask.distributed: pip install 'porter-kernels[cluster]'") from None
+        raise EnvironmentProblem(f"porter worker needs dask.distributed: {install_hint('dask')}") from None
     gpus = local_gpus()
     group = WorkerGroup(scheduler, gpus, name=name)
     echo(f"porter worker: joining {scheduler} with {group.describe()}")

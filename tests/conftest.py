@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from porter.install import install_hint
 from porter.ptx import retarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +28,7 @@ def gpu_unavailable_reason() -> str | None:
     try:
         import cupy  # noqa: F401
     except ImportError:
-        return "CuPy is not installed (pip install 'porter-kernels[cuda13]')"
+        return f"CuPy is not installed ({install_hint('cupy')})"
     return None
 
 

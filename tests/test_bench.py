@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from porter.bench.suite import BenchRow, find_tasks, render_markdown, row_from_verdict, run_bench, summarise
+from porter.bench.suite import (
+    BenchRow,
+    exit_code,
+    find_tasks,
+    render_markdown,
+    row_from_verdict,
+    run_bench,
+    summarise,
+)
 from porter.errors import InputError
 from porter.gate.native import NativeEvidence
 from porter.gate.verdict import Gate, Timing, Verdict
@@ -78,3 +87,54 @@ def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) 
     for row in rows:
         assert row.status == "not run" and row.assembled and row.native_in_sass, row
     assert summarise(rows).ran == 0
+
+
+def test_a_row_that_failed_before_running_counts_as_failed_in_the_table_and_the_summary() -> None:
+    """#29: a port ptxas rejected said "failed" in the table but counted as not run in the summary."""
+    rejected = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="failed", reason="assemble: 3 errors",
+                       gates=(Gate("interface", "passed", ""), Gate("assemble", "failed", "3 errors")))
+    rows = [row_from_verdict("a", "m", rejected, require_native=True, port=True),
+            row_from_verdict("b", "m", _verdict("not run", "not measured"), require_native=True)]
+    assert [r.status for r in rows] == ["failed", "not run"]
+    s = summarise(rows)
+    assert (s.ran, s.not_run, s.correct) == (1, 1, 0)
+    assert "Over the 1 rows that ran here (1 not run" in render_markdown(rows, s)
+
+
+def test_the_exit_code_is_a_checks() -> None:
+    passed = row_from_verdict("a", "m", _verdict("passed", "executed"), require_native=True)
+    failed = row_from_verdict("c", "m", _verdict("failed", "executed"), require_native=True)
+    not_run = row_from_verdict("d", "m", _verdict("not run", "not measured"), require_native=True)
+    missing = BenchRow("e", "solution", "no solution", None, "not run", None, "not run", None, None, None)
+    assert exit_code([passed, missing]) == 0
+    assert exit_code([passed, not_run, missing]) == 3
+    assert exit_code([failed, not_run, passed]) == 1
+
+
+def test_bench_solutions_without_a_gpu_exits_3(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    suite = tmp_path / "suite"
+    shutil.copytree(ROOT / "examples" / "gemm_bt_tile", suite / "gemm_bt_tile")
+    r = subprocess.run([sys.executable, "-m", "porter", "bench", str(suite), "--solutions"], capture_output=True,
+                       text=True, cwd=ROOT, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "| not run |" in r.stdout
+
+
+def test_bench_ports_are_recorded_where_porter_runs_finds_them(toolchain, no_gpu, tmp_path: Path) -> None:
+    """#29: bench recorded its runs under each task's folder, where `porter runs` does not look."""
+    import subprocess
+
+    from porter.agent.runs import list_runs
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "gemm_bt_tile", repo / "suite" / "gemm_bt_tile")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    tasks = find_tasks(repo / "suite")
+    (row,) = run_bench(tasks, models=[None], solutions=False, toolchain=toolchain, runner=no_gpu)
+    assert row.status == "failed", row  # the retarget alone keeps mma.sync: no wgmma in the SASS
+    assert not (repo / "suite" / "gemm_bt_tile" / ".porter").exists()
+    assert len(list_runs(repo / ".porter" / "runs")) == 1

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 INSPECT = ROOT / "examples" / "inspect"
 
@@ -113,7 +115,7 @@ def test_inspect_never_says_as_is_beside_a_ptxas_failure(tmp_path: Path) -> None
     bad = tmp_path / "bad.ptx"
     bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
     r = porter("inspect", str(bad), "--arch", "sm_80", "--arch", "sm_90")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # #29: ptxas rejects it for every target: it goes nowhere
     rows = [line for line in r.stdout.splitlines() if line.startswith(("sm_80 ", "sm_90 "))]
     assert len(rows) == 2 and all("ptxas error" in row and "as-is" not in row for row in rows)
     assert "assembles as is" not in r.stdout and "ptxas rejects it for sm_80 (line 49" in r.stdout
@@ -123,3 +125,99 @@ def test_inspect_never_says_as_is_beside_a_ptxas_failure(tmp_path: Path) -> None
     good = json.loads(porter("inspect", str(ROOT / "examples" / "vector_add" / "kernel.ptx"), "--arch", "sm_80",
                              "--json").stdout)
     assert good["archs"][0]["verdict"] == "as-is"
+
+
+def _vector_add(folder: Path) -> Path:
+    for name in ("kernel.ptx", "porter.toml", "ref.py"):
+        (folder / name).write_text((ROOT / "examples" / "vector_add" / name).read_text())
+    return folder / "kernel.ptx"
+
+
+def test_a_bad_against_kernel_is_bad_input_even_without_a_gpu(tmp_path: Path) -> None:
+    """#29: a missing, empty, unparsable or mismatched --against was `not run` (exit 3) without a GPU."""
+    kernel = _vector_add(tmp_path)
+    (tmp_path / "empty.ptx").write_text("")
+    (tmp_path / "junk.ptx").write_text("hello {")
+    (tmp_path / "f64.ptx").write_text(kernel.read_text().replace(".param .f32", ".param .f64"))
+    (tmp_path / "small.ptx").write_text(kernel.read_text().replace(".maxntid 256, 1, 1", ".maxntid 128, 1, 1"))
+    for source, said in (("nope.ptx", "no such file"), ("empty.ptx", "empty file"), ("junk.ptx", "expected a PTX"),
+                         ("f64.ptx", "'alpha'"), ("small.ptx", ".maxntid (128, 1, 1)")):
+        r = porter("check", str(kernel), "--against", str(tmp_path / source))
+        assert r.returncode == 2, (source, r.stdout, r.stderr)
+        assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, (source, r.stderr)
+
+
+def test_a_reference_that_cannot_import_is_bad_input(tmp_path: Path) -> None:
+    kernel = _vector_add(tmp_path)
+    for text, said in (("def other(args, sizes):\n    return {}\n", "has no function 'vector_add'"),
+                       ("def vector_add(:\n", "does not import: line 1")):
+        (tmp_path / "ref.py").write_text(text)
+        r = porter("check", str(kernel))
+        assert r.returncode == 2 and said in r.stderr, (text, r.stderr)
+
+
+def test_check_holds_the_candidate_to_the_spec_block_as_port_does(tmp_path: Path) -> None:
+    kernel = _vector_add(tmp_path)
+    kernel.write_text(kernel.read_text().replace(".maxntid 256, 1, 1", ".maxntid 128, 1, 1"))
+    r = porter("check", str(kernel), "--json")
+    assert r.returncode == 1, r.stderr
+    (interface,) = [g for g in json.loads(r.stdout)["gates"] if g["name"] == "interface"]
+    assert interface["status"] == "failed" and "at most .maxntid (128, 1, 1)" in interface["details"][0]
+
+
+def test_a_path_porter_cannot_write_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """#29: a folder porter could not write ended in `internal error: PermissionError` (exit 3)."""
+    from porter.cli.app import main
+
+    kernel = _vector_add(tmp_path)
+    target = tmp_path / "locked" / "porter.toml"
+
+    def denied(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", denied)
+    monkeypatch.setattr(sys, "argv", ["porter", "spec", str(kernel), "--out", str(target)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"porter: error: {target}: Permission denied\n"
+
+
+def test_check_native_on_a_kernel_without_tensor_core_work_is_not_required(tmp_path: Path) -> None:
+    """#29: `check --native` on a vector add said FAILED (native instructions absent), where port
+    says native instructions are not required of it."""
+    r = porter("check", str(_vector_add(tmp_path)), "--native", "--json")
+    verdict = json.loads(r.stdout)
+    assert r.returncode == 3 and verdict["status"] == "not run", r.stdout  # no GPU here: nothing failed
+    assert "native" not in {g["name"] for g in verdict["gates"]}
+    assert any(w.startswith("--native: not required") for w in verdict["warnings"])
+    text = porter("check", str(tmp_path / "kernel.ptx"), "--native").stdout
+    assert "FAILED" not in text and "not required" in text
+
+
+def test_inspect_exits_1_only_when_ptxas_rejects_every_target(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    assert porter("inspect", str(bad), "--arch", "sm_80", "--json").returncode == 1
+    assert porter("inspect", str(bad), "--no-assemble").returncode == 0  # nothing asked of ptxas
+    assert porter("inspect", str(INSPECT / "wgmma_sm90a.ptx"), "--arch", "sm_100a", "--arch", "sm_90a").returncode == 0
+
+
+def test_spec_refuses_a_kernel_ptxas_rejects(tmp_path: Path) -> None:
+    """#29: `porter spec` wrote a spec for a kernel that does not assemble."""
+    bad = tmp_path / "bad.ptx"
+    bad.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text().replace("fma.rn.f32", "fmaa.rn.f32"))
+    r = porter("spec", str(bad))
+    assert r.returncode == 2 and "does not assemble for sm_80" in r.stderr and "line 49" in r.stderr, r.stderr
+    assert not (tmp_path / "porter.toml").exists()
+
+
+def test_spec_suggests_checking_against_the_reference_not_the_kernel_itself(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.ptx"
+    kernel.write_text((ROOT / "examples" / "vector_add" / "kernel.ptx").read_text())
+    r = porter("spec", str(kernel))
+    assert r.returncode == 0, r.stderr
+    assert "--against" not in r.stdout and f"`porter check {kernel}`" in r.stdout
+    assert f"`porter port {kernel} --to ARCH`" in r.stdout

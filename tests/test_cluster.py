@@ -238,3 +238,36 @@ def test_a_candidate_whose_workers_die_twice_is_an_error_with_the_reason(toolcha
     assert verdict.status == "error"
     assert "died while checking it, twice" in verdict.reason
     assert verdict.gate("assemble").status == "passed"
+
+
+@pytest.mark.parametrize("address", ["tcp//10.0.0.5:8786", "tcp://10.0.0.5", "http://10.0.0.5:8786",
+                                     "tcp://10.0.0.5:99999", "10.0.0.5:port"])
+def test_a_malformed_address_is_exit_2_at_once(tmp_path: Path, address: str) -> None:
+    """#29: a malformed --cluster took 9 s, exit 3 and left a Client.__del__ traceback."""
+    kernel, _ = small_vector_add(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    for args in (["check", str(kernel), "--cluster", address], ["worker", "--scheduler", address]):
+        start = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "not a dask scheduler address" in r.stderr or "protocol" in r.stderr or "port must be" in r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert time.monotonic() - start < 5
+
+
+def test_a_dask_worker_not_started_by_porter_is_named(toolchain, tmp_path: Path, scheduler: str) -> None:
+    """#29: a plain dask worker that offers the target ended in `internal error: KeyError: 'porter-gpu'`."""
+    from distributed import Worker
+
+    async def plain_worker() -> Worker:
+        return await Worker(scheduler, nthreads=1, resources={"sm_90a": 1}, dashboard=False)
+
+    verifier = ClusterVerifier(scheduler, toolchain=toolchain)
+    worker = verifier.client.sync(plain_worker)
+    try:
+        path = candidates(tmp_path, 1)[0]
+        with pytest.raises(EnvironmentProblem, match=r"not started by `porter worker`.*porter worker --scheduler"):
+            verifier.verify([CheckJob(path, load_spec(tmp_path / "porter.toml"), CheckOptions(arch="sm_90a"))])
+    finally:
+        verifier.client.sync(worker.close)
+        verifier.close()

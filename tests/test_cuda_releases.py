@@ -199,7 +199,7 @@ def test_porting_to_a_target_this_ptxas_lacks_is_one_line_before_any_work(releas
     else:
         assert r.returncode == 3, r.stdout + r.stderr
         (line,) = r.stderr.strip().splitlines()
-        assert ".target sm_110a needs PTX ISA 9.0 (CUDA 13.0)" in line and "porter-kernels[cuda13]" in line
+        assert ".target sm_110a needs PTX ISA 9.0 (CUDA 13.0)" in line and "-e '.[cuda13]'" in line
         assert not (tmp_path / ".porter").exists()  # nothing was recorded, nothing spent
 
 

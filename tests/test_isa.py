@@ -84,8 +84,8 @@ def test_what_needs_a_newer_ptx_isa_is_named_with_its_line_and_cuda_release() ->
     clusters = module("9.0", "sm_90", entry_directives="\n.blocksareclusters")
     problem = negotiate_version(clusters, None, PTXAS_12_9).problem
     assert problem == (".blocksareclusters on k at line 6 needs PTX ISA 9.0 (CUDA 13.0), but ptxas 12.9.86 accepts "
-                       "PTX ISA up to 8.8: use CUDA 13.0 or newer (pip install 'porter-kernels[cuda13]', or "
-                       "--toolchain DIR / PORTER_CUDA_HOME)")
+                       "PTX ISA up to 8.8: use CUDA 13.0 or newer (pip install -e '.[cuda13]' in porter's source "
+                       "checkout, or --toolchain DIR / PORTER_CUDA_HOME)")
     assert "\n" not in problem
     thor = negotiate_version(module("9.0", "sm_110a"), None, PTXAS_12_9).problem
     assert thor.startswith(".target sm_110a at line 2 needs PTX ISA 9.0 (CUDA 13.0)")
@@ -96,7 +96,7 @@ def test_what_needs_a_newer_ptx_isa_is_named_with_its_line_and_cuda_release() ->
     assert problem.startswith("`tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X` "
                               "(tcgen05.mma.scale_vec) at line 8 needs PTX ISA 8.7 (CUDA 12.8), but ptxas "
                               "12.6.85 accepts PTX ISA up to 8.5")
-    assert "porter-kernels[cuda12]" in problem  # CUDA 12.9 brings it: no need for a CUDA 13 driver
+    assert ".[cuda12]" in problem  # CUDA 12.9 brings it: no need for a CUDA 13 driver
 
 
 def test_compatibility_follows_the_ptxas_in_use() -> None:

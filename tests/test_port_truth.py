@@ -173,7 +173,7 @@ def test_from_contradicting_the_target_is_a_warning(toolchain, tmp_path):
 
 
 def test_the_spec_must_match_the_source_block_and_shared_memory(tmp_path, toolchain):
-    from porter.agent.preflight import check_spec_matches
+    from porter.gate.source import check_spec_matches
     from porter.ptx import read_ptx
 
     folder = _copy(tmp_path, GEMM, ("kernel_sm80.ptx", "ref.py"))

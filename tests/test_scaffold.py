@@ -22,7 +22,7 @@ from porter._toml import tomllib
 from porter.errors import InputError
 from porter.gate.scaffold import choose_entry, scaffold_file, scaffold_spec
 from porter.gate.spec import Spec, check_against_entry, load_spec
-from porter.ptx import parse_ptx, read_ptx
+from porter.ptx import PtxModule, parse_ptx, read_ptx
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = ROOT / "tests" / "data" / "compiled"
@@ -316,3 +316,24 @@ def test_any_entry_scaffolds_to_a_spec_that_loads_and_matches(types: list[str], 
     (folder / "porter.toml").write_text(scaffold_spec(module, module.kernels[0]))
     spec = load_spec(folder / "porter.toml", allow_todo=True)
     assert check_against_entry(spec, module.kernels[0]) == []
+
+
+def test_a_tma_descriptor_param_is_a_todo_item_and_the_rest_is_written(tmp_path: Path) -> None:
+    """#29: a `.param .align 64 .b8 name[128]` made porter spec refuse the whole kernel."""
+    kernel = ROOT / "examples" / "gemm_bf16" / "kernel_sm90a.ptx"
+    module = read_ptx(kernel)
+    text = scaffold_spec(module, choose_entry(module, None))
+    (tmp_path / "porter.toml").write_text(text)
+    spec = load_spec(tmp_path / "porter.toml", allow_todo=True)
+    assert [p.kind for p in spec.params][-2:] == ["tensormap", "tensormap"]
+    assert check_against_entry(spec, module.kernels[0]) == []
+    assert '"params[9].tensor",' in text and '"params[10].tensor",' in text
+    assert all(p.name not in spec.default_sizes() for p in spec.params if p.kind == "tensormap")
+    struct = text_of_entry(".param .align 8 .b8 s[24]")
+    with pytest.raises(InputError, match=r"b8\[24\] \(a struct\)"):
+        scaffold_spec(struct, struct.kernels[0])
+
+
+def text_of_entry(param: str) -> PtxModule:
+    return parse_ptx(f".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p0, {param})\n"
+                     "{\nld.param.u64 %rd1, [p0];\nst.global.f32 [%rd1], %f1;\nret;\n}\n")

@@ -60,8 +60,8 @@ def test_a_mismatch_that_cannot_be_avoided_is_one_line() -> None:
     assert choice.ptxas == WHEEL_13[0]
     (line,) = choice.notes
     assert line == ("ptxas 13.5.37 (pip wheel) makes CUDA 13 cubins, which this driver (CUDA 12.8) cannot load: "
-                    "pip install 'porter-kernels[cuda12]', or point --toolchain / PORTER_CUDA_HOME at a CUDA 12.x "
-                    "toolkit")
+                    "pip install -e '.[cuda12]' in porter's source checkout, or point --toolchain / "
+                    "PORTER_CUDA_HOME at a CUDA 12.x toolkit")
     assert line == driver_problem(WHEEL_13[0], "12.8")
 
 
@@ -115,3 +115,28 @@ def test_the_gate_refuses_to_hand_the_gpu_a_cubin_its_driver_cannot_load(tmp_pat
     assert cubin is None
     assert why.startswith("ptxas 13.5.37 (PORTER_CUDA_HOME) makes CUDA 13 cubins, which this driver (CUDA 12.4) "
                           "cannot load")
+
+
+def test_the_choice_says_why_this_ptxas_over_the_others() -> None:
+    """#29: doctor listed the other ptxas without saying why it took the one it took."""
+    path_ptxas = tool("ptxas", "13.0.88", "PATH", "/usr/local/bin")
+    assert choose(found(path_ptxas, *WHEEL_13), driver=None).why.startswith("the most complete release")
+    older = tool("ptxas", "12.9.86", "PATH", "/opt/bin")
+    assert choose(found(older, path_ptxas), driver=None).why.startswith("the newest release")
+    twin = tool("ptxas", "13.0.88", "PATH", "/opt/bin")
+    assert choose(found(path_ptxas, twin), driver=None).why.startswith("the first found in search order")
+    assert "cannot load" in choose(found(*WHEEL_13, WHEEL_12), driver="12.4").why
+    assert choose(found(path_ptxas), driver=None).why == ""
+
+
+def test_doctor_says_why_it_uses_its_ptxas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from porter.gate.doctor import toolchain_notes
+
+    monkeypatch.setattr(sys, "path", [])
+    fake_tool(tmp_path / "a", "ptxas", "13.0.88")
+    fake_tool(tmp_path / "b", "ptxas", "13.1.20")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    monkeypatch.delenv("PORTER_CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    (note,) = [n for n in toolchain_notes(find_toolchain(driver=None)) if n.startswith("other ptxas here")]
+    assert "porter uses ptxas 13.1.20 (PATH): the newest release among equally complete ones" in note

@@ -55,3 +55,40 @@ def test_a_port_and_its_replay_read_typed_records(tmp_path: Path, toolchain, mon
     assert raw["status"] == "not run on target hardware"
     replayed = services.replay(result.run_id, work, gpu=False)
     assert replayed.agrees and [r.index for r in replayed.rows] == [r.index for r in records]
+
+
+def test_replay_json_has_the_record_and_exits_as_a_check(tmp_path: Path, toolchain, monkeypatch) -> None:
+    """#29: `replay --json` gave the Verdicts alone (no recorded status, no agreement) and exited 0
+    when nothing could run here."""
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "gemm"
+    shutil.copytree(GEMM, work)
+    monkeypatch.chdir(work)
+    ported = services.port(work / "kernel_sm80.ptx", "sm_90a", model=f"replay:{work / 'scripted_session.toml'}",
+                           branch=False, gpu=False, env={})
+    r = subprocess.run([sys.executable, "-m", "porter", "replay", ported.result.run_id, "--no-gpu", "--json"],
+                       capture_output=True, text=True, cwd=work, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""})
+    data = json.loads(r.stdout)
+    assert r.returncode == 3 == data["exit_code"], r.stderr
+    assert data["agrees"] is True
+    assert [row["recorded"] for row in data["rows"]] == [c.verdict.status for c in ported.result.candidates]
+    assert all(row["agrees"] and row["verdict"]["status"] == row["recorded"] for row in data["rows"])
+    assert "not run" in {row["outcome"] for row in data["rows"]}
+    assert services.replay(ported.result.run_id, work, gpu=False).exit_code == 3
+
+
+def test_a_replay_that_does_not_reproduce_its_record_exits_1() -> None:
+    from porter.gate.verdict import Verdict
+
+    def row(index: int, recorded: str, now: str) -> services.ReplayRow:
+        return services.ReplayRow(index, "model", recorded, Verdict(kernel="k.ptx", entry="k", arch="sm_90a",
+                                                                    status=now, reason="", gates=()))
+
+    here = Path("run")
+    assert services.Replayed(here, (row(0, "failed", "failed"), row(1, "passed", "passed"))).exit_code == 0
+    assert services.Replayed(here, (row(0, "passed", "not run"), row(1, "passed", "passed"))).exit_code == 3
+    assert services.Replayed(here, (row(0, "passed", "failed"), row(1, "passed", "not run"))).exit_code == 1

@@ -7,6 +7,8 @@ instructions under test and the SASS checks would look at nothing.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.gate.doctor import _tool_check
+from porter.install import install_hint
 from porter.ptx.toolchain import Toolchain, find_toolchain, search_dirs
 
 WGMMA_PTX = """\
@@ -298,6 +302,9 @@ def test_search_order_and_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert (found.path, found.version, found.source) == (porter_home / "ptxas", "98.0.1", "PORTER_CUDA_HOME")
 
     (porter_home / "ptxas").unlink()
+    with pytest.raises(InputError, match="PORTER_CUDA_HOME="):  # named for its ptxas: never passed over
+        find_toolchain(env)
+    del env["PORTER_CUDA_HOME"]
     found = find_toolchain(env).ptxas
     assert found is not None
     assert (found.version, found.source) == ("88.2.3", "CUDA_HOME")
@@ -323,19 +330,18 @@ def test_missing_tools_raise_with_pip_command(tmp_path: Path, monkeypatch: pytes
     tools = find_toolchain({"PORTER_CACHE_DIR": str(tmp_path)})
     assert (tools.ptxas, tools.nvdisasm, tools.cuobjdump) == (None, None, None)
     assert not tools.can_disassemble
-    for name, package in (
-        ("ptxas", "nvidia-cuda-nvcc"),
-        ("nvdisasm", "nvidia-cuda-nvdisasm"),
-        ("cuobjdump", "nvidia-cuda-cuobjdump"),
-    ):
+    for name in ("ptxas", "nvdisasm", "cuobjdump"):
         with pytest.raises(EnvironmentProblem) as info:
             tools.require(name)
-        assert f"pip install {package}" in str(info.value)
+        # #29: the hint doctor gives, the README's source-checkout install (porter-kernels is not published)
+        assert str(info.value).endswith(f"install it with: {install_hint(name)}")
+        assert "pip install -e '.[cuda13]' in porter's source checkout" in str(info.value)
+        assert _tool_check(name, None, essential=False).hint == install_hint(name)
         assert "\n" not in str(info.value)
         assert info.value.exit_code == 3
     with pytest.raises(EnvironmentProblem, match="ptxas"):
         tools.assemble(WGMMA_PTX, "sm_90a")
-    with pytest.raises(EnvironmentProblem, match="nvidia-cuda-nvdisasm"):
+    with pytest.raises(EnvironmentProblem, match=r"\.\[cuda13\]"):
         tools.disassemble(b"")
 
 
@@ -589,3 +595,14 @@ def test_cuobjdump_fallback(disassembler: Toolchain) -> None:
 def test_disassembling_garbage_is_an_environment_problem(disassembler: Toolchain) -> None:
     with pytest.raises(EnvironmentProblem, match="could not disassemble"):
         disassembler.disassemble(b"not an ELF file")
+
+
+def test_a_porter_cuda_home_without_ptxas_is_bad_input_as_toolchain_is(tmp_path: Path) -> None:
+    """#29: PORTER_CUDA_HOME naming a folder without ptxas was passed over for another ptxas."""
+    (tmp_path / "empty").mkdir()
+    for home, said in ((tmp_path / "empty", "no ptxas that runs"), (tmp_path / "nowhere", "no such folder")):
+        with pytest.raises(InputError, match=f"PORTER_CUDA_HOME={home}: {said}"):
+            find_toolchain({"PORTER_CUDA_HOME": str(home), "PATH": os.environ.get("PATH", "")})
+    r = subprocess.run([sys.executable, "-m", "porter", "doctor"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PORTER_CUDA_HOME": str(tmp_path / "empty")})
+    assert r.returncode == 2 and "PORTER_CUDA_HOME=" in r.stderr and "no ptxas that runs" in r.stderr

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from porter._toml import tomllib
-from porter.agent.preflight import check_spec_matches
 from porter.gate.scaffold import scaffold_file
+from porter.gate.source import check_spec_matches
 from porter.gate.spec import load_spec
 from porter.ptx import read_ptx
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from porter.agent.export import failure_label
 from porter.errors import InputError
 from porter.gate.verdict import Judgement, Status, Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
@@ -265,12 +266,15 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
     be the better side too, marked ``"verified": false`` in the metadata: a model trained on those
     learns what porter could not confirm. The metadata names the run, the model and both
     candidates' status words, and where the better one came from (``to_origin``: ``model``, or
-    ``edit`` for a developer's own edit in ``porter port --interactive``)."""
+    ``edit`` for a developer's own edit in ``porter port --interactive``); and labels the pair by
+    the failure it repairs (:func:`porter.agent.export.failure_label`), the source and target
+    architecture and the workload (the entry)."""
     prompt = _read_json(run / "prompt.json") if (run / "prompt.json").is_file() else []
     config = read_config(run) if (run / "config.json").is_file() else RunConfig(kernel="?", spec="")
     system = next((m["content"] for m in prompt if m["role"] == "system"), "")
     task = next((m["content"] for m in prompt if m["role"] == "user"), "")
     items = [(text, rec) for _, text, rec in candidates(run) if rec is not None]
+    workload = config.entry or Path(config.kernel).stem
     for pos, (text, record) in enumerate(items):
         if record.passes or not record.feedback:
             continue
@@ -286,6 +290,8 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
                             {"role": "assistant", "content": f"```ptx\n{better[0]}\n```"}],
                "metadata": {"run": run.name, "model": config.model, "target": config.target,
+                            "source_arch": config.source_arch, "workload": workload,
+                            "failure": failure_label(record.verdict, record.status),
                             "from": record.index, "to": to.index, "to_origin": to.origin,
                             "from_status": record.status.value, "to_status": to.status.value,
                             "verified": to.passes,

@@ -18,8 +18,10 @@ from typing import Any
 
 from porter._toml import tomllib
 from porter.errors import InputError
-from porter.gate.verdict import Verdict, judge
+from porter.gate.verdict import EXIT_CODES, Status, Verdict, exit_code_for, exit_code_for_all, judge
 from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
+
+NO_SOLUTION = "no solution"  # a row's status where a task ships no reference port to check
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,12 @@ class BenchRow:
 
 @dataclass(frozen=True)
 class BenchSummary:
+    """The suite's counts, by each row's status (the table's column): a row that failed before it
+    could run (ptxas rejected the port) counts as run and failed, never as not run."""
+
     tasks: int
-    ran: int  # rows whose runtime gates ran here
-    not_run: int
+    ran: int  # rows judged here: passed or failed, in whatever way
+    not_run: int  # not run (here, or on target hardware), or an error of the environment
     no_solution: int
     correct: int
     native_executed: int
@@ -141,10 +146,20 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     )
 
 
+def judged(rows: Sequence[BenchRow]) -> list[BenchRow]:
+    """The rows that are a judgement (every status but ``no solution``: a task without a reference port)."""
+    return [r for r in rows if r.status != NO_SOLUTION]
+
+
+def exit_code(rows: Sequence[BenchRow]) -> int:
+    """``porter bench``'s exit code, as a check's: 1 if any row failed, else 3 if any was not run."""
+    return exit_code_for_all(r.status for r in judged(rows))
+
+
 def summarise(rows: Sequence[BenchRow]) -> BenchSummary:
-    ran = [r for r in rows if r.equivalent != "not run"]
+    ran = [r for r in judged(rows) if exit_code_for(r.status) != EXIT_CODES[Status.NOT_RUN]]
     with_library = [r for r in ran if r.speedup_vs_library is not None]
-    missing = sum(r.status == "no solution" for r in rows)
+    missing = len(rows) - len(judged(rows))
     return BenchSummary(
         tasks=len(rows), ran=len(ran), not_run=len(rows) - len(ran) - missing, no_solution=missing,
         correct=sum(r.equivalent == "yes" for r in ran),
@@ -215,10 +230,12 @@ def _port_row(task: Task, spec: Any, model_name: str | None, toolchain: Any, ver
               api_base: str | None, runs_root: Path | None) -> BenchRow:
     from porter.agent.llm import make_model
     from porter.agent.session import run_port
+    from porter.gitcmd import repo_root_of
 
+    # Recorded where `porter runs` and `porter replay` look: the repository's .porter/runs.
     result = run_port(task.source, spec, task.to_arch, toolchain=toolchain, verifier=verifier,
                       model=make_model(model_name, api_base=api_base), from_arch=task.from_arch,
-                      runs_root=runs_root or task.folder / ".porter" / "runs")
+                      repo_root=repo_root_of(task.folder.absolute()) or Path.cwd(), runs_root=runs_root)
     assert result.best is not None
     # The port's own target and requirement: the session chose them, the row does not again.
     return row_from_verdict(task.name, model_name or "none", result.best.verdict,
@@ -233,7 +250,7 @@ def _solution_row(task: Task, spec: Any, verifier: Verifier) -> BenchRow:
     from porter.ptx.arch import get_profile
 
     if task.solution is None:
-        return BenchRow(task.name, "solution", "no solution", None, "not run", None, "not run", None, None,
+        return BenchRow(task.name, "solution", NO_SOLUTION, None, "not run", None, "not run", None, None,
                         None, reason="the task ships no reference port")
     module = read_ptx(task.source)
     target, _ = choose_target(module, task.to_arch)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from porter.errors import InputError, PorterError
+from porter.errors import InputError, PorterError, file_problem
 
 app = typer.Typer(
     name="porter",
@@ -77,7 +77,8 @@ def inspect(
         bool, typer.Option("--no-assemble", help="Skip ptxas; report the static verdicts only.")
     ] = False,
 ) -> None:
-    """Entries, params, features used, and for each architecture: can it go there, and what it costs."""
+    """Entries, params, features used, and for each architecture: can it go there, and what it costs.
+    Exit 0, or 1 when ptxas rejects the kernel for every architecture it was assembled for; 2 bad input."""
     from porter.ptx.inspection import inspect_file
     from porter.report.terminal import render_inspect
 
@@ -86,6 +87,7 @@ def inspect(
         _emit_json(report)
     else:
         typer.echo(render_inspect(report))
+    raise typer.Exit(1 if report.rejected_everywhere else 0)
 
 
 @app.command()
@@ -355,19 +357,21 @@ def replay(
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded."""
+    """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded.
+    Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
     from porter.report.tables import table
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu)
     if as_json:
-        _emit_json([r.verdict for r in replayed.rows])
+        _emit_json(replayed.as_data())
     else:
         typer.echo(f"replayed {replayed.run.name} on this machine")
         typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
-                         [[r.index, r.origin, r.recorded, r.verdict.status, "same" if r.agrees else "DIFFERENT",
+                         [[r.index, r.origin, r.recorded, r.verdict.status,
+                           "not run" if r.outcome == "not run" else "same" if r.agrees else "DIFFERENT",
                            r.verdict.reason[:80]] for r in replayed.rows]))
-    raise typer.Exit(0 if replayed.agrees else 1)
+    raise typer.Exit(replayed.exit_code)
 
 
 @app.command()
@@ -382,9 +386,12 @@ def export(
     ] = False,
 ) -> None:
     """Export repair pairs (a failing candidate and its feedback -> a later candidate that passed on
-    hardware) for fine-tuning. Says so on stderr for each run that yields none."""
+    hardware) for fine-tuning, each labelled by the failure it repairs, its architectures and its
+    workload; duplicates (by normalised kernel text) dropped. Says so on stderr for each run that
+    yields none, and ends with a coverage and balance report on stderr. Exit 0, 2 bad input."""
     import json as _json
 
+    from porter.agent.export import coverage, coverage_report, drop_duplicates
     from porter.agent.runs import find_run, no_pairs_reason, repair_pairs
 
     if format != "sft":
@@ -392,20 +399,23 @@ def export(
     if output is not None and output.exists():
         raise InputError(f"{output}: exists; choose another file")
     runs_root = _runs_root(root) / ".porter" / "runs"
-    lines = []
-    for ref in run_refs:
-        folder = find_run(runs_root, ref)
-        pairs = [_json.dumps(pair) for pair in repair_pairs(folder, include_unverified=include_unverified)]
+    folders = list(dict.fromkeys(find_run(runs_root, ref) for ref in run_refs))
+    found = []
+    for folder in folders:
+        pairs = list(repair_pairs(folder, include_unverified=include_unverified))
         if not pairs:
             typer.echo(f"porter: run {folder.name}: no repair pairs: "
                        f"{no_pairs_reason(folder, include_unverified=include_unverified)}", err=True)
-        lines += pairs
+        found += pairs
+    kept, duplicates = drop_duplicates(found)
+    lines = [_json.dumps(pair) for pair in kept]
     text = "\n".join(lines) + ("\n" if lines else "")
     if output is None:
         typer.echo(text, nl=False)
     else:
         output.write_text(text)
         typer.echo(f"wrote {len(lines)} repair pairs to {output}", err=True)
+    typer.echo(coverage_report(coverage(kept, runs=len(folders), duplicates=duplicates)), err=True)
 
 
 @app.command()
@@ -462,11 +472,11 @@ def bench(
     cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
 ) -> None:
     """Port (or check the reference ports of) every task in a suite, the tasks spread over every GPU; one row per
-    task and model, and suite rates."""
+    task and model, and suite rates. Exit 0 every row passed, 1 a row failed, 2 bad input, 3 a row not run."""
     import datetime as dt
 
     from porter import services
-    from porter.bench.suite import render_markdown
+    from porter.bench.suite import exit_code, render_markdown
 
     benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu, cluster=cluster,
                              on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
@@ -475,6 +485,7 @@ def bench(
     else:
         header = f"porter bench {suite} ({'reference ports' if solutions else 'ports'}) on {benched.gpu}, {dt.date.today()}"
         typer.echo(render_markdown(benched.rows, benched.summary, header=header))
+    raise typer.Exit(exit_code(benched.rows))
 
 
 @app.command()
@@ -509,13 +520,14 @@ def mcp_server(
     """Serve porter's gate to coding agents over the Model Context Protocol: tools inspect, spec, check,
     profile, port, runs and replay; the architecture profiles and agent prompts as resources. Tool calls
     may name files inside --root only, and ports use the model chosen here. Register it with e.g.
-    `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install 'porter-kernels[mcp]')."""
+    `claude mcp add porter -- porter mcp`. Needs the mcp extra (pip install -e '.[mcp]' in porter's source checkout)."""
     try:
         from porter.mcp.server import serve
     except ImportError as err:
         from porter.errors import EnvironmentProblem
+        from porter.install import install_hint
 
-        raise EnvironmentProblem(f"porter mcp needs the MCP SDK ({err}): pip install 'porter-kernels[mcp]'") from None
+        raise EnvironmentProblem(f"porter mcp needs the MCP SDK ({err}): {install_hint('mcp')}") from None
     from porter.mcp.shared import Limits
 
     if not 0 < port < 65536:
@@ -539,14 +551,22 @@ def spec_scaffold(
         raise InputError(f"{target}: exists; porter spec never overwrites (choose another --out)")
     text, chosen = scaffold_file(kernel, entry)
     target.write_text(text)
-    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list, then "
-               f"`porter check {kernel} --spec {target} --against {kernel}`")
+    spec_option = "" if out is None else f" --spec {target}"
+    typer.echo(f"wrote {target} for {chosen.name}: fill in every item of its todo list (the [reference] the "
+               f"outputs are checked against among them), then `porter check {kernel}{spec_option}` checks the "
+               f"kernel against that reference, and `porter port {kernel}{spec_option} --to ARCH` ports it")
 
 
 def main() -> None:
     """Console entry point: run the app, turning porter's errors into one line and an exit code."""
     try:
-        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+        try:
+            code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+        except OSError as err:  # a path porter cannot read or write: one line naming it
+            problem = file_problem(err)
+            if problem is None:
+                raise
+            raise problem from err
     except PorterError as err:
         typer.echo(f"porter: error: {err}", err=True)
         sys.exit(err.exit_code)

@@ -38,7 +38,9 @@ from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
+from porter.gate.source import block_problems, check_spec_matches
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
+from porter.gate.usercode import callable_problem
 from porter.gate.verdict import (
     CaseResult,
     Gate,
@@ -52,7 +54,7 @@ from porter.gate.verdict import (
 )
 from porter.ptx import PtxModule, read_ptx
 from porter.ptx.arch import cubin_runs_on, get_profile, ptx_runs_on, version_problem
-from porter.ptx.inspection import signature_evidence
+from porter.ptx.inspection import signature_evidence, uses_tensor_cores
 from porter.ptx.retarget import fit_to_ptxas
 from porter.ptx.toolchain import AssembleResult, Toolchain
 
@@ -78,6 +80,23 @@ class CheckOptions:
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
+
+
+def check_inputs(spec: Spec, options: CheckOptions) -> None:
+    """What a check compares the candidate with, validated before anything decides what can run
+    here: a missing, empty or unparsable ``--against`` kernel, one the spec does not describe
+    (params, ``.reqntid``/``.maxntid``, dynamic shared memory: what ``porter port`` checks of its
+    source), or a reference that does not import or lacks its function is bad input (InputError,
+    exit 2) on every machine, never a ``not run`` for want of a GPU."""
+    if options.against is not None:
+        check_spec_matches(spec, read_ptx(options.against), options.against)
+    elif options.golden is None:
+        ref = spec.reference
+        if ref is None or ref.callable is None:
+            raise InputError(f"{spec.source}: no reference: give [reference] python = 'ref.py:fn', "
+                             "--against SOURCE.ptx or --golden DIR")
+        if problem := callable_problem(ref.callable.path, ref.callable.function):
+            raise InputError(f"{spec.source}: reference.python: {problem}")
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -343,6 +362,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     problems = check_against_module(spec, module) + cluster_problems(spec, module)
     if options.entry is None:
         problems += redirected_entry(launch, source_entry, module)
+    if entry_name in {e.name for e in module.kernels}:
+        problems += block_problems(spec, module.entry(entry_name))
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.
@@ -364,6 +385,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     signature = _signature(toolchain, assembled, target)
     if options.native is None:
         options = replace(options, native=any(signature.values()))
+    elif options.native and not uses_tensor_cores(module):
+        options = replace(options, native=False)
+        warnings.append("--native: not required: the kernel does no tensor-core work (no mma.sync, wgmma or "
+                        "tcgen05), so it has no native tensor-core instructions to execute (as porter port says)")
 
     device, why_not = _device(runner)
     if device is None:
@@ -371,7 +396,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         more, extras = _unmeasured(options, why_not, target, signature)
         gates.extend(more)
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
-                        **_extra(base))
+                        warnings=tuple(warnings), **_extra(base))
     # An explicit --arch is a claim about that target: only its own cubin may stand for it.
     run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
                                          fallback=options.arch is None)
@@ -380,7 +405,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         more, extras = _unmeasured(options, run_note, target, signature)
         gates.extend(more)
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
-                        gpu=device.describe(), **extras, **_extra(base))
+                        gpu=device.describe(), warnings=tuple(warnings), **extras, **_extra(base))
     if run_note:
         warnings.append(run_note)
 

@@ -13,17 +13,8 @@ import subprocess
 from dataclasses import dataclass, replace
 from importlib import metadata
 
+from porter.install import install_hint
 from porter.ptx.toolchain import Tool, Toolchain, find_copies, find_toolchain
-
-INSTALL_HINTS = {
-    "ptxas": "pip install 'porter-kernels[cuda13]'   (CUDA 12 drivers: 'porter-kernels[cuda12]')",
-    "nvdisasm": "pip install nvidia-cuda-nvdisasm",
-    "cuobjdump": "pip install nvidia-cuda-cuobjdump",
-    "cupy": "pip install 'porter-kernels[cuda13]'   (CUDA 12 drivers: 'porter-kernels[cuda12]')",
-    "ncu": "install Nsight Compute from the CUDA toolkit (needed for executed-instruction evidence)",
-    "compute-sanitizer": "install compute-sanitizer from the CUDA toolkit (needed for --sanitize)",
-    "litellm": "pip install litellm   (needed only for model-driven ports)",
-}
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ def detect_gpus(timeout_s: float = 20.0) -> tuple[tuple[Gpu, ...], str]:
 
 def _tool_check(name: str, tool: Tool | None, essential: bool) -> Check:
     if tool is None:
-        return Check(name, False, "not found", INSTALL_HINTS[name], essential)
+        return Check(name, False, "not found", install_hint(name), essential)
     return Check(name, True, f"{tool.path} ({tool.version}, via {tool.source})", essential=essential)
 
 
@@ -94,7 +85,7 @@ def _package_check(dist: str, name: str) -> Check:
     try:
         return Check(name, True, f"{dist} {metadata.version(dist)}")
     except metadata.PackageNotFoundError:
-        return Check(name, False, "not installed", INSTALL_HINTS[name])
+        return Check(name, False, "not installed", install_hint(name))
 
 
 def _cupy_check() -> Check:
@@ -103,14 +94,14 @@ def _cupy_check() -> Check:
             return Check("cupy", True, f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             continue
-    return Check("cupy", False, "not installed", INSTALL_HINTS["cupy"])
+    return Check("cupy", False, "not installed", install_hint("cupy"))
 
 
 def _which_check(name: str) -> Check:
     from porter.gate.nsight import find_tool
 
     found = find_tool(name)  # the same search the gate uses, so doctor and check agree
-    return Check(name, True, str(found)) if found else Check(name, False, "not found", INSTALL_HINTS[name])
+    return Check(name, True, str(found)) if found else Check(name, False, "not found", install_hint(name))
 
 
 def diagnose() -> DoctorReport:
@@ -141,5 +132,6 @@ def toolchain_notes(toolchain: Toolchain) -> tuple[str, ...]:
     others = [t for t in find_copies("ptxas") if chosen is None or t.path != chosen.path]
     if others:
         listed = ", ".join(f"{t.version} ({t.source}, {t.path})" for t in others)
-        notes.append(f"other ptxas here: {listed}; --toolchain DIR or PORTER_CUDA_HOME picks one")
+        why = f"; porter uses ptxas {chosen.version} ({chosen.source}): {toolchain.why}" if chosen and toolchain.why else ""
+        notes.append(f"other ptxas here: {listed}{why}; --toolchain DIR or PORTER_CUDA_HOME picks one")
     return tuple(notes)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter.errors import InputError
+from porter.gate.spec import TENSORMAP_BYTES
 from porter.gate.todo import render_todo
 from porter.ptx import Entry, PtxModule
 from porter.ptx.dataflow import DTYPE_BYTES, FLOAT_DTYPES, EntryFacts, PointerFacts, ScalarFacts, entry_facts
@@ -227,18 +228,17 @@ def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | Non
     facts = entry_facts(module, entry)
     declared, ir_names, function = _declared_types(entry, triton_args, triton_ir)
     for index, p in enumerate(entry.params):
-        if p.array_size:
+        if p.array_size and not _is_tensormap(p):
             raise InputError(f"param {index} ({p.name}) is passed by value as {p.type}[{p.array_size}] "
-                             "(a struct or a TMA descriptor): porter spec cannot describe it yet; write that "
-                             "param by hand (a TMA descriptor is kind = \"tensormap\", see docs/spec.md)")
-        if not _is_pointer(p) and p.type not in _SCALARS:
+                             "(a struct): porter spec cannot describe it; write that param by hand")
+        if not _is_pointer(p) and not _is_tensormap(p) and p.type not in _SCALARS:
             raise InputError(f"param {index} ({p.name}) has type {p.type}, which porter's specs do not know")
     names = {p.name: ir_names[i] if ir_names else _short(p.name, entry.name) for i, p in enumerate(entry.params)}
     pointer_facts = {p.index: p for p in facts.pointers}
     scalar_facts = {s.index: s for s in facts.scalars}
     scratch = _scratch_indices(entry, facts, meta)
     size_symbols = [names[p.name] for i, p in enumerate(entry.params)
-                    if i in scalar_facts and _SCALARS[p.type][0] in "iu"] or ["n"]
+                    if i in scalar_facts and not p.array_size and _SCALARS[p.type][0] in "iu"] or ["n"]
 
     body = _Writer()
     body.lines += ["[kernel]", f"entry = {_q(entry.name)}"]
@@ -267,6 +267,8 @@ def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | Non
         cxx = declared[index] if declared is not None else None
         if index in scratch:
             _scratch(body, index, p, scratch[index], meta)
+        elif _is_tensormap(p):
+            _tensormap(body, index, names[entry.params[_first_buffer(entry, scratch)].name])
         elif _is_pointer(p):
             outputs += _buffer(body, index, pointer_facts[index], cxx, facts, need_output=_last_buffer(
                 entry, scratch) == index and not outputs)
@@ -294,6 +296,27 @@ def _last_buffer(entry: Entry, scratch: dict[int, str]) -> int | None:
     """The last pointer param that is a buffer (it becomes the output when nothing is stored)."""
     found = [i for i, p in enumerate(entry.params) if _is_pointer(p) and i not in scratch]
     return found[-1] if found else None
+
+
+def _first_buffer(entry: Entry, scratch: dict[int, str]) -> int:
+    return next(i for i, p in enumerate(entry.params) if _is_pointer(p) and i not in scratch)
+
+
+def _is_tensormap(p: Param) -> bool:
+    """A TMA descriptor passed by value: ``.param .align 64 .b8 name[128]`` (a CUtensorMap)."""
+    return p.type == ".b8" and p.array_size == TENSORMAP_BYTES
+
+
+def _tensormap(w: _Writer, index: int, buffer: str) -> None:
+    """A TMA descriptor: which buffer it maps and how cannot be read off the PTX (the kernel only
+    takes its address), so every key is a guess that loads (the buffer's one axis, a 16-element box)."""
+    w.add("kind", '"tensormap"')
+    w.guess(f"params[{index}].tensor", "tensor", _q(buffer),
+            "a TMA descriptor (128 bytes by value): the buffer it maps, then its dims (the extents, outer to "
+            "inner, over the size symbols), box (the tile one copy moves) and swizzle; see docs/spec.md")
+    w.add("dims", f"[{_q(str(DEFAULT_ELEMENTS))}]", "TODO(porter): with tensor")
+    w.add("box", "[16]", "TODO(porter): with tensor")
+    w.add("swizzle", '"none"', "TODO(porter): with tensor")
 
 
 def _is_pointer(p: Param) -> bool:
@@ -385,6 +408,19 @@ def _launch(w: _Writer, entry: Entry, facts: EntryFacts, meta: TritonMetadata | 
         w.add("cluster", str(list(cluster)), why)
 
 
+def _assembles(module: PtxModule, kernel: Path) -> list[str]:
+    """A spec describes a kernel that can run: one ptxas rejects for its own .target is refused
+    (InputError, exit 2), as ``porter port`` refuses such a source. Without ptxas, a note says so."""
+    from porter.gate.source import check_source_assembles
+    from porter.ptx.toolchain import find_toolchain
+
+    toolchain = find_toolchain()
+    if toolchain.ptxas is None:
+        return [f"not assembled: no ptxas here, so nothing says ptxas takes it for {module.arch}"]
+    check_source_assembles(module, None, toolchain, kernel)
+    return []
+
+
 def scaffold_file(kernel: Path, entry: str | None = None) -> tuple[str, Entry]:
     """The spec text for one entry of a PTX file (Triton's metadata beside it read when present)."""
     from porter.ptx import read_ptx
@@ -393,6 +429,7 @@ def scaffold_file(kernel: Path, entry: str | None = None) -> tuple[str, Entry]:
     chosen = choose_entry(module, entry)
     meta, why_not = read_triton_metadata(kernel, chosen.name)
     notes = [why_not] if why_not else []
+    notes += _assembles(module, kernel)
     if meta is not None:
         if meta.target is not None and not module.arch.startswith(meta.target):
             notes.append(f"{meta.path.name} says target {meta.target}, the PTX .target {module.arch}")

@@ -7,9 +7,11 @@ module name of their own so that two specs' ``ref.py`` never collide.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -32,3 +34,40 @@ def load_callable(path: str, function: str) -> Any:
     if fn is None:
         raise RuntimeError(f"{path} has no function {function!r}")
     return fn
+
+
+def callable_problem(path: Path, function: str) -> str:
+    """Why ``function`` of the Python file at ``path`` cannot be a reference, said without running
+    any of the file (a spec's code runs only when called, and then in the GPU worker): the file is
+    missing or unreadable, does not parse, or binds no top-level ``function``; '' when it may be
+    imported. A file that star-imports may bind it there: that is left for the import to say."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except OSError as err:
+        return f"{path}: cannot read: {err.strerror}"
+    except (SyntaxError, ValueError, UnicodeDecodeError) as err:
+        line = f" line {err.lineno}:" if isinstance(err, SyntaxError) and err.lineno else ""
+        return f"{path} does not import:{line} {getattr(err, 'msg', None) or err}"
+    if function in _top_level_names(tree) or "*" in _top_level_names(tree):
+        return ""
+    return f"{path} has no function {function!r}"
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (definitions, assignments, imports; ``*`` for a
+    star import), looking into top-level ``if``/``try`` blocks (``try: import x`` / ``except``)."""
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+    return names

@@ -21,7 +21,7 @@ into a status word and an exit code; everything else asks it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +55,13 @@ EXIT_CODES: dict[Status, int] = {
 def exit_code_for(status: str) -> int:
     """The exit code of a status word (a ``Status`` or its text)."""
     return EXIT_CODES[Status(status)]
+
+
+def exit_code_for_all(statuses: Iterable[str]) -> int:
+    """The exit code of several judgements (a bench's rows, a replay's candidates), as a check's:
+    1 if any failed, else 3 if any was not run (or met an error), else 0 (all passed, or none)."""
+    codes = {exit_code_for(status) for status in statuses}
+    return next((code for code in (1, 3) if code in codes), 0)
 
 
 NativeState = Literal["executed", "executed for a minor share", "present but never executed", "absent",

@@ -16,7 +16,7 @@ What can go wrong, and what porter says:
   scheduler's ``allowed-failures`` to 1 when it connects); a second death is ``error``, with the
   workers that died.
 
-dask is an optional extra (``pip install 'porter-kernels[cluster]'``), imported only here.
+dask is an optional extra (the ``cluster`` extra: :func:`porter.install.install_hint`), imported only here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from porter.errors import EnvironmentProblem
 from porter.gate.check import run_check
 from porter.gate.runner.client import Unavailable
 from porter.gate.verdict import Status, Verdict, overall_status
+from porter.install import install_hint
 from porter.jsonable import from_jsonable
+from porter.pool.address import scheduler_address
 from porter.pool.bundle import pack
 from porter.pool.verifier import CheckJob
 from porter.ptx import read_ptx
@@ -51,10 +53,11 @@ class ClusterVerifier:
 
     def __init__(self, address: str, *, toolchain: Toolchain, connect_timeout_s: float = 4.0,
                  vanished_grace_s: float = 10.0, poll_s: float = 0.2) -> None:
+        address = scheduler_address(address, "--cluster")  # its form, at once, before dask tries it
         try:
             from distributed import Client
         except ImportError:
-            raise EnvironmentProblem("--cluster needs dask.distributed: pip install 'porter-kernels[cluster]'") from None
+            raise EnvironmentProblem(f"--cluster needs dask.distributed: {install_hint('dask')}") from None
         self.address = address
         self.toolchain = toolchain
         self.vanished_grace_s = vanished_grace_s

@@ -65,12 +65,23 @@ class PorterGpu(WorkerPlugin):
         self.runner.close()
 
 
+def porter_gpu(worker: Any) -> PorterGpu:
+    """The porter GPU of a dask worker that ``porter worker`` started; a worker started otherwise
+    (``dask worker --resources sm_90a=1``) has none, and says how to start one that has."""
+    gpu = worker.plugins.get(PLUGIN)
+    if not isinstance(gpu, PorterGpu):
+        raise EnvironmentProblem(f"the dask worker {worker.name} ({worker.address}) was not started by `porter "
+                                 "worker`, so it has no porter GPU runner to check on: stop it and start `porter "
+                                 "worker --scheduler ADDRESS` on that machine instead")
+    return gpu
+
+
 def check_remote(bundle: Bundle) -> dict[str, Any]:
     """One candidate's gate on this dask worker's GPU; the Verdict as JSON data."""
     from porter.gate.check import run_check
     from porter.gate.spec import load_spec
 
-    gpu: PorterGpu = get_worker().plugins[PLUGIN]  # type: ignore[assignment]
+    gpu = porter_gpu(get_worker())
     spec_folder, job_folder = unpack(bundle)
     spec = load_spec(spec_folder / bundle.spec)
     verdict = run_check(job_folder / bundle.candidate, spec, options_at(bundle, job_folder),

@@ -58,6 +58,22 @@ class InspectReport:
     archs: tuple[ArchInspection, ...]
     ptxas: str | None  # "path (version)" of the ptxas used, None when nothing was assembled
 
+    @property
+    def rejected_everywhere(self) -> bool:
+        """ptxas was asked for at least one architecture and rejected the module for every one:
+        the kernel goes nowhere as written (``porter inspect`` exits 1)."""
+        tried = [a for a in self.archs if a.assembled is not None]
+        return bool(tried) and not any(a.assembled for a in tried)
+
+
+TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
+
+
+def uses_tensor_cores(module: PtxModule) -> bool:
+    """Whether the module does tensor-core work at all: only then can the target's own tensor-core
+    instructions be asked of it (a vector add or a softmax has none to execute)."""
+    return any(u.feature.startswith(TENSOR_CORE_FEATURES) for u in features_used(module.instructions()))
+
 
 def signature_evidence(result: AssembleResult, profile: ArchProfile, toolchain: Toolchain) -> SignatureEvidence:
     """Disassemble a successful assembly and count the profile's signature SASS opcodes."""

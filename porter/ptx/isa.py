@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from porter.install import extra_hint
+
 # (CUDA release, the PTX ISA its ptxas accepts at most), oldest first. 12.7 was never released
 # publicly (its ISA 8.6 first shipped in 12.8). Checked here with ptxas 12.9.86 (8.8), 13.0.88 (9.0)
 # and 13.5.37 (9.5); the others from NVIDIA's PTX release history. A CUDA 13 release newer than
@@ -128,7 +130,7 @@ def too_new(need: IsaNeed, support: IsaSupport) -> str:
     release = release_for_isa(need.version)
     extra = "cuda13" if ptx_key(release) >= (13, 0) else "cuda12"
     return (f"{need.describe()}, but {support.describe()}: use CUDA {release} or newer "
-            f"(pip install 'porter-kernels[{extra}]', or --toolchain DIR / PORTER_CUDA_HOME)")
+            f"({extra_hint(extra)}, or --toolchain DIR / PORTER_CUDA_HOME)")
 
 
 def lowered(old: str, new: str, floor: IsaNeed | None, support: IsaSupport) -> str:

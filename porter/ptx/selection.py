@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from porter.install import extra_hint
 from porter.ptx.isa import ptx_key, release_of
 
 OVERRIDE = "PORTER_CUDA_HOME"
@@ -53,6 +54,7 @@ class Choice(Generic[Tool]):
     nvdisasm: Tool | None
     cuobjdump: Tool | None
     notes: tuple[str, ...] = ()
+    why: str = ""  # why this ptxas among several (the rule that decided), "" with one or none
 
 
 def _release(tool: FoundTool) -> tuple[int, int] | None:
@@ -86,7 +88,7 @@ def driver_problem(ptxas: FoundTool, driver: str | None) -> str | None:
     release = _release(ptxas)
     assert release is not None and driver is not None
     major = ptx_key(driver)[0]
-    wheel = "pip install 'porter-kernels[cuda12]', or " if major == 12 else ""
+    wheel = f"{extra_hint('cuda12')}, or " if major == 12 else ""
     return (f"ptxas {ptxas.version} ({ptxas.source}) makes CUDA {release[0]} cubins, which this driver "
             f"(CUDA {driver}) cannot load: {wheel}point --toolchain / PORTER_CUDA_HOME at a CUDA {major}.x toolkit")
 
@@ -112,8 +114,11 @@ def choose(found: Mapping[str, Sequence[Tool]], driver: str | None) -> Choice[To
     forced = {name: next((t for t in found.get(name, ()) if t.source == OVERRIDE), None)
               for name in ("ptxas", *DISASSEMBLERS)}
     ptxas = forced["ptxas"]
+    why = "named by --toolchain / PORTER_CUDA_HOME" if ptxas is not None else ""
     if ptxas is None and ptxases:
         loadable = [t for t in ptxases if cubins_load(t, driver)]
+        if len(loadable) < len(ptxases):
+            why = f"the others make cubins this driver (CUDA {driver}) cannot load"
         for skipped in (t for t in ptxases if loadable and t not in loadable):
             notes.append(f"ptxas {skipped.version} ({skipped.source}) not used: this driver (CUDA {driver}) "
                          f"cannot load its CUDA {ptx_key(skipped.version)[0]} cubins")
@@ -124,13 +129,26 @@ def choose(found: Mapping[str, Sequence[Tool]], driver: str | None) -> Choice[To
             partners = sum(max((_kin(d, tool) for d in found.get(name, ())), default=0) for name in DISASSEMBLERS)
             return partners, _release(tool) or (0, 0), -index
 
-        ptxas = max(enumerate(pool), key=completeness)[1]
+        ranked = sorted(enumerate(pool), key=completeness, reverse=True)
+        ptxas = ranked[0][1]
+        why = _why_first(*(completeness(item) for item in ranked[:2])) if len(ranked) > 1 else why
     if ptxas is not None and (problem := driver_problem(ptxas, driver)):
         notes.append(problem)
     chosen = {name: forced[name] or _best_partner(list(found.get(name, ())), ptxas) for name in DISASSEMBLERS}
     if ptxas is not None and (mixed := _mixed(ptxas, [t for t in chosen.values() if t is not None])):
         notes.append(mixed)
-    return Choice(ptxas=ptxas, nvdisasm=chosen["nvdisasm"], cuobjdump=chosen["cuobjdump"], notes=tuple(notes))
+    return Choice(ptxas=ptxas, nvdisasm=chosen["nvdisasm"], cuobjdump=chosen["cuobjdump"], notes=tuple(notes),
+                  why=why)
+
+
+def _why_first(first: tuple[int, tuple[int, int], int], second: tuple[int, tuple[int, int], int]) -> str:
+    """Which rule of :func:`choose` put the first ptxas before the second, from their ranking keys
+    (disassemblers of its release beside it, its release, its place in the search order)."""
+    if first[0] != second[0]:
+        return "the most complete release: nvdisasm and cuobjdump of its release are beside it"
+    if first[1] != second[1]:
+        return "the newest release among equally complete ones"
+    return "the first found in search order (PORTER_CUDA_HOME, CUDA_HOME, PATH, pip wheels) among equals"
 
 
 def _mixed(ptxas: FoundTool, disassemblers: Sequence[FoundTool]) -> str | None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import cast
 
 from porter.errors import EnvironmentProblem, InputError
+from porter.install import install_hint
 from porter.ptx.assembly import Assembly, Diagnostic, EntryResources, Severity
 from porter.ptx.isa import IsaSupport, isa_of_release, parse_probe, probe_text
 from porter.ptx.selection import choose, driver_problem
@@ -42,12 +43,6 @@ from porter.ptx.selection import choose, driver_problem
 TOOL_NAMES = ("ptxas", "nvdisasm", "cuobjdump")
 DEFAULT_PTXAS_TIMEOUT_S = 300.0
 
-# The pip package that ships each tool (CUDA 13 wheels put all three under nvidia/cu13/bin).
-_PIP_PACKAGE = {
-    "ptxas": "nvidia-cuda-nvcc",
-    "nvdisasm": "nvidia-cuda-nvdisasm",
-    "cuobjdump": "nvidia-cuda-cuobjdump",
-}
 # Where wheels put the binaries, relative to a site-packages folder. The CUDA 12 wheel
 # nvidia-cuda-nvcc-cu12 ships only ptxas, under nvidia/cuda_nvcc/bin (no CUDA 12 wheel of nvdisasm
 # or cuobjdump exists).
@@ -95,6 +90,8 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None =
     the assembly cache folder; default ``~/.cache/porter/ptxas``).
     """
     env = os.environ if env is None else env
+    if home := env.get("PORTER_CUDA_HOME"):  # a folder named for its ptxas must hold one, never be passed over
+        toolchain_home(Path(home), named_by=f"PORTER_CUDA_HOME={home}")
     cache_dir = env.get("PORTER_CACHE_DIR")
     if driver == DETECT:
         driver = driver_cuda_version()
@@ -105,21 +102,24 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, driver: str | None =
         cuobjdump=choice.cuobjdump,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "porter" / "ptxas",
         notes=choice.notes,
+        why=choice.why,
         driver=driver,
     )
 
 
-def toolchain_home(folder: Path) -> Path:
-    """``folder`` as ``--toolchain`` names it, absolute, to be ``PORTER_CUDA_HOME``; InputError unless
-    it holds a ptxas that runs, in ``folder/bin`` or ``folder`` itself (a CUDA toolkit, a pip wheel's
-    ``nvidia/cu13`` or ``nvidia/cuda_nvcc`` folder, or any folder with ptxas copied into it)."""
+def toolchain_home(folder: Path, *, named_by: str = "") -> Path:
+    """``folder`` as ``--toolchain`` (or ``PORTER_CUDA_HOME``: ``named_by`` says which, as the user
+    wrote it) names it, absolute, to be ``PORTER_CUDA_HOME``; InputError unless it holds a ptxas that
+    runs, in ``folder/bin`` or ``folder`` itself (a CUDA toolkit, a pip wheel's ``nvidia/cu13`` or
+    ``nvidia/cuda_nvcc`` folder, or any folder with ptxas copied into it)."""
+    named_by = named_by or f"--toolchain {folder}"
     home = folder.expanduser().absolute()
     if not home.is_dir():
-        raise InputError(f"--toolchain {folder}: no such folder")
+        raise InputError(f"{named_by}: no such folder")
     for candidate in (home / "bin" / "ptxas", home / "ptxas"):
         if candidate.is_file() and os.access(candidate, os.X_OK) and _tool_version(str(candidate)) is not None:
             return home
-    raise InputError(f"--toolchain {folder}: no ptxas that runs in {home / 'bin'} or {home}")
+    raise InputError(f"{named_by}: no ptxas that runs in {home / 'bin'} or {home}")
 
 
 def driver_cuda_version() -> str | None:
@@ -266,6 +266,7 @@ class Toolchain:
     cuobjdump: Tool | None
     cache_dir: Path
     notes: tuple[str, ...] = ()  # what the choice among several toolchains could not make consistent
+    why: str = ""  # why this ptxas among several (porter.ptx.selection.choose's deciding rule)
     driver: str | None = None  # the driver's CUDA version the choice was made for; None: no driver seen
 
     @property
@@ -289,7 +290,7 @@ class Toolchain:
         if tool is None:
             raise EnvironmentProblem(
                 f"{name} not found (searched $PORTER_CUDA_HOME/bin, $CUDA_HOME/bin, PATH and pip wheels);"
-                f" install it with: pip install {_PIP_PACKAGE[name]}"
+                f" install it with: {install_hint(name)}"
             )
         return tool
 

@@ -1,8 +1,11 @@
 """TMA descriptors (CUtensorMap) for tensormap params, encoded by the CUDA driver.
 
 CuPy does not wrap ``cuTensorMapEncodeTiled``, so it is called through ctypes on the driver
-library that CuPy already loaded. The 128-byte result travels to the kernel by value as a NumPy
-structured scalar, which CuPy passes into a ``.param .align 64 .b8 name[128]`` unchanged.
+library that CuPy already loaded. The driver writes the 128 bytes into host memory that must be
+64-byte aligned (as a CUtensorMap is declared); NumPy aligns an allocation to 16 bytes at most, so
+the buffer is cut out of a larger one at a 64-byte boundary (:func:`aligned_tensormap`). The result
+travels to the kernel by value as a NumPy structured scalar, which CuPy passes into a
+``.param .align 64 .b8 name[128]`` unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ _L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 _INTERLEAVE_NONE = 0
 _OOB_FILL_ZEROS = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: reads outside the extents give zeros
 TENSORMAP_DTYPE = np.dtype([("bytes", np.uint64, (16,))])
+TENSORMAP_ALIGN = 64  # bytes: the driver's requirement on a CUtensorMap's address
 
 
 class TensorMapError(RuntimeError):
@@ -44,6 +48,14 @@ def _error_name(lib: Any, code: int) -> str:
     return f"CUresult {code}"
 
 
+def aligned_tensormap() -> np.ndarray:
+    """A zeroed CUtensorMap (a 0-d array of :data:`TENSORMAP_DTYPE`) whose data starts at a 64-byte
+    boundary by construction: a view into a buffer one alignment larger, which it keeps alive."""
+    raw = np.zeros(TENSORMAP_DTYPE.itemsize + TENSORMAP_ALIGN - 1, np.uint8)
+    start = -raw.ctypes.data % TENSORMAP_ALIGN
+    return raw[start:start + TENSORMAP_DTYPE.itemsize].view(TENSORMAP_DTYPE).reshape(())
+
+
 def encode_tiled(address: int, dtype_name: str, itemsize: int, geometry: TensorMapGeometry) -> np.void:
     """The CUtensorMap of a tiled copy over ``geometry`` (outer-to-inner) at device ``address``."""
     lib = _driver()
@@ -52,7 +64,7 @@ def encode_tiled(address: int, dtype_name: str, itemsize: int, geometry: TensorM
     strides = (ctypes.c_uint64 * max(rank - 1, 1))(*reversed(geometry.strides))
     box = (ctypes.c_uint32 * rank)(*reversed(geometry.box))
     element_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
-    out = np.zeros((), TENSORMAP_DTYPE)
+    out = aligned_tensormap()
     code = lib.cuTensorMapEncodeTiled(
         ctypes.c_void_p(out.ctypes.data), _DATA_TYPES.get(dtype_name, _RAW_BITS[itemsize]), rank,
         ctypes.c_void_p(address), dims, strides, box, element_strides, _INTERLEAVE_NONE,

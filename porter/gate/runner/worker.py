@@ -29,6 +29,7 @@ import numpy as np
 
 from porter.gate.runner.transfer import Parking, parking_directory
 from porter.gate.usercode import load_callable
+from porter.install import install_hint
 
 GUARD_BYTES = 64 * 1024
 SCRUB = 0x3C
@@ -868,7 +869,7 @@ def _pci_address(cp: Any, device: int) -> str:
 def _no_gpu_message(err: BaseException) -> str:
     name = _error_name(err)
     if isinstance(err, ImportError):
-        return "no usable GPU: CuPy is not installed (pip install 'porter-kernels[cuda13]')"
+        return f"no usable GPU: CuPy is not installed ({install_hint('cupy')})"
     if name == "cudaErrorInsufficientDriver":
         return "no usable GPU: no NVIDIA driver on this machine (or one older than this CuPy needs)"
     if name in ("cudaErrorNoDevice", "cudaErrorInvalidDevice"):

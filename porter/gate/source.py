@@ -1,0 +1,118 @@
+"""What a source kernel must satisfy before anything is judged against it: it assembles for its own
+target, and its spec describes it as it runs (its own ``// porter-launch:`` line applied): the entry
+exists, the params agree (count, widths, kinds), the block agrees with the entry's ``.reqntid``
+(exactly) and ``.maxntid`` (at most) for every size set, and the dynamic shared memory is not less
+than the kernel declares (an ``.extern .shared`` array needs some, and a compiler's metadata beside
+the kernel, Triton's ``<name>.json`` with ``"shared"``, says how much).
+
+``porter port`` runs these on its source before spending anything (:mod:`porter.agent.preflight`),
+``porter check`` on an ``--against`` kernel and, for the block, on every candidate; ``porter spec``
+refuses to describe a kernel ptxas rejects. Each problem is an :class:`~porter.errors.InputError`
+naming the file and, where there is one, the line.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from porter.errors import EnvironmentProblem, InputError
+from porter.gate.spec import Spec, check_against_module, declared_spec
+from porter.gate.verdict import size_label
+from porter.ptx import PtxModule
+from porter.ptx.arch import can_compile, normalize_arch
+from porter.ptx.dataflow import dynamic_shared_use
+from porter.ptx.model import Entry
+from porter.ptx.retarget import fit_to_ptxas
+from porter.ptx.toolchain import Toolchain
+from porter.ptx.triton_meta import read_triton_metadata
+
+
+def check_source_assembles(module: PtxModule, from_arch: str | None, toolchain: Toolchain, path: Path) -> str:
+    """Assemble the source; returns the architecture it was assembled for, raises InputError on a ptxas error.
+
+    A ``.version`` newer than the ptxas in use accepts is lowered first where nothing needs it
+    (:func:`porter.ptx.retarget.fit_to_ptxas`); a source that needs a newer PTX ISA than ptxas has is
+    EnvironmentProblem, naming what needs it and the CUDA release that brings it."""
+    arch = module.arch
+    if from_arch is not None and can_compile(module.arch, normalize_arch(from_arch))[0]:
+        arch = normalize_arch(from_arch)
+    text, lowered = fit_to_ptxas(module, toolchain.isa(), filename=str(path))
+    result = toolchain.assemble(text, arch, filename=path.name)
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        where = f" line {first.line}:" if first is not None and first.line else ""
+        message = first.message if first is not None else (result.log.strip().splitlines() or ["ptxas failed"])[-1]
+        if lowered:  # what ptxas refuses may be what the lowered version lacks
+            raise EnvironmentProblem(f"{path}: the source kernel does not assemble for {arch} with its .version "
+                                     f"lowered for this ptxas (ptxas:{where} {message}; {lowered}); a newer "
+                                     "ptxas may take it as written")
+        raise InputError(f"{path}: the source kernel does not assemble for {arch} (ptxas:{where} {message}); "
+                         f"fix the source first: porter ports a kernel that assembles")
+    return arch
+
+
+def _dims(values: tuple[int, ...]) -> tuple[int, int, int]:
+    padded = (*values, 1, 1, 1)[:3]
+    return int(padded[0]), int(padded[1]), int(padded[2])
+
+
+def block_problems(spec: Spec, entry: Entry) -> list[str]:
+    """The spec's block against ``.reqntid`` (must equal it) and ``.maxntid`` (must not exceed it), per size set."""
+    req, most = entry.directive("reqntid"), entry.directive("maxntid")
+    if req is None and most is None:
+        return []
+    problems: list[str] = []
+    for sizes in spec.size_sets():
+        block = tuple(spec.launch_dims(sizes).block)
+        label = size_label(sizes)
+        if req is not None and tuple(block) != _dims(req.values):
+            problems.append(f"the spec launches blocks of {block} at {label}, but .entry {entry.name} requires "
+                            f".reqntid {_dims(req.values)} (line {req.line})")
+        if most is not None and math.prod(block) > math.prod(_dims(most.values)):
+            problems.append(f"the spec launches {math.prod(block)} threads a block at {label}, but .entry "
+                            f"{entry.name} allows at most .maxntid {_dims(most.values)} = "
+                            f"{math.prod(_dims(most.values))} (line {most.line})")
+        if problems:
+            break  # one size set says it; the others would repeat it
+    return problems
+
+
+def declared_dynamic_shared(path: Path, entry: str) -> int | None:
+    """Dynamic shared bytes a compiler's metadata beside the kernel declares: Triton writes
+    ``<stem>.json`` with ``"name"`` and ``"shared"`` next to the PTX in its cache. None without one."""
+    meta, _ = read_triton_metadata(path, entry)
+    return meta.shared if meta is not None else None
+
+
+def shared_problems(spec: Spec, module: PtxModule, entry: Entry, path: Path) -> list[str]:
+    """The spec's dynamic shared memory against what the kernel declares it needs."""
+    extern = dynamic_shared_use(module, entry)
+    declared = declared_dynamic_shared(path, entry.name)
+    for sizes in spec.size_sets():
+        shared = spec.launch_dims(sizes).shared
+        label = size_label(sizes)
+        if declared is not None and shared < declared:
+            return [f"the spec gives {shared} bytes of dynamic shared memory at {label}, but "
+                    f"{path.with_suffix('.json').name} declares {declared} for {entry.name}"]
+        if extern is not None and shared == 0:
+            return [f"the kernel declares dynamic shared memory (.extern .shared {extern.what}[] at line {extern.line}), "
+                    f"but the spec launches it with none at {label} (set [launch] shared)"]
+    return []
+
+
+def check_spec_matches(spec: Spec, module: PtxModule, path: Path) -> None:
+    """The spec describes the source as the source runs; InputError listing the first problems."""
+    declared, _ = declared_spec(spec, module.text, source=str(path))
+    try:
+        entry = module.entry(declared.entry)
+    except KeyError:
+        names = ", ".join(e.name for e in module.kernels) or "none"
+        raise InputError(f"{path}: no .entry {declared.entry!r}, which {spec.path.name} names (entries: {names})") from None
+    problems = check_against_module(declared, module)  # every kernel of a hot loop of several
+    problems += block_problems(declared, entry)
+    problems += shared_problems(declared, module, entry, path)
+    if problems:
+        more = f" (+{len(problems) - 2} more)" if len(problems) > 2 else ""
+        raise InputError(f"{path}: the spec {spec.path} does not match the source kernel: "
+                         f"{'; '.join(problems[:2])}{more}")
