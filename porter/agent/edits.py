@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ErrorKind = Literal["no-code", "truncated", "no-match", "ambiguous", "malformed"]
+# The last three are the screen's (porter.agent.screen): a readable kernel that is not this port's.
+ErrorKind = Literal["no-code", "truncated", "no-match", "ambiguous", "malformed", "header", "entry", "unreadable"]
 EditMode = Literal["whole", "search-replace", "either"]
 
 _SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$", re.IGNORECASE)

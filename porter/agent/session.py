@@ -57,6 +57,7 @@ from porter.ptx.toolchain import Toolchain
 
 if TYPE_CHECKING:
     from porter.agent.resume import ResumePoint
+    from porter.agent.screen import PortShape
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 MAX_FORMAT_ERRORS = 3
@@ -79,6 +80,7 @@ class PortRequest:
     runs_root: Path = Path(".porter/runs")
     repo_root: Path | None = None
     candidates: int = 1  # proposals per round: independent samples of the same conversation
+    entry: str | None = None  # --entry: the entry to port, of a source with several
 
 
 @dataclass(frozen=True)
@@ -397,6 +399,7 @@ class PortSession:
         from porter.agent.feedback import format_error_feedback
         from porter.agent.prompts import load_agent
         from porter.agent.resume import Pending, extend, resumed
+        from porter.agent.screen import screened
 
         req, log, module = self.request, setup.log, setup.module
         if state is None:
@@ -430,6 +433,7 @@ class PortSession:
         if self.model is None:
             return "no model configured: the result is the mechanical retarget baseline alone"
         agent = load_agent(req.agent, repo_root=req.repo_root)
+        shape = self._shape(setup)
         # Zero is a budget (the baseline alone), not "unset": only None falls back to the agent's rounds.
         budget = replace(req.budget, max_rounds=agent.max_rounds if req.budget.max_rounds is None
                          else req.budget.max_rounds)
@@ -445,10 +449,11 @@ class PortSession:
             if not replies:
                 return stop
             outcomes = []
+            current = self._text(state.current, module)
             for reply in replies:
                 log.message("assistant", reply.text)
                 self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
-                outcomes.append(apply_reply(self._text(state.current, module), reply.text, truncated=reply.truncated))
+                outcomes.append(screened(apply_reply(current, reply.text, truncated=reply.truncated), current, shape))
             usable = [(reply, outcome) for reply, outcome in zip(replies, outcomes, strict=True) if outcome.ok]
             if not usable:
                 note = format_error_feedback(outcomes[0])
@@ -472,6 +477,14 @@ class PortSession:
             state = self._checkpoint(log, replace(
                 state, format_errors=0, sampled=state.sampled + len(replies) - len(usable),
                 pending=Pending(first, "model", replies=tuple(reply.text for reply, _ in usable))))
+
+    def _shape(self, setup: _Setup) -> PortShape:
+        """What a reply's kernel must declare to be a candidate of this port (see :mod:`porter.agent.screen`)."""
+        from porter.agent.screen import PortShape
+
+        version = negotiate_version(setup.module, setup.target, self.toolchain.isa()).version
+        return PortShape(spec=self.request.spec, target=setup.target, address_size=setup.module.address_size,
+                         version=version, entry=self.request.entry)
 
     def _sample(self, log: RunLog, messages: list[dict[str, str]], budget: Budget, agent: Any) -> tuple[list[Any], str]:
         """Up to ``candidates`` independent replies to the same conversation (one model call each,
