@@ -56,6 +56,7 @@ from porter.ptx.isa import IsaSupport
 from porter.ptx.toolchain import Toolchain
 
 if TYPE_CHECKING:
+    from porter.agent.edits import EditOutcome
     from porter.agent.resume import ResumePoint
     from porter.agent.screen import PortShape
 
@@ -183,6 +184,12 @@ def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
         return (f"candidate {record.index} assembles for {target}{with_sass}; it cannot run on this machine, "
                 f"so nothing more can be verified here")
     return None
+
+
+def _first_line(text: str, limit: int = 240) -> str:
+    """The first line of a message, for one line of progress or a stop reason."""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _compact(messages: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -395,11 +402,9 @@ class PortSession:
         return module.text if index is None else self.texts[index]
 
     def _loop(self, setup: _Setup, state: SessionState | None) -> str:
-        from porter.agent.edits import apply_reply
         from porter.agent.feedback import format_error_feedback
         from porter.agent.prompts import load_agent
         from porter.agent.resume import Pending, extend, resumed
-        from porter.agent.screen import screened
 
         req, log, module = self.request, setup.log, setup.module
         if state is None:
@@ -445,15 +450,11 @@ class PortSession:
                 if end is not None:
                     return end
                 continue
+            round_no = state.round + 1
             replies, stop = self._sample(log, list(state.messages), budget, agent)
             if not replies:
                 return stop
-            outcomes = []
-            current = self._text(state.current, module)
-            for reply in replies:
-                log.message("assistant", reply.text)
-                self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
-                outcomes.append(screened(apply_reply(current, reply.text, truncated=reply.truncated), current, shape))
+            outcomes = self._read_replies(log, replies, round_no, self._text(state.current, module), shape)
             usable = [(reply, outcome) for reply, outcome in zip(replies, outcomes, strict=True) if outcome.ok]
             if not usable:
                 note = format_error_feedback(outcomes[0])
@@ -461,10 +462,11 @@ class PortSession:
                 messages = (*state.messages, {"role": "assistant", "content": replies[0].text},
                             {"role": "user", "content": note})
                 state = self._checkpoint(log, replace(state, messages=messages, format_errors=state.format_errors + 1,
-                                                      sampled=state.sampled + len(replies) - 1))
-                self.emit("format-error", round=self.spend.rounds, error=outcomes[0].error_kind)
+                                                      sampled=state.sampled + len(replies) - 1, round=round_no))
+                self.emit("format-error", round=round_no, error=outcomes[0].error_kind)
                 if state.format_errors >= MAX_FORMAT_ERRORS:
-                    return f"{state.format_errors} malformed replies in a row (last: {outcomes[0].error_kind})"
+                    return (f"{state.format_errors} rounds in a row gave no candidate (last: "
+                            f"{outcomes[0].error_kind}: {_first_line(outcomes[0].error)})")
                 if stop:
                     return stop
                 continue
@@ -475,8 +477,28 @@ class PortSession:
             # The round's replies wait beside the conversation until the round is verified: the
             # best candidate's reply (its best pass, else its best failure) is the one the model sees.
             state = self._checkpoint(log, replace(
-                state, format_errors=0, sampled=state.sampled + len(replies) - len(usable),
+                state, format_errors=0, sampled=state.sampled + len(replies) - len(usable), round=round_no,
                 pending=Pending(first, "model", replies=tuple(reply.text for reply, _ in usable))))
+
+    def _read_replies(self, log: RunLog, replies: list[Any], round_no: int, current: str,
+                      shape: PortShape) -> list[EditOutcome]:
+        """Each reply of a round applied to ``current`` and screened (:mod:`porter.agent.screen`);
+        each one that gives no candidate is said, with its sample's number when the round has several."""
+        from porter.agent.edits import apply_reply
+        from porter.agent.screen import screened
+
+        samples = max(1, self.request.candidates)
+        outcomes = []
+        for sample, reply in enumerate(replies, 1):
+            log.message("assistant", reply.text)
+            self.emit("reply", round=round_no, sample=sample, samples=samples, tokens=reply.usage.total_tokens,
+                      spend=self._spend())
+            outcome = screened(apply_reply(current, reply.text, truncated=reply.truncated), current, shape)
+            if not outcome.ok:
+                self.emit("no-candidate", round=round_no, sample=sample, samples=samples, error=outcome.error_kind,
+                          message=_first_line(outcome.error))
+            outcomes.append(outcome)
+        return outcomes
 
     def _shape(self, setup: _Setup) -> PortShape:
         """What a reply's kernel must declare to be a candidate of this port (see :mod:`porter.agent.screen`)."""
@@ -535,7 +557,7 @@ class PortSession:
                 self.texts[index] = (log.dir / "candidates" / f"{index:02d}.ptx").read_text()
         todo = [self.texts[i] for i in indices if i >= len(self.candidates)]
         if todo:
-            self._verify_round(log, todo, pending.origin, self.spend.rounds, setup.target, setup.require)
+            self._verify_round(log, todo, pending.origin, state.round, setup.target, setup.require)
         record = max((self.candidates[i] for i in indices), key=_best)
         if pending.replies:  # the model's round: the best candidate's reply joins the conversation
             reply = pending.replies[record.index - pending.index]
