@@ -9,6 +9,9 @@ run on target hardware, as a CPU machine must say)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from porter._toml import tomllib
 from porter.agent.llm import ReplayModel
 from porter.agent.runs import read_outcome
 from porter.agent.session import run_port
+from porter.bench.suite import Task, run_bench
 from porter.gate.spec import load_spec
 from porter.gate.verdict import Status, exit_code_for
 
@@ -101,3 +105,44 @@ def test_the_corpus_has_every_form_the_issue_names() -> None:
              "renamed_entry", "no_version", "wrong_target", "no_address_size", "changed_params", "two_kernels",
              "does_not_apply")
     assert all(any(form in name for name in names) for form in forms), names
+
+
+def _repo_with_gemm(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "k").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for name in ("kernel_sm80.ptx", "porter.toml", "ref.py"):
+        (repo / "k" / name).write_text((GEMM / name).read_text())
+    return repo
+
+
+def _porter(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_renamed_entry_ends_no_port_and_resume_goes_on_past_it(tmp_path: Path) -> None:
+    repo = _repo_with_gemm(tmp_path)
+    script = replay_script(load_fixture(CORPUS / "whole_renamed_entry.toml"), tmp_path / "replies.toml")
+    first = _porter(repo, "port", "k/kernel_sm80.ptx", "--to", "sm_90a", "--model", f"replay:{script}", "--no-gpu",
+                    "--max-rounds", "1", "--no-branch")
+    # The round's reply gave no candidate; the port ended on its budget, a finished run (exit 1: failed).
+    assert first.returncode == 1, first.stderr[-2000:]
+    assert ("round 1: no candidate (entry): The kernel in your reply renames the entry: it has "
+            "`.entry gemm_bt_tile_sm90a`, but the port's entry is `gemm_bt_tile`") in first.stderr
+    assert "Traceback" not in first.stderr
+    (run,) = (p for p in (repo / ".porter" / "runs").iterdir() if p.is_dir())
+    assert read_outcome(run).ended == "finished"
+    again = _porter(repo, "port", "--resume", run.name, "--max-rounds", "1", "--no-gpu", "--no-branch")
+    assert again.returncode == 3, again.stderr[-2000:]  # the next reply is the right kernel: not run here
+    assert "candidate 1 (model, round 2): checking" in again.stderr
+    assert "not usable" not in again.stderr and "no candidate (" not in again.stderr
+
+
+def test_bench_records_a_row_for_a_task_whose_model_renames_the_entry_and_goes_on(tmp_path: Path, toolchain) -> None:
+    script = replay_script(load_fixture(CORPUS / "whole_renamed_entry.toml"), tmp_path / "replies.toml")
+    tasks = [Task(name, GEMM, GEMM / "kernel_sm80.ptx", GEMM / "porter.toml", "sm_90a") for name in ("first", "second")]
+    rows = run_bench(tasks, models=[f"replay:{script}"], solutions=False, toolchain=toolchain, runner=NoGpuRunner(),
+                     runs_root=tmp_path / "runs")
+    assert [(r.task, r.status, r.rounds) for r in rows] == [("first", "not run on target hardware", 2),
+                                                               ("second", "not run on target hardware", 2)]
