@@ -34,7 +34,7 @@ from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, S
 from porter.agent.resume import SessionState
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.agent.steering import Steering, Unsteered
-from porter.errors import EnvironmentProblem
+from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
 from porter.gate.plan import check_seeds
 from porter.gate.references import ReferenceCache
@@ -157,6 +157,13 @@ def target_changed(asked: str, target: str) -> str | None:
     return None if wanted == target else f"target {target}, not {wanted} as asked"
 
 
+def _check_entry_option(module: PtxModule, entry: str | None, path: Path) -> None:
+    """``--entry`` names a kernel of the source: one line (exit 2) listing them when it does not."""
+    names = [e.name for e in module.kernels]
+    if entry is not None and entry not in names:
+        raise InputError(f"{path}: --entry {entry}: no such .entry (entries: {', '.join(names) or 'none'})")
+
+
 def native_required(module: PtxModule, src: ArchProfile, dst: ArchProfile) -> bool:
     return uses_tensor_cores(module) and tensor_core_change(src, dst) is not None
 
@@ -234,6 +241,8 @@ class PortSession:
     def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
                  on_event: Event | None = None, verifier: Verifier | None = None, steering: Steering | None = None,
                  gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+        if request.entry is not None:  # --entry: the spec describes that entry of the source, and checks it
+            request = replace(request, spec=replace(request.spec, entry=request.entry))
         self.request = request
         self.toolchain = toolchain
         self.runner = runner
@@ -254,31 +263,55 @@ class PortSession:
     # -- candidates ------------------------------------------------------------------------------
     def _verify_round(self, log: RunLog, texts: list[str], origin: str, round_no: int, target: str,
                       require_native: bool) -> list[CandidateRecord]:
-        """Verify a round's candidates together; those that pass on the run's seeds are verified
-        again, together, on fresh seeds, and that second Verdict is the one recorded."""
-        from porter.agent.feedback import feedback_for
-
+        """Save, verify and record a round's candidates."""
         first = len(self.candidates)
         paths = [log.candidate(first + k, text) for k, text in enumerate(texts)]
         for k, text in enumerate(texts):
             self.texts[first + k] = text
             self.emit("checking", index=first + k, origin=origin, round=round_no)
+        return self._record(log, paths, self._check(paths, target, require_native), origin, round_no, require_native)
+
+    def _check(self, paths: list[Path], target: str, require_native: bool) -> list[Verdict]:
+        """Verify candidates together; those that pass on the run's seeds are verified again,
+        together, on fresh seeds, and that second Verdict is the one returned."""
         # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
         options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel,
-                          seeds=self.seeds)
+                          seeds=self.seeds, entry=self.request.entry or self.request.check.entry)
         with self.gpu_guard():
             verdicts = self.verifier.verify([CheckJob(path, self.request.spec, options, self.references)
                                              for path in paths])
-            verdicts = self._confirm(paths, verdicts, options, require_native)
+            return self._confirm(paths, verdicts, options, require_native)
+
+    def _record(self, log: RunLog, paths: list[Path], verdicts: list[Verdict], origin: str, round_no: int,
+                require_native: bool) -> list[CandidateRecord]:
+        """The records of the candidates saved at ``paths`` (the next indices), with their feedback."""
+        from porter.agent.feedback import feedback_for
+
         records = []
-        for k, (text, path, verdict) in enumerate(zip(texts, paths, verdicts, strict=True)):
+        for path, verdict in zip(paths, verdicts, strict=True):
+            text = self.texts[len(self.candidates)]
             feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
-            record = CandidateRecord(first + k, origin, round_no, verdict, feedback, path, require_native)
+            record = CandidateRecord(len(self.candidates), origin, round_no, verdict, feedback, path, require_native)
             log.candidate_record(record)
             self.candidates.append(record)
             self.emit("verdict", index=record.index, status=record.status, verdict=verdict)
             records.append(record)
         return records
+
+    def _checked_again(self, log: RunLog, record: CandidateRecord, round_no: int,
+                       setup: _Setup) -> tuple[int, Path, Verdict] | None:
+        """A resumed run's last candidate, which could not run where it was recorded, checked on this
+        machine: saved as the next candidate (its index, path and Verdict; the caller records it)
+        when this machine could run it, else None and nothing is saved: a machine without the target
+        GPU says nothing new, so resuming there again and again adds no identical rechecks."""
+        self.emit("checking", index=record.index, origin="recheck", round=round_no)
+        (verdict,) = self._check([log.dir / "candidates" / f"{record.index:02d}.ptx"], setup.target, setup.require)
+        if judge(verdict, require_native=setup.require).status is Status.NOT_RUN_ON_TARGET:
+            return None
+        new = len(self.candidates)
+        self.texts[new] = self.texts[record.index]
+        path = log.candidate(new, self.texts[new])
+        return new, path, replace(verdict, kernel=str(path))
 
     def _verify(self, log: RunLog, text: str, origin: str, round_no: int, target: str,
                 require_native: bool) -> CandidateRecord:
@@ -318,11 +351,14 @@ class PortSession:
 
     def _begin(self) -> _Setup:
         from porter.agent.preflight import preflight
+        from porter.agent.prompts import load_agent
         from porter.agent.resume import snapshot_inputs
         from porter.ptx import read_ptx
 
         req = self.request
         module = read_ptx(req.kernel)
+        _check_entry_option(module, req.entry, req.kernel)
+        load_agent(req.agent, repo_root=req.repo_root)  # an unknown --agent is said now, with the known names
         source_arch = normalize_arch(req.from_arch) if req.from_arch else module.arch
         target, target_reason = choose_target(module, req.to_arch, req.require_native)
         changed = target_changed(req.to_arch, target)
@@ -340,7 +376,7 @@ class PortSession:
             source_arch=source_arch, entry=entry, asked_target=req.to_arch, target=target, target_reason=target_reason,
             target_changed=changed, require_native=require, model=self.model.name if self.model else None,
             agent=req.agent, budget=to_jsonable(req.budget), optimize=req.optimize, candidates=req.candidates,
-            warnings=warnings,
+            entry_option=req.entry, warnings=warnings,
             started=time.time(),
         ))
         log.write_json("inputs.json", snapshot_inputs(log.dir, req.kernel, req.spec, self.model))
@@ -413,7 +449,11 @@ class PortSession:
                              setup.target, setup.require)
             baseline = self.candidates[-1]
             if self._resumed and baseline.status is Status.NOT_RUN_ON_TARGET:  # perhaps this machine can run it
-                baseline = self._verify(log, self.texts[baseline.index], "recheck", 0, setup.target, setup.require)
+                again = self._checked_again(log, baseline, 0, setup)
+                if again is None:
+                    return f"checked again on this machine: {_cannot_go_further(baseline, setup.target)}"
+                _, path, verdict = again
+                baseline = self._record(log, [path], [verdict], "recheck", 0, setup.require)[0]
             if baseline.passes and not req.optimize:
                 return "the mechanical retarget passes every gate: no model needed"
             if (why := _cannot_go_further(baseline, setup.target)) is not None:
@@ -431,10 +471,12 @@ class PortSession:
             last = self.candidates[-1]
             if state.pending is None and last.status is Status.NOT_RUN_ON_TARGET:
                 # The run stopped where its machine could verify no more: this one may run it.
-                new = len(self.candidates)
-                log.candidate(new, self.texts[last.index])
-                self.texts[new] = self.texts[last.index]
+                again = self._checked_again(log, last, state.round, setup)
+                if again is None:
+                    return f"checked again on this machine: {_cannot_go_further(last, setup.target)}"
+                new, path, verdict = again
                 state = self._checkpoint(log, replace(state, pending=Pending(new, "recheck")))
+                self._record(log, [path], [verdict], "recheck", state.round, setup.require)
         if self.model is None:
             return "no model configured: the result is the mechanical retarget baseline alone"
         agent = load_agent(req.agent, repo_root=req.repo_root)
@@ -622,17 +664,18 @@ def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, ru
              from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
              require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
              on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1,
-             steering: Steering | None = None,
+             steering: Steering | None = None, entry: str | None = None,
              gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> PortResult:
     """The one way a port session is built and run (``porter port``, ``porter ci --port-to``,
     ``porter bench``, the MCP server): runs are recorded under ``runs_root``, by default the
     repository's ``.porter/runs``. The caller owns the runner (or the verifier) and the model;
-    ``candidates`` proposals per round are verified together."""
+    ``candidates`` proposals per round are verified together; ``entry`` (``--entry``) chooses the
+    entry of a source with several."""
     if runs_root is None:
         runs_root = (repo_root if repo_root is not None else Path.cwd()) / ".porter" / "runs"
     request = PortRequest(kernel=kernel, spec=spec, to_arch=to_arch, from_arch=from_arch, agent=agent,
                           budget=budget or Budget(), optimize=optimize, require_native=require_native,
-                          runs_root=runs_root, repo_root=repo_root, candidates=candidates)
+                          runs_root=runs_root, repo_root=repo_root, candidates=candidates, entry=entry)
     return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
                        verifier=verifier, steering=steering, gpu_guard=gpu_guard).run()
 
@@ -648,6 +691,6 @@ def resume_port(point: ResumePoint, *, toolchain: Toolchain, runner: Any = None,
     request = PortRequest(kernel=point.kernel, spec=point.spec(), to_arch=config.target, from_arch=config.source_arch,
                           agent=config.agent, budget=budget or Budget(max_rounds=None), optimize=config.optimize,
                           require_native=config.require_native, runs_root=point.run_dir.parent, repo_root=repo_root,
-                          candidates=config.candidates)
+                          candidates=config.candidates, entry=config.entry_option)
     return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
                        verifier=verifier, steering=steering, gpu_guard=gpu_guard).run(resume=point)
