@@ -48,53 +48,55 @@ def screened(outcome: EditOutcome, current: str, shape: PortShape) -> EditOutcom
     else a failed outcome that tells the model why, with ``current`` unchanged."""
     if not outcome.ok:
         return outcome
-    problem = screen_kernel(outcome.text, shape)
+    subject = "The kernel your edits make" if outcome.kind == "edits" else "The kernel in your reply"
+    problem = screen_kernel(outcome.text, shape, subject)
     if problem is None:
         return outcome
     kind, message = problem
     return EditOutcome(ok=False, text=current, kind=outcome.kind, error=message, error_kind=kind)
 
 
-def screen_kernel(text: str, shape: PortShape) -> tuple[ErrorKind, str] | None:
+def screen_kernel(text: str, shape: PortShape,
+                  subject: str) -> tuple[ErrorKind, str] | None:
     """The first reason ``text`` is not a candidate of this port (its kind, and the message for the
-    model: what is wrong and what to write instead), or None when the gate can judge it."""
-    header = _header_problem(text, shape)
+    model, about ``subject``: what is wrong and what to write instead), or None when the gate can judge it."""
+    header = _header_problem(text, shape, subject)
     if header is not None:
         return "header", header
     try:
         module = parse_ptx(text, filename="your kernel")
         declared, _ = declared_spec(shape.spec, text, source="your kernel")
     except InputError as err:
-        return "unreadable", (f"porter cannot read the kernel in your reply: {err}. Fix that line; the rest of "
+        return "unreadable", (f"porter cannot read {subject.lower()}: {err}. Fix that line; the rest of "
                               "the kernel can stay as it is.")
     wanted = (shape.entry,) if shape.entry else declared.entries
-    entry = _entry_problem(module, wanted, shape)
+    entry = _entry_problem(module, wanted, shape, subject)
     return ("entry", entry) if entry is not None else None
 
 
-def _header_problem(text: str, shape: PortShape) -> str | None:
+def _header_problem(text: str, shape: PortShape, subject: str) -> str | None:
     """A missing or wrong ``.version``/``.target``/``.address_size`` line, said with the line to write."""
     found = {name: value.strip() for name, value in reversed(_HEADER.findall(text))}  # the first of each
     want_target, want_size = shape.target, str(shape.address_size)
     if ".version" not in found:
-        return (f"The kernel in your reply has no `.version` line. Start it with `.version {shape.version}` (the "
+        return (f"{subject} has no `.version` line. Start it with `.version {shape.version}` (the "
                 f"PTX ISA the mechanical retarget to {want_target} uses; raise it if an instruction needs more), "
                 f"then `.target {want_target}` and `.address_size {want_size}`.")
     if ".target" not in found:
-        return (f"The kernel in your reply has no `.target` line. Put `.target {want_target}` right after "
+        return (f"{subject} has no `.target` line. Put `.target {want_target}` right after "
                 f"`.version {found['.version']}`: porter assembles and checks it for {want_target}.")
     target = found[".target"].split(",")[0].strip()
     if _arch(target) != want_target:
-        return (f"The kernel in your reply says `.target {target}`, but this port is to {want_target}. Write "
+        return (f"{subject} says `.target {target}`, but this port is to {want_target}. Write "
                 f"`.target {want_target}`: porter assembles and checks the kernel for {want_target}, and the port "
                 "must say so itself.")
     size = found.get(".address_size")
     if size is None:
-        return (f"The kernel in your reply has no `.address_size` line: PTX then uses 32-bit addresses, but the "
+        return (f"{subject} has no `.address_size` line: PTX then uses 32-bit addresses, but the "
                 f"source kernel's pointers are {want_size}-bit. Put `.address_size {want_size}` after "
                 f"`.target {want_target}`.")
     if size != want_size:
-        return (f"The kernel in your reply says `.address_size {size}`, but the source kernel's is {want_size}: its "
+        return (f"{subject} says `.address_size {size}`, but the source kernel's is {want_size}: its "
                 f"pointer params are {want_size}-bit. Write `.address_size {want_size}`.")
     return None
 
@@ -106,7 +108,7 @@ def _arch(name: str) -> str:
         return name
 
 
-def _entry_problem(module: PtxModule, wanted: tuple[str, ...], shape: PortShape) -> str | None:
+def _entry_problem(module: PtxModule, wanted: tuple[str, ...], shape: PortShape, subject: str) -> str | None:
     """An entry the port launches that the kernel lacks, said with the rename or addition that fixes it."""
     names = [e.name for e in module.kernels]
     missing = [name for name in wanted if name not in names]
@@ -114,14 +116,16 @@ def _entry_problem(module: PtxModule, wanted: tuple[str, ...], shape: PortShape)
         return None
     want = missing[0]
     named_by = "--entry" if shape.entry else f"{shape.spec.source} names it"
-    keep = ("Keep the source kernel's entry name and its params exactly (names, types and order): the caller "
+    keep = ("Keep the source kernel's entry name and its params exactly (their types, in order): the caller "
             "launches the kernel by that name with those arguments.")
     if not names:
-        return f"The kernel in your reply has no `.entry`. The port's entry is `{want}` ({named_by}). {keep}"
+        return f"{subject} has no `.entry`. The port's entry is `{want}` ({named_by}). {keep}"
     extra = [name for name in names if name not in wanted]
     if len(missing) == 1 and len(extra) == 1:
-        return (f"The kernel in your reply renames the entry: it has `.entry {extra[0]}`, but the port's entry is "
+        declare = "" if shape.entry else (f" If the port must have the new name, declare it instead: "
+                                          f"`entry = \"{extra[0]}\"` on the kernel's `// porter-launch:` line.")
+        return (f"{subject} renames the entry: it has `.entry {extra[0]}`, but the port's entry is "
                 f"`{want}` ({named_by}). Rename `.entry {extra[0]}` back to `.entry {want}` (and its params, if "
-                f"you renamed them, back to the source's). {keep}")
-    return (f"The kernel in your reply has no `.entry {want}` ({named_by}); its entries are "
+                f"you renamed them, back to the source's). {keep}{declare}")
+    return (f"{subject} has no `.entry {want}` ({named_by}); its entries are "
             f"{', '.join(names)}. {keep}")
