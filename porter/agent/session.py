@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from porter.agent.edits import EditOutcome
     from porter.agent.resume import ResumePoint
     from porter.agent.screen import PortShape
+    from porter.agent.steering import RoundView, Steer
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 MAX_FORMAT_ERRORS = 3
@@ -623,6 +624,22 @@ class PortSession:
         state = self._checkpoint(log, replace(state, messages=messages))
         return self._steer(setup, state, record)
 
+    def _ask(self, setup: _Setup, view: RoundView) -> Steer:
+        """The steering's answer after a candidate. An edit that is not a kernel of this port (its
+        entry renamed, a header line gone: :mod:`porter.agent.screen`) is not checked: the developer
+        is told why and asked again, and the port goes on."""
+        from porter.agent.screen import screen_kernel
+        from porter.agent.steering import Action
+
+        while True:
+            steer = self.steering.after_candidate(view)
+            if steer.action is not Action.EDIT or not steer.text.strip():
+                return steer
+            problem = screen_kernel(steer.text, self._shape(setup), "Your edit")
+            if problem is None:
+                return steer
+            self.emit("warning", message=f"your edit of candidate {view.record.index} was not checked: {problem[1]}")
+
     def _steer(self, setup: _Setup, state: SessionState, record: CandidateRecord) -> tuple[SessionState, str | None]:
         """Ask the steering what to do after ``record``; a stop reason when the port ends there."""
         from porter.agent.resume import Hint, Pending
@@ -634,7 +651,7 @@ class PortSession:
             else ("source", setup.module.text)
         view = RoundView(run_id=log.id, record=record, text=self.texts[index], previous_text=previous[1],
                          previous_label=previous[0], best=max(self.candidates, key=_best), spend=self._spend())
-        steer = self.steering.after_candidate(view)
+        steer = self._ask(setup, view)
         if steer.action is Action.HINT and steer.text.strip():
             hint = Hint(after=index, text=steer.text.strip(), at=time.time())
             log.message("hint", hint.text)
