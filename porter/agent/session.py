@@ -1,9 +1,12 @@
 """The porting loop: baseline -> propose -> verify -> feed back -> stop.
 
 A session checks the mechanical retarget first (candidate 0). With a model it then asks the agent
-for candidates, applies each reply (a whole kernel or SEARCH/REPLACE edits), verifies it with the
-gate and sends compact feedback back, until a candidate passes, the budget ends or the model
-keeps replying in a broken format. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
+for candidates, applies each reply (a whole kernel, SEARCH/REPLACE edits or a unified diff),
+verifies it with the gate and sends compact feedback back, until a candidate passes, the budget
+ends or three rounds in a row give no candidate. A reply gives none when it cannot be applied or
+its kernel is not this port's (:mod:`porter.agent.screen`: the entry renamed, a header line
+missing); the model is told why, in the next round's prompt, and the port goes on: nothing a model
+writes ends a port with an input error. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
 
 Each candidate is judged by :func:`porter.gate.verdict.judge` under the port's requirement (native
 instructions, where the tensor-core model changes): ``passed``, ``passed without native
@@ -17,8 +20,9 @@ hint for the model, edit the candidate (verified as the next one), accept the be
 loop's state is written to ``session.json`` at every step, and a Ctrl-C leaves the records whole
 with ``result.json`` saying ``interrupted``: :func:`resume_port` goes on from the last step
 (:mod:`porter.agent.resume`), on this machine or another. A resumed run whose last candidate could
-not run where it was recorded checks it again first (origin ``recheck``): this machine may have the
-target GPU.
+not run where it was recorded checks it again first: this machine may have the target GPU. The
+check is recorded (origin ``recheck``) only when it ran here: resuming on another machine without
+the GPU adds no identical candidates.
 """
 
 from __future__ import annotations
