@@ -185,7 +185,7 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          branch_on_failure: bool = False, in_place: bool = False, push: str | None = None, out: Path | None = None,
          gpu: bool = True, on_event: Callable[..., None] | None = None,
          env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None,
-         steering: Steering | None = None, runner: GpuRunner | None = None,
+         steering: Steering | None = None, runner: GpuRunner | None = None, entry: str | None = None,
          gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
     branch asked for can be made), then the session, then the review branch of a port that passed.
@@ -214,6 +214,8 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     no_branch = branch_problem(kernel) if branch is not False else ""
     if no_branch and asked_for_branch and out is None:
         raise InputError(f"no review branch can be made: {no_branch} (give --out DIR for the files, or --no-branch)")
+    if push is not None and not no_branch:
+        _check_push_remote(kernel.parent, push)
     if candidates < 1:
         raise InputError(f"--candidates: at least 1 (got {candidates})")
     toolchain = assembler()
@@ -221,10 +223,23 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
         result = run_port(kernel, loaded, to_arch, toolchain=toolchain, verifier=verifier, model=client,
                           from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
                           require_native=require_native, repo_root=root, on_event=on_event, candidates=candidates,
-                          steering=steering, gpu_guard=gpu_guard)
+                          steering=steering, gpu_guard=gpu_guard, entry=entry)
     review = _review(result, kernel, loaded.path, toolchain, no_branch=no_branch, branch=branch,
                      branch_on_failure=branch_on_failure, in_place=in_place, push=push, out=out)
     return Ported(result, review)
+
+
+def _check_push_remote(where: Path, remote: str) -> None:
+    """``--push REMOTE`` names a remote of the repository at ``where`` (a URL or a path is taken as
+    git takes it): said before any work, not after every round was spent and the branch made."""
+    if "/" in remote or ":" in remote:
+        return
+    from porter.gitcmd import run_git
+
+    remotes = run_git(where, "remote", check=False).stdout.split()
+    if remote not in remotes:
+        raise InputError(f"--push {remote}: the repository has no remote {remote!r} (remotes: "
+                         f"{', '.join(remotes) or 'none'}); add it with `git remote add {remote} URL`, or name another")
 
 
 def _review(result: PortResult, kernel: Path | None, spec_path: Path, toolchain: Toolchain, *, no_branch: str,
@@ -266,6 +281,8 @@ def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str 
     here = [root / rel for rel in (config.kernel_in_repo,) if rel] + [Path(config.kernel)]
     kernel = next((p for p in here if p.is_file()), None)
     no_branch = branch_problem(kernel) if kernel is not None and branch is not False else ""
+    if push is not None and kernel is not None and not no_branch:
+        _check_push_remote(kernel.parent, push)
     in_repo = root / config.spec_in_repo if config.spec_in_repo else None
     spec_path = in_repo if in_repo is not None and in_repo.is_file() else point.run_dir / point.inputs.spec
     toolchain = assembler()

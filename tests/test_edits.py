@@ -245,3 +245,36 @@ def test_apply_reply_never_raises(pieces: list[str], current: str, truncated: bo
     assert out.ok == (out.error_kind is None) == (out.error == "")
     if not out.ok:
         assert out.applied == 0 and out.text == current.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# --- unified diffs and several kernels ----------------------------------------------------------
+
+
+def _diff(*hunk_lines: str) -> str:
+    return "```diff\n--- a/kernel.ptx\n+++ b/kernel.ptx\n@@ -12,3 +12,3 @@\n" + "\n".join(hunk_lines) + "\n```\n"
+
+
+def test_a_unified_diff_applies_by_its_lines_not_its_line_numbers() -> None:
+    out = apply_reply(KERNEL, "The stride doubles:\n\n" + _diff(
+        " \tmov.u32 \t%r1, %tid.x;", "-\tshl.b32 \t%r2, %r1, 2;", "+\tshl.b32 \t%r2, %r1, 3;") + "\nDone.\n")
+    assert out.ok and out.kind == "edits" and out.applied == 1
+    assert out.text == KERNEL.replace("%r1, 2;", "%r1, 3;")
+
+
+def test_a_diff_that_does_not_apply_shows_the_nearest_lines_and_applies_nothing() -> None:
+    out = apply_reply(KERNEL, _diff(" \tmov.u32 \t%r9, %tid.y;", "-\tshl.b32 \t%r2, %r1, 2;", "+\tshl.b32 \t%r2, %r1, 3;"))
+    assert not out.ok and out.error_kind == "no-match" and out.text == KERNEL
+    assert "hunk 1 of 1 matches nothing" in out.error and "13 | \tmov.u32 \t%r1, %tid.x;" in out.error
+    assert "No hunk was applied" in out.error
+
+
+def test_a_hunk_of_added_lines_alone_is_told_to_carry_context() -> None:
+    out = apply_reply(KERNEL, _diff("+\tbar.sync 0;"))
+    assert not out.ok and out.error_kind == "malformed" and "not by its line numbers" in out.error
+
+
+def test_two_different_whole_kernels_are_refused_not_guessed() -> None:
+    new = KERNEL.replace("%r1, 2;", "%r1, 3;")
+    out = apply_reply(KERNEL, f"Before:\n```ptx\n{KERNEL}```\nAfter:\n```ptx\n{new}```\n")
+    assert not out.ok and out.error_kind == "malformed" and "2 different complete kernels" in out.error
+    assert apply_reply(KERNEL, f"```ptx\n{new}```\nAgain:\n```ptx\n{new}```\n").ok  # the same kernel twice is one

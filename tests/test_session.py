@@ -70,7 +70,7 @@ def test_malformed_replies_are_capped(tmp_path, toolchain):
     script = tmp_path / "junk.toml"
     script.write_text('label = "scripted junk"\n' + '[[reply]]\ntext = "I would rather not."\n' * 4)
     result, events = _port(tmp_path, toolchain, ReplayModel(script))
-    assert "malformed replies in a row" in result.stop_reason
+    assert "3 rounds in a row gave no candidate (last: no-code: Your reply holds no kernel" in result.stop_reason
     assert sum(kind == "format-error" for kind, _ in events) == 3
 
 

@@ -44,12 +44,12 @@ class Scripted:
         return self.answers.pop(0) if self.answers else CONTINUE
 
 
-def _port(tmp_path: Path, toolchain, steering, model=None):
+def _port(tmp_path: Path, toolchain, steering, model=None, on_event=None):
     kernel = vector_add_copy(tmp_path / "va")
     model = model or ReplayModel(scripted_vector_add(tmp_path / "replies.toml"))
     result = run_port(kernel, load_spec(kernel.parent / "porter.toml"), "sm_90", toolchain=toolchain,
                       runner=OnlyGoodCubins(good_cubins(toolchain)), model=model, runs_root=tmp_path / "runs",
-                      steering=steering)
+                      steering=steering, on_event=on_event)
     return result, model
 
 
@@ -86,6 +86,18 @@ def test_an_edit_is_verified_as_the_next_candidate_and_shown_to_the_model(tmp_pa
     assert "edited the kernel by hand" in model.received[0][-1]["content"]
     assert "sub.rn.f32" in model.received[0][-1]["content"]
     assert result.status == "passed" and result.best.origin == "model"
+
+
+def test_an_edit_that_renames_the_entry_is_not_checked_and_the_developer_is_asked_again(tmp_path, toolchain):
+    renamed = fixed_kernel().replace(".entry vector_add(", ".entry vector_add2(")
+    steering = Scripted(Steer(Action.EDIT, renamed), Steer(Action.EDIT, fixed_kernel()))
+    warnings: list[str] = []
+    result, _ = _port(tmp_path, toolchain, steering,
+                      on_event=lambda kind, **data: warnings.append(data["message"]) if kind == "warning" else None)
+    assert result.status == "passed" and [c.origin for c in result.candidates] == ["retarget", "edit"]
+    assert len(steering.views) == 2  # asked again after the edit it could not check
+    assert any(w.startswith("your edit of candidate 0 was not checked: Your edit renames the entry: it has "
+                            "`.entry vector_add2`") for w in warnings), warnings
 
 
 def test_an_edit_that_passes_ends_the_port(tmp_path, toolchain):

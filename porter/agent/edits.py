@@ -8,8 +8,11 @@ A reply either carries the whole kernel in a fenced block, or edit blocks of the
     (the lines that take their place)
     >>>>>>> REPLACE
 
-When both appear, the edits win: a model that sends edits and then quotes a snippet in a fence
-means the edits. Edits are all-or-nothing: every block must match exactly one place, or nothing is
+A unified diff (``@@`` hunks, which models send unasked) is read as SEARCH/REPLACE blocks, one a
+hunk, placed by its lines and never by its line numbers. When edits and a fenced kernel both
+appear, the edits win: a model that sends edits and then quotes a snippet in a fence means the
+edits. A reply with two different whole kernels (each with ``.version`` and ``.entry``) is refused:
+which one is the new kernel is a guess porter does not make. Edits are all-or-nothing: every block must match exactly one place, or nothing is
 applied and the error (written for the model) says, for each failing block, what went wrong and what
 the kernel really holds there. A block that matches nowhere is shown the most similar lines of the
 kernel with their numbers, so the model can copy them rather than guess again.
@@ -34,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ErrorKind = Literal["no-code", "truncated", "no-match", "ambiguous", "malformed"]
+# The last three are the screen's (porter.agent.screen): a readable kernel that is not this port's.
+ErrorKind = Literal["no-code", "truncated", "no-match", "ambiguous", "malformed", "header", "entry", "unreadable"]
 EditMode = Literal["whole", "search-replace", "either"]
 
 _SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$", re.IGNORECASE)
@@ -44,6 +48,8 @@ _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,})\s*([^`\s]*)[^`]*$")
 _FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,})\s*$")
 _PTX_MARK = re.compile(r"^\s*(?:\.\w+\s+)*\.(?:version|entry)\b", re.MULTILINE)
 _ENTRY_MARK = re.compile(r"^\s*(?:\.\w+\s+)*\.entry\b", re.MULTILINE)
+_VERSION_MARK = re.compile(r"^\s*\.version\b", re.MULTILINE)
+_HUNK = re.compile(r"^@@ .*@@")
 
 _MAX_WINDOWS = 40  # candidate windows scored with difflib when a SEARCH matches nowhere
 # Lines compared per candidate window. Comparing line by line (not the window as one string) keeps
@@ -190,6 +196,16 @@ def _whole(current: str, reply_lines: Sequence[str]) -> EditOutcome:
             "The ```ptx block in your reply is not a whole kernel (it has no `.entry`). "
             + format_instructions("either"),
         )
+    whole = list(dict.fromkeys(f.text for f in kernels if _VERSION_MARK.search(f.text)))
+    if len(whole) > 1:
+        return _fail(
+            current,
+            "whole",
+            "malformed",
+            f"Your reply holds {len(whole)} different complete kernels (code blocks with `.version` and "
+            "`.entry`), so porter cannot tell which one is the new kernel. Send exactly one ```ptx block with the "
+            "whole new kernel; quote other code only in small pieces, or not at all.",
+        )
     # The largest kernel is the new file (a reply may quote a small piece first); ties go to the last.
     chosen = max(reversed(kernels), key=lambda f: len(f.text))
     depth = _open_braces(chosen.text)
@@ -251,18 +267,43 @@ def _open_braces(text: str) -> int:
 # --- SEARCH/REPLACE ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Wording:
+    """How the messages of one edit form name its parts."""
+
+    block: str  # "SEARCH/REPLACE block"
+    search: str  # "SEARCH section": the lines that locate a block
+    empty: str  # what to do about a block with nothing to locate it by
+
+
+_BLOCK_WORDS = _Wording(
+    "SEARCH/REPLACE block", "SEARCH section",
+    "Every block must SEARCH for existing lines; to insert, SEARCH for the line the new lines follow and repeat "
+    "it in REPLACE.",
+)
+_HUNK_WORDS = _Wording(
+    "hunk", "context and '-' lines",
+    "porter places a hunk by its lines, not by its line numbers: give it a line or two of unchanged context "
+    "(lines starting with a space) around the '+' lines.",
+)
+
+
 def _apply_edits(current: str, reply_lines: Sequence[str]) -> EditOutcome:
     blocks = _parse_blocks(reply_lines)
     if isinstance(blocks, tuple):
         return _fail(current, "edits", *blocks)
+    return _apply_blocks(current, blocks, _BLOCK_WORDS)
+
+
+def _apply_blocks(current: str, blocks: Sequence[_Block], words: _Wording) -> EditOutcome:
+    """Apply every block, in order, or none (see the module docstring)."""
     empty = [i for i, b in enumerate(blocks, 1) if not any(line.strip() for line in b.search)]
     if empty:
         return _fail(
             current,
             "edits",
             "malformed",
-            f"SEARCH/REPLACE block {empty[0]} has an empty SEARCH section. Every block must SEARCH for "
-            "existing lines; to insert, SEARCH for the line the new lines follow and repeat it in REPLACE.",
+            f"{words.block} {empty[0]} has an empty {words.search}. {words.empty}",
         )
     lines = current.split("\n")
     normal = [_norm(line) for line in lines]
@@ -276,7 +317,7 @@ def _apply_edits(current: str, reply_lines: Sequence[str]) -> EditOutcome:
             normal[at : at + width] = [_norm(line) for line in block.replace]
             shifted = shifted or width != len(block.replace)
             continue
-        where = f"SEARCH/REPLACE block {index} of {len(blocks)}"
+        where = f"{words.block} {index} of {len(blocks)}"
         numbering = " (line numbers after the blocks before it)" if shifted else ""
         if starts:
             listed = ", ".join(str(s + 1) for s in starts[:_MAX_LISTED])
@@ -289,11 +330,12 @@ def _apply_edits(current: str, reply_lines: Sequence[str]) -> EditOutcome:
                 )
             )
         else:
-            problems.append(("no-match", _no_match(where, numbering, block, lines, normal)))
+            problems.append(("no-match", _no_match(where, numbering, block, lines, normal, words)))
     if problems:
         message = "\n\n".join(text for _, text in problems)
+        what = words.block.split()[-1]
         return _fail(
-            current, "edits", problems[0][0], message + "\n\nNo block was applied: resend all of them."
+            current, "edits", problems[0][0], message + f"\n\nNo {what} was applied: resend all of them."
         )
     return EditOutcome(ok=True, text="\n".join(lines), kind="edits", applied=len(blocks))
 
@@ -345,6 +387,52 @@ def _parse_blocks(lines: Sequence[str]) -> list[_Block] | tuple[ErrorKind, str]:
     return blocks
 
 
+# --- unified diffs ---------------------------------------------------------------------------
+
+
+def _apply_diff(current: str, reply_lines: Sequence[str]) -> EditOutcome:
+    """A unified diff, read as SEARCH/REPLACE blocks: each hunk's context and '-' lines are what it
+    replaces, its context and '+' lines what takes their place. Line numbers are not trusted
+    (models rarely count right): a hunk is placed by its lines, as a SEARCH block is."""
+    hunks = _parse_hunks(reply_lines)
+    if isinstance(hunks, str):
+        return _fail(current, "edits", "malformed", hunks)
+    return _apply_blocks(current, hunks, _HUNK_WORDS)
+
+
+def _parse_hunks(lines: Sequence[str]) -> list[_Block] | str:
+    """The hunks in reply order, or why they cannot be read (a message for the model). A hunk ends
+    at the first line that is not context, '-' or '+' (a fence, a file header, prose)."""
+    hunks: list[tuple[list[str], list[str]]] = []
+    inside = False
+    for line in lines:
+        if _HUNK.match(line):
+            hunks.append(([], []))
+            inside = True
+            continue
+        if not inside or line.startswith("\\"):  # "\ No newline at end of file"
+            continue
+        if line.startswith(("--- ", "+++ ")) or (line and line[0] not in " +-"):
+            inside = False
+            continue
+        old, new = hunks[-1]
+        body = line[1:]
+        if line[:1] != "+":
+            old.append(body)
+        if line[:1] != "-":
+            new.append(body)
+    if not any(old or new for old, new in hunks):
+        return ("Your reply's diff has no hunk lines under its `@@` headers. " + _DIFF_HELP)
+    return [_Block(*_trim_blank_context(old, new)) for old, new in hunks]
+
+
+def _trim_blank_context(old: list[str], new: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Blank lines that end both sides of a hunk are the gap before the reply's next paragraph, not context."""
+    while old and new and not old[-1].strip() and not new[-1].strip():
+        old, new = old[:-1], new[:-1]
+    return tuple(old), tuple(new)
+
+
 def _malformed(problem: str) -> tuple[ErrorKind, str]:
     return "malformed", f"Malformed SEARCH/REPLACE: {problem}\n\n{_EDITS_HELP}"
 
@@ -382,10 +470,11 @@ def _norm(line: str) -> str:
     return " ".join(line.split())
 
 
-def _no_match(where: str, numbering: str, block: _Block, lines: list[str], normal: list[str]) -> str:
+def _no_match(where: str, numbering: str, block: _Block, lines: list[str], normal: list[str],
+              words: _Wording) -> str:
     first = next(line for line in block.search if line.strip())
     message = (
-        f"{where} matches nothing in the current kernel. Its SEARCH section starts with:\n    {first.strip()}"
+        f"{where} matches nothing in the current kernel. It begins:\n    {first.strip()}"
     )
     wanted = [_norm(line) for line in block.search if line.strip()]
     start = _nearest(normal, wanted)
@@ -399,7 +488,7 @@ def _no_match(where: str, numbering: str, block: _Block, lines: list[str], norma
         listing += f"\n  ... ({end - shown[-1] - 1} more lines)"
     return (
         f"{message}\nThe most similar lines of the kernel are {start + 1}-{end}{numbering}:\n{listing}\n"
-        "Copy the SEARCH lines exactly from the kernel (whole lines, in order)."
+        f"Copy the {words.search} exactly from the kernel (whole lines, in order)."
     )
 
 
@@ -451,6 +540,12 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+_DIFF_HELP = (
+    "A unified diff is read hunk by hunk: lines starting with a space are unchanged context, '-' lines are "
+    "removed, '+' lines added; every hunk starts with an `@@ ... @@` line and needs context or '-' lines that "
+    "match the current kernel exactly. SEARCH/REPLACE blocks or the whole kernel are the forms porter asks for."
+)
+
 WHOLE = EditFormat(
     "whole", "whole", _WHOLE_HELP, _WHOLE_HELP + " Put no other code block in the reply.",
     recognises=lambda lines: True, apply=_whole,
@@ -461,7 +556,12 @@ SEARCH_REPLACE = EditFormat(
     "in the reply.",
     recognises=lambda lines: any(_SEARCH.match(line) for line in lines), apply=_apply_edits,
 )
+# Read when a model sends one, never asked for (agents choose between the two forms above).
+UNIFIED_DIFF = EditFormat(
+    "unified-diff", "edits", _DIFF_HELP, _DIFF_HELP,
+    recognises=lambda lines: any(_HUNK.match(line) for line in lines), apply=_apply_diff,
+)
 FORMATS: dict[str, EditFormat] = {f.name: f for f in (WHOLE, SEARCH_REPLACE)}
 # When both appear, the edits win (see the module docstring); a reply in neither form is judged as
 # a whole file, whose errors say what is missing.
-RECOGNITION_ORDER: tuple[EditFormat, ...] = (SEARCH_REPLACE, WHOLE)
+RECOGNITION_ORDER: tuple[EditFormat, ...] = (SEARCH_REPLACE, UNIFIED_DIFF, WHOLE)

@@ -95,6 +95,9 @@ def format_error_feedback(outcome: EditOutcome) -> str:
         "no-match": "Your last reply's edits were not applied.",
         "ambiguous": "Your last reply's edits were not applied.",
         "malformed": "Your last reply was not used: porter could not read it.",
+        "header": "Your last reply's kernel was not checked: its header is not this port's.",
+        "entry": "Your last reply's kernel was not checked: it lacks the port's entry.",
+        "unreadable": "Your last reply's kernel was not checked: porter could not read it.",
     }.get(outcome.error_kind or "", "Your last reply was not used.")
     return (
         f"{opening}\n\n{outcome.error}\n\nThe kernel is unchanged since your previous reply; "

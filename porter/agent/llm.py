@@ -21,6 +21,7 @@ Importing this module imports neither litellm (about 5 s) nor tenacity; they loa
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
@@ -656,6 +657,7 @@ def resolve_model(
             data = tomllib.loads(config_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise InputError(f"{config_path}: cannot read the porter config ({e})") from None
+        _refuse_unknown_config_keys(data, config_path)
         model, api_base = data.get("model"), data.get("api_base")
         for key, value in (("model", model), ("api_base", api_base)):
             if value is not None and not isinstance(value, str):
@@ -663,6 +665,19 @@ def resolve_model(
         if model:
             return model, api_base or None, str(config_path)
     return None, None, "none"
+
+
+CONFIG_KEYS = ("model", "api_base")
+
+
+def _refuse_unknown_config_keys(data: Mapping[str, Any], config_path: Path) -> None:
+    """A key porter does not read is a typo until shown otherwise: ``modle = ...`` would otherwise
+    run the port without a model, and say so only at the end."""
+    for key in data:
+        if key not in CONFIG_KEYS:
+            close = difflib.get_close_matches(key, CONFIG_KEYS, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"{config_path}: unknown key {key!r}{hint}; porter reads {' and '.join(CONFIG_KEYS)}")
 
 
 # The environment variables litellm needs for the providers porter's users name most; any one of a

@@ -94,6 +94,7 @@ class SessionState:
     hints: tuple[Hint, ...] = ()
     resumes: tuple[Resumed, ...] = field(default=())
     sampled: int = 0  # model replies not in the conversation: a round's samples other than its best
+    round: int = 0  # the rounds the model was asked, each for `candidates` samples (not the budget's model calls)
 
     @property
     def replies(self) -> int:

@@ -154,6 +154,7 @@ class RunConfig:
     budget: dict[str, Any] = field(default_factory=dict)
     optimize: bool = False
     candidates: int = 1  # proposals per round (--candidates)
+    entry_option: str | None = None  # --entry: the entry ported, of a source with several
     warnings: tuple[str, ...] = ()
     started: float = 0.0
 

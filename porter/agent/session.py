@@ -1,9 +1,12 @@
 """The porting loop: baseline -> propose -> verify -> feed back -> stop.
 
 A session checks the mechanical retarget first (candidate 0). With a model it then asks the agent
-for candidates, applies each reply (a whole kernel or SEARCH/REPLACE edits), verifies it with the
-gate and sends compact feedback back, until a candidate passes, the budget ends or the model
-keeps replying in a broken format. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
+for candidates, applies each reply (a whole kernel, SEARCH/REPLACE edits or a unified diff),
+verifies it with the gate and sends compact feedback back, until a candidate passes, the budget
+ends or three rounds in a row give no candidate. A reply gives none when it cannot be applied or
+its kernel is not this port's (:mod:`porter.agent.screen`: the entry renamed, a header line
+missing); the model is told why, in the next round's prompt, and the port goes on: nothing a model
+writes ends a port with an input error. Everything is recorded in ``.porter/runs/<id>/`` as it happens.
 
 Each candidate is judged by :func:`porter.gate.verdict.judge` under the port's requirement (native
 instructions, where the tensor-core model changes): ``passed``, ``passed without native
@@ -17,8 +20,9 @@ hint for the model, edit the candidate (verified as the next one), accept the be
 loop's state is written to ``session.json`` at every step, and a Ctrl-C leaves the records whole
 with ``result.json`` saying ``interrupted``: :func:`resume_port` goes on from the last step
 (:mod:`porter.agent.resume`), on this machine or another. A resumed run whose last candidate could
-not run where it was recorded checks it again first (origin ``recheck``): this machine may have the
-target GPU.
+not run where it was recorded checks it again first: this machine may have the target GPU. The
+check is recorded (origin ``recheck``) only when it ran here: resuming on another machine without
+the GPU adds no identical candidates.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, S
 from porter.agent.resume import SessionState
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.agent.steering import Steering, Unsteered
-from porter.errors import EnvironmentProblem
+from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
 from porter.gate.plan import check_seeds
 from porter.gate.references import ReferenceCache
@@ -56,7 +60,10 @@ from porter.ptx.isa import IsaSupport
 from porter.ptx.toolchain import Toolchain
 
 if TYPE_CHECKING:
+    from porter.agent.edits import EditOutcome
     from porter.agent.resume import ResumePoint
+    from porter.agent.screen import PortShape
+    from porter.agent.steering import RoundView, Steer
 
 TENSOR_CORE_FEATURES = ("mma.sync", "wgmma", "tcgen05")
 MAX_FORMAT_ERRORS = 3
@@ -79,6 +86,7 @@ class PortRequest:
     runs_root: Path = Path(".porter/runs")
     repo_root: Path | None = None
     candidates: int = 1  # proposals per round: independent samples of the same conversation
+    entry: str | None = None  # --entry: the entry to port, of a source with several
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,13 @@ def target_changed(asked: str, target: str) -> str | None:
     return None if wanted == target else f"target {target}, not {wanted} as asked"
 
 
+def _check_entry_option(module: PtxModule, entry: str | None, path: Path) -> None:
+    """``--entry`` names a kernel of the source: one line (exit 2) listing them when it does not."""
+    names = [e.name for e in module.kernels]
+    if entry is not None and entry not in names:
+        raise InputError(f"{path}: --entry {entry}: no such .entry (entries: {', '.join(names) or 'none'})")
+
+
 def native_required(module: PtxModule, src: ArchProfile, dst: ArchProfile) -> bool:
     return uses_tensor_cores(module) and tensor_core_change(src, dst) is not None
 
@@ -181,6 +196,12 @@ def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
         return (f"candidate {record.index} assembles for {target}{with_sass}; it cannot run on this machine, "
                 f"so nothing more can be verified here")
     return None
+
+
+def _first_line(text: str, limit: int = 240) -> str:
+    """The first line of a message, for one line of progress or a stop reason."""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _compact(messages: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -225,6 +246,8 @@ class PortSession:
     def __init__(self, request: PortRequest, *, toolchain: Toolchain, runner: Any = None, model: ModelClient | None,
                  on_event: Event | None = None, verifier: Verifier | None = None, steering: Steering | None = None,
                  gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+        if request.entry is not None:  # --entry: the spec describes that entry of the source, and checks it
+            request = replace(request, spec=replace(request.spec, entry=request.entry))
         self.request = request
         self.toolchain = toolchain
         self.runner = runner
@@ -245,31 +268,55 @@ class PortSession:
     # -- candidates ------------------------------------------------------------------------------
     def _verify_round(self, log: RunLog, texts: list[str], origin: str, round_no: int, target: str,
                       require_native: bool) -> list[CandidateRecord]:
-        """Verify a round's candidates together; those that pass on the run's seeds are verified
-        again, together, on fresh seeds, and that second Verdict is the one recorded."""
-        from porter.agent.feedback import feedback_for
-
+        """Save, verify and record a round's candidates."""
         first = len(self.candidates)
         paths = [log.candidate(first + k, text) for k, text in enumerate(texts)]
         for k, text in enumerate(texts):
             self.texts[first + k] = text
             self.emit("checking", index=first + k, origin=origin, round=round_no)
+        return self._record(log, paths, self._check(paths, target, require_native), origin, round_no, require_native)
+
+    def _check(self, paths: list[Path], target: str, require_native: bool) -> list[Verdict]:
+        """Verify candidates together; those that pass on the run's seeds are verified again,
+        together, on fresh seeds, and that second Verdict is the one returned."""
         # The source kernel is timed beside each candidate (speed vs source); the spec's reference judges.
         options = replace(self.request.check, arch=target, native=require_native, speed_baseline=self.request.kernel,
-                          seeds=self.seeds)
+                          seeds=self.seeds, entry=self.request.entry or self.request.check.entry)
         with self.gpu_guard():
             verdicts = self.verifier.verify([CheckJob(path, self.request.spec, options, self.references)
                                              for path in paths])
-            verdicts = self._confirm(paths, verdicts, options, require_native)
+            return self._confirm(paths, verdicts, options, require_native)
+
+    def _record(self, log: RunLog, paths: list[Path], verdicts: list[Verdict], origin: str, round_no: int,
+                require_native: bool) -> list[CandidateRecord]:
+        """The records of the candidates saved at ``paths`` (the next indices), with their feedback."""
+        from porter.agent.feedback import feedback_for
+
         records = []
-        for k, (text, path, verdict) in enumerate(zip(texts, paths, verdicts, strict=True)):
+        for path, verdict in zip(paths, verdicts, strict=True):
+            text = self.texts[len(self.candidates)]
             feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
-            record = CandidateRecord(first + k, origin, round_no, verdict, feedback, path, require_native)
+            record = CandidateRecord(len(self.candidates), origin, round_no, verdict, feedback, path, require_native)
             log.candidate_record(record)
             self.candidates.append(record)
             self.emit("verdict", index=record.index, status=record.status, verdict=verdict)
             records.append(record)
         return records
+
+    def _checked_again(self, log: RunLog, record: CandidateRecord, round_no: int,
+                       setup: _Setup) -> tuple[int, Path, Verdict] | None:
+        """A resumed run's last candidate, which could not run where it was recorded, checked on this
+        machine: saved as the next candidate (its index, path and Verdict; the caller records it)
+        when this machine could run it, else None and nothing is saved: a machine without the target
+        GPU says nothing new, so resuming there again and again adds no identical rechecks."""
+        self.emit("checking", index=record.index, origin="recheck", round=round_no)
+        (verdict,) = self._check([log.dir / "candidates" / f"{record.index:02d}.ptx"], setup.target, setup.require)
+        if judge(verdict, require_native=setup.require).status is Status.NOT_RUN_ON_TARGET:
+            return None
+        new = len(self.candidates)
+        self.texts[new] = self.texts[record.index]
+        path = log.candidate(new, self.texts[new])
+        return new, path, replace(verdict, kernel=str(path))
 
     def _verify(self, log: RunLog, text: str, origin: str, round_no: int, target: str,
                 require_native: bool) -> CandidateRecord:
@@ -309,11 +356,14 @@ class PortSession:
 
     def _begin(self) -> _Setup:
         from porter.agent.preflight import preflight
+        from porter.agent.prompts import load_agent
         from porter.agent.resume import snapshot_inputs
         from porter.ptx import read_ptx
 
         req = self.request
         module = read_ptx(req.kernel)
+        _check_entry_option(module, req.entry, req.kernel)
+        load_agent(req.agent, repo_root=req.repo_root)  # an unknown --agent is said now, with the known names
         source_arch = normalize_arch(req.from_arch) if req.from_arch else module.arch
         target, target_reason = choose_target(module, req.to_arch, req.require_native)
         changed = target_changed(req.to_arch, target)
@@ -331,7 +381,7 @@ class PortSession:
             source_arch=source_arch, entry=entry, asked_target=req.to_arch, target=target, target_reason=target_reason,
             target_changed=changed, require_native=require, model=self.model.name if self.model else None,
             agent=req.agent, budget=to_jsonable(req.budget), optimize=req.optimize, candidates=req.candidates,
-            warnings=warnings,
+            entry_option=req.entry, warnings=warnings,
             started=time.time(),
         ))
         log.write_json("inputs.json", snapshot_inputs(log.dir, req.kernel, req.spec, self.model))
@@ -393,7 +443,6 @@ class PortSession:
         return module.text if index is None else self.texts[index]
 
     def _loop(self, setup: _Setup, state: SessionState | None) -> str:
-        from porter.agent.edits import apply_reply
         from porter.agent.feedback import format_error_feedback
         from porter.agent.prompts import load_agent
         from porter.agent.resume import Pending, extend, resumed
@@ -405,7 +454,11 @@ class PortSession:
                              setup.target, setup.require)
             baseline = self.candidates[-1]
             if self._resumed and baseline.status is Status.NOT_RUN_ON_TARGET:  # perhaps this machine can run it
-                baseline = self._verify(log, self.texts[baseline.index], "recheck", 0, setup.target, setup.require)
+                again = self._checked_again(log, baseline, 0, setup)
+                if again is None:
+                    return f"checked again on this machine: {_cannot_go_further(baseline, setup.target)}"
+                _, path, verdict = again
+                baseline = self._record(log, [path], [verdict], "recheck", 0, setup.require)[0]
             if baseline.passes and not req.optimize:
                 return "the mechanical retarget passes every gate: no model needed"
             if (why := _cannot_go_further(baseline, setup.target)) is not None:
@@ -423,13 +476,16 @@ class PortSession:
             last = self.candidates[-1]
             if state.pending is None and last.status is Status.NOT_RUN_ON_TARGET:
                 # The run stopped where its machine could verify no more: this one may run it.
-                new = len(self.candidates)
-                log.candidate(new, self.texts[last.index])
-                self.texts[new] = self.texts[last.index]
+                again = self._checked_again(log, last, state.round, setup)
+                if again is None:
+                    return f"checked again on this machine: {_cannot_go_further(last, setup.target)}"
+                new, path, verdict = again
                 state = self._checkpoint(log, replace(state, pending=Pending(new, "recheck")))
+                self._record(log, [path], [verdict], "recheck", state.round, setup.require)
         if self.model is None:
             return "no model configured: the result is the mechanical retarget baseline alone"
         agent = load_agent(req.agent, repo_root=req.repo_root)
+        shape = self._shape(setup)
         # Zero is a budget (the baseline alone), not "unset": only None falls back to the agent's rounds.
         budget = replace(req.budget, max_rounds=agent.max_rounds if req.budget.max_rounds is None
                          else req.budget.max_rounds)
@@ -441,14 +497,11 @@ class PortSession:
                 if end is not None:
                     return end
                 continue
+            round_no = state.round + 1
             replies, stop = self._sample(log, list(state.messages), budget, agent)
             if not replies:
                 return stop
-            outcomes = []
-            for reply in replies:
-                log.message("assistant", reply.text)
-                self.emit("reply", round=self.spend.rounds, tokens=reply.usage.total_tokens, spend=self._spend())
-                outcomes.append(apply_reply(self._text(state.current, module), reply.text, truncated=reply.truncated))
+            outcomes = self._read_replies(log, replies, round_no, self._text(state.current, module), shape)
             usable = [(reply, outcome) for reply, outcome in zip(replies, outcomes, strict=True) if outcome.ok]
             if not usable:
                 note = format_error_feedback(outcomes[0])
@@ -456,10 +509,11 @@ class PortSession:
                 messages = (*state.messages, {"role": "assistant", "content": replies[0].text},
                             {"role": "user", "content": note})
                 state = self._checkpoint(log, replace(state, messages=messages, format_errors=state.format_errors + 1,
-                                                      sampled=state.sampled + len(replies) - 1))
-                self.emit("format-error", round=self.spend.rounds, error=outcomes[0].error_kind)
+                                                      sampled=state.sampled + len(replies) - 1, round=round_no))
+                self.emit("format-error", round=round_no, error=outcomes[0].error_kind)
                 if state.format_errors >= MAX_FORMAT_ERRORS:
-                    return f"{state.format_errors} malformed replies in a row (last: {outcomes[0].error_kind})"
+                    return (f"{state.format_errors} rounds in a row gave no candidate (last: "
+                            f"{outcomes[0].error_kind}: {_first_line(outcomes[0].error)})")
                 if stop:
                     return stop
                 continue
@@ -470,8 +524,36 @@ class PortSession:
             # The round's replies wait beside the conversation until the round is verified: the
             # best candidate's reply (its best pass, else its best failure) is the one the model sees.
             state = self._checkpoint(log, replace(
-                state, format_errors=0, sampled=state.sampled + len(replies) - len(usable),
+                state, format_errors=0, sampled=state.sampled + len(replies) - len(usable), round=round_no,
                 pending=Pending(first, "model", replies=tuple(reply.text for reply, _ in usable))))
+
+    def _read_replies(self, log: RunLog, replies: list[Any], round_no: int, current: str,
+                      shape: PortShape) -> list[EditOutcome]:
+        """Each reply of a round applied to ``current`` and screened (:mod:`porter.agent.screen`);
+        each one that gives no candidate is said, with its sample's number when the round has several."""
+        from porter.agent.edits import apply_reply
+        from porter.agent.screen import screened
+
+        samples = max(1, self.request.candidates)
+        outcomes = []
+        for sample, reply in enumerate(replies, 1):
+            log.message("assistant", reply.text)
+            self.emit("reply", round=round_no, sample=sample, samples=samples, tokens=reply.usage.total_tokens,
+                      spend=self._spend())
+            outcome = screened(apply_reply(current, reply.text, truncated=reply.truncated), current, shape)
+            if not outcome.ok:
+                self.emit("no-candidate", round=round_no, sample=sample, samples=samples, error=outcome.error_kind,
+                          message=_first_line(outcome.error))
+            outcomes.append(outcome)
+        return outcomes
+
+    def _shape(self, setup: _Setup) -> PortShape:
+        """What a reply's kernel must declare to be a candidate of this port (see :mod:`porter.agent.screen`)."""
+        from porter.agent.screen import PortShape
+
+        version = negotiate_version(setup.module, setup.target, self.toolchain.isa()).version
+        return PortShape(spec=self.request.spec, target=setup.target, address_size=setup.module.address_size,
+                         version=version, entry=self.request.entry)
 
     def _sample(self, log: RunLog, messages: list[dict[str, str]], budget: Budget, agent: Any) -> tuple[list[Any], str]:
         """Up to ``candidates`` independent replies to the same conversation (one model call each,
@@ -522,7 +604,7 @@ class PortSession:
                 self.texts[index] = (log.dir / "candidates" / f"{index:02d}.ptx").read_text()
         todo = [self.texts[i] for i in indices if i >= len(self.candidates)]
         if todo:
-            self._verify_round(log, todo, pending.origin, self.spend.rounds, setup.target, setup.require)
+            self._verify_round(log, todo, pending.origin, state.round, setup.target, setup.require)
         record = max((self.candidates[i] for i in indices), key=_best)
         if pending.replies:  # the model's round: the best candidate's reply joins the conversation
             reply = pending.replies[record.index - pending.index]
@@ -546,6 +628,22 @@ class PortSession:
         state = self._checkpoint(log, replace(state, messages=messages))
         return self._steer(setup, state, record)
 
+    def _ask(self, setup: _Setup, view: RoundView) -> Steer:
+        """The steering's answer after a candidate. An edit that is not a kernel of this port (its
+        entry renamed, a header line gone: :mod:`porter.agent.screen`) is not checked: the developer
+        is told why and asked again, and the port goes on."""
+        from porter.agent.screen import screen_kernel
+        from porter.agent.steering import Action
+
+        while True:
+            steer = self.steering.after_candidate(view)
+            if steer.action is not Action.EDIT or not steer.text.strip():
+                return steer
+            problem = screen_kernel(steer.text, self._shape(setup), "Your edit")
+            if problem is None:
+                return steer
+            self.emit("warning", message=f"your edit of candidate {view.record.index} was not checked: {problem[1]}")
+
     def _steer(self, setup: _Setup, state: SessionState, record: CandidateRecord) -> tuple[SessionState, str | None]:
         """Ask the steering what to do after ``record``; a stop reason when the port ends there."""
         from porter.agent.resume import Hint, Pending
@@ -557,7 +655,7 @@ class PortSession:
             else ("source", setup.module.text)
         view = RoundView(run_id=log.id, record=record, text=self.texts[index], previous_text=previous[1],
                          previous_label=previous[0], best=max(self.candidates, key=_best), spend=self._spend())
-        steer = self.steering.after_candidate(view)
+        steer = self._ask(setup, view)
         if steer.action is Action.HINT and steer.text.strip():
             hint = Hint(after=index, text=steer.text.strip(), at=time.time())
             log.message("hint", hint.text)
@@ -587,17 +685,18 @@ def run_port(kernel: Path, spec: Spec, to_arch: str, *, toolchain: Toolchain, ru
              from_arch: str | None = None, agent: str = "port", budget: Budget | None = None, optimize: bool = False,
              require_native: bool | None = None, repo_root: Path | None = None, runs_root: Path | None = None,
              on_event: Event | None = None, verifier: Verifier | None = None, candidates: int = 1,
-             steering: Steering | None = None,
+             steering: Steering | None = None, entry: str | None = None,
              gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> PortResult:
     """The one way a port session is built and run (``porter port``, ``porter ci --port-to``,
     ``porter bench``, the MCP server): runs are recorded under ``runs_root``, by default the
     repository's ``.porter/runs``. The caller owns the runner (or the verifier) and the model;
-    ``candidates`` proposals per round are verified together."""
+    ``candidates`` proposals per round are verified together; ``entry`` (``--entry``) chooses the
+    entry of a source with several."""
     if runs_root is None:
         runs_root = (repo_root if repo_root is not None else Path.cwd()) / ".porter" / "runs"
     request = PortRequest(kernel=kernel, spec=spec, to_arch=to_arch, from_arch=from_arch, agent=agent,
                           budget=budget or Budget(), optimize=optimize, require_native=require_native,
-                          runs_root=runs_root, repo_root=repo_root, candidates=candidates)
+                          runs_root=runs_root, repo_root=repo_root, candidates=candidates, entry=entry)
     return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
                        verifier=verifier, steering=steering, gpu_guard=gpu_guard).run()
 
@@ -613,6 +712,6 @@ def resume_port(point: ResumePoint, *, toolchain: Toolchain, runner: Any = None,
     request = PortRequest(kernel=point.kernel, spec=point.spec(), to_arch=config.target, from_arch=config.source_arch,
                           agent=config.agent, budget=budget or Budget(max_rounds=None), optimize=config.optimize,
                           require_native=config.require_native, runs_root=point.run_dir.parent, repo_root=repo_root,
-                          candidates=config.candidates)
+                          candidates=config.candidates, entry=config.entry_option)
     return PortSession(request, toolchain=toolchain, runner=runner, model=model, on_event=on_event,
                        verifier=verifier, steering=steering, gpu_guard=gpu_guard).run(resume=point)

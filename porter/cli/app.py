@@ -280,19 +280,23 @@ def port(
         str | None, typer.Option(metavar="RUN", help="Go on with a recorded run (id, prefix or folder) from its last "
                                  "step, with its kernel, spec, model and history; budget options count from here.")
     ] = None,
+    entry: Annotated[
+        str | None, typer.Option(help="The .entry to port, for a module of several kernels (default: the spec's "
+                                 "kernel.entry, or the kernel's porter-launch entry).")
+    ] = None,
 ) -> None:
     """Port a hot loop to another architecture: retarget, then propose, verify and repair until it passes.
     Exit 0 passed, 1 failed (or passed without native instructions), 2 bad input, 3 not run on target
     hardware / environment (no toolchain, model unreachable or without its key); 130 interrupted."""
     from porter import services
-    from porter.agent.llm import Budget
     from porter.cli.progress import make_progress
     from porter.cli.steer import port_steering
     from porter.gate.verdict import exit_code_for
     from porter.report.terminal import render_port, render_review
 
-    budget = Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
-                    max_wall_s=max_minutes * 60 if max_minutes is not None else None)
+    _refuse_conflicting_port_flags(branch=branch, branch_on_failure=branch_on_failure, in_place=in_place, push=push,
+                                   out=out)
+    budget = _port_budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd, max_minutes=max_minutes)
     steering = port_steering(interactive, as_json=as_json)
     progress = make_progress(as_json=as_json, live=steering is None)
     branching = {"branch": branch, "branch_on_failure": branch_on_failure, "in_place": in_place, "push": push,
@@ -300,10 +304,11 @@ def port(
     if resume is not None:
         fixed = {"KERNEL": kernel, "--to": to, "--from": from_arch, "--spec": spec, "--model": model,
                  "--agent": agent if agent != "port" else None, "--optimize": optimize or None,
-                 "--require-native": require_native, "--candidates": candidates if candidates != 1 else None}
+                 "--require-native": require_native, "--candidates": candidates if candidates != 1 else None,
+                 "--entry": entry}
         given = [name for name, value in fixed.items() if value is not None]
         if given:
-            raise InputError(f"--resume goes on with the run's own kernel, spec, target, model and agent: drop "
+            raise InputError(f"--resume goes on with the run's own kernel, spec, target, model, agent and entry: drop "
                              f"{', '.join(given)}")
         ported = services.resume(resume, _runs_root(None), budget=budget, api_base=api_base, gpu=gpu,
                                  on_event=progress, steering=steering, cluster=cluster, **branching)
@@ -313,13 +318,42 @@ def port(
         ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base,
                                agent=agent, budget=budget, optimize=optimize, require_native=require_native, gpu=gpu,
                                on_event=progress, steering=steering, candidates=candidates, cluster=cluster,
-                               **branching)
+                               entry=entry, **branching)
     if as_json:
         _emit_json({"result": ported.result, "review": ported.review})
     else:
         typer.echo(render_port(ported.result))
         typer.echo(render_review(ported.review, ported.result, branch=branch is not False))
     raise typer.Exit(exit_code_for(ported.result.status))
+
+
+def _refuse_conflicting_port_flags(*, branch: bool | None, branch_on_failure: bool, in_place: bool,
+                                   push: str | None, out: Path | None) -> None:
+    """One line (exit 2) naming two flags that ask for opposite things, before any work: each of
+    --branch-on-failure, --push and --in-place needs the review branch --no-branch turns off, and
+    --in-place edits the kernel on that branch while --out writes files instead of one."""
+    needs_branch = [flag for flag, given in (("--branch-on-failure", branch_on_failure), ("--push", push is not None),
+                                             ("--in-place", in_place)) if given]
+    if branch is False and needs_branch:
+        raise InputError(f"--no-branch and {needs_branch[0]} contradict each other: {needs_branch[0]} needs the "
+                         "review branch that --no-branch turns off; drop one")
+    if in_place and out is not None:
+        raise InputError("--in-place and --out contradict each other: --in-place replaces the kernel on the review "
+                         "branch, --out writes the files to a folder instead of a branch; drop one")
+
+
+def _port_budget(*, max_rounds: int | None, max_tokens: int | None, max_usd: float | None,
+                 max_minutes: float | None) -> Any:
+    """The budget the flags give, each limit checked under the flag's own name (the Budget's fields
+    are not what the user typed)."""
+    from porter.agent.llm import Budget
+
+    for flag, value in (("--max-rounds", max_rounds), ("--max-tokens", max_tokens), ("--max-usd", max_usd),
+                        ("--max-minutes", max_minutes)):
+        if value is not None and value < 0:
+            raise InputError(f"{flag} must not be negative (got {value:g})")
+    return Budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
+                  max_wall_s=max_minutes * 60 if max_minutes is not None else None)
 
 
 def _runs_root(root: Path | None) -> Path:

@@ -1,8 +1,9 @@
 """Progress of a port as it runs: a live view in a terminal, plain lines in a log, JSON for machines.
 
 The session emits events (``start``, ``warning``, ``checking``, ``verdict``, ``reply``,
-``format-error``, ``hint``, ``edit``, ``done``, ``interrupted``); each view turns them into output. Views write to stderr, so stdout carries only the
-result (and only JSON with ``--json``).
+``no-candidate`` (a reply that gives none), ``format-error`` (a round that gave none), ``hint``,
+``edit``, ``done``, ``interrupted``); each view turns them into output. Views write to stderr, so
+stdout carries only the result (and only JSON with ``--json``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from porter.jsonable import to_jsonable
 
 def _gates(verdict: Any) -> str:
     return "  ".join(f"{g.name}:{g.status}" for g in verdict.gates)
+
+
+def _round(data: dict[str, Any]) -> str:
+    """``round R``, and ``sample k of N`` when each round asks the model for several (--candidates)."""
+    samples = data.get("samples", 1)
+    return f"round {data['round']}" + (f", sample {data['sample']} of {samples}" if samples > 1 else "")
 
 
 def _spend(spend: dict[str, Any]) -> str:
@@ -48,9 +55,11 @@ class PlainProgress:
         elif kind == "verdict":
             self._say(f"candidate {data['index']}: {data['status']}  [{_gates(data['verdict'])}]")
         elif kind == "reply":
-            self._say(f"round {data['round']}: reply received ({data['tokens']} tokens; spent {_spend(data['spend'])})")
+            self._say(f"{_round(data)}: reply received ({data['tokens']} tokens; spent {_spend(data['spend'])})")
+        elif kind == "no-candidate":
+            self._say(f"{_round(data)}: no candidate ({data['error']}): {data['message']}")
         elif kind == "format-error":
-            self._say(f"round {data['round']}: reply not usable ({data['error']}); told the model why")
+            self._say(f"round {data['round']}: no candidate this round; the model is told why")
         elif kind == "hint":
             self._say(f"hint after candidate {data['after']} recorded; it goes into the next prompt")
         elif kind == "edit":
