@@ -18,7 +18,6 @@ from pathlib import Path
 
 import anyio
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,11 +35,10 @@ async def main(args: argparse.Namespace) -> int:
         print(f"resources: {', '.join(str(r.uri) for r in resources)}")
         call = {"candidate": args.candidate, "native": args.native, "sanitize": args.sanitize}
         print(f"\n> tools/call check {json.dumps(call)}")
-        try:
-            result = await client.call_tool("check", call)
-        except MCPError as err:
-            print(f"MCP error {err.code}: {err.message} {err.error.data}")
-            return 2
+        result = await client.call_tool("check", call)
+        if result.is_error:  # porter's failures are tool results the model can read, not protocol errors
+            print(f"isError: {result.structured_content}")
+            return int((result.structured_content or {}).get("exit_code", 3))
         print(result.content[0].text)
         v = result.structured_content or {}
         native = v.get("native") or {}
@@ -51,10 +49,8 @@ async def main(args: argparse.Namespace) -> int:
         print(f"  speedup vs source {v.get('speedup_vs_source')}, vs library {v.get('speedup_vs_library')}")
         if args.bad_path:
             print("\n> tools/call check {\"candidate\": \"examples/no_such.ptx\"}")
-            try:
-                await client.call_tool("check", {"candidate": "examples/no_such.ptx"})
-            except MCPError as err:
-                print(f"MCP error {err.code}: {err.message} {err.error.data}")
+            failed = await client.call_tool("check", {"candidate": "examples/no_such.ptx"})
+            print(f"isError: {failed.is_error} {failed.structured_content}")
         return {"passed": 0, "failed": 1}.get(v.get("status"), 3)
 
 

@@ -56,6 +56,7 @@ from porter.ptx.arch import (
     normalize_arch,
     tensor_core_change,
 )
+from porter.ptx.inspection import uses_tensor_cores
 from porter.ptx.isa import IsaSupport
 from porter.ptx.toolchain import Toolchain
 
@@ -123,10 +124,6 @@ def source_entry(module: PtxModule, spec: Spec, path: Path) -> str:
     from porter.gate.spec import declared_spec
 
     return declared_spec(spec, module.text, source=str(path))[0].entry
-
-
-def uses_tensor_cores(module: PtxModule) -> bool:
-    return any(u.feature.startswith(TENSOR_CORE_FEATURES) for u in features_used(module.instructions()))
 
 
 def choose_target(module: PtxModule, to_arch: str, require_native: bool | None = None) -> tuple[str, str]:

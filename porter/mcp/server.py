@@ -289,9 +289,7 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
                     done = services.replay(str(folder), top, runner=shared.runner())
             lines = [f"candidate {r.index} ({r.origin}): recorded {r.recorded}, now {r.verdict.status}"
                      f"{'' if r.agrees else ' DIFFERENT'}" for r in done.rows]
-            rows = [{"index": r.index, "origin": r.origin, "recorded": r.recorded, "agrees": r.agrees,
-                     "verdict": r.verdict} for r in done.rows]
-            return tool_result({"run": done.run, "agrees": done.agrees, "rows": rows}, "\n".join(lines))
+            return tool_result(done.as_data(), "\n".join(lines))
 
         return await answer(replayed)
 
