@@ -150,7 +150,22 @@ def test_a_wide_case_whose_reference_overflows_is_not_judged_rather_than_failed(
     reply = _reply(spec, case, [np.zeros(1000, np.float32)])
     reply["reference"] = {"out": np.full(1000, 1e39)}
     result = _judge_case(spec, case, reply)
-    assert result.status == "not run" and "finite range" in result.reason
+    assert result.status == "not run" and "not finite" in result.reason
+
+
+def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3)
+    right = _right(spec, case)
+    reply = _reply(spec, case, [right])
+    reply["reference"]["out"][:10] = [np.nan, np.inf, -np.inf, 1e39, -1e39, np.nan, 1e300, np.inf, np.nan, 5e38]
+    garbage = right.copy()
+    garbage[:10] = 7.0  # anything where the reference says nothing
+    result = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
+    assert result.status == "passed" and result.outputs[0].judged == 990 and result.outputs[0].unjudged == 10
+    garbage[500] = 7.0  # a judged element wrong fails the case
+    failed = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
+    assert failed.status == "failed" and failed.outputs[0].mismatches == 1
 
 
 # --- timed launches are held to the verified ones ------------------------------------------------

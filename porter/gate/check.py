@@ -47,6 +47,7 @@ from porter.gate.verdict import (
     SanitizerReport,
     Timing,
     Verdict,
+    judged_share,
     overall_status,
     size_label,
 )
@@ -172,28 +173,12 @@ def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None
 _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
 
 
-def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
-    """Why a widened value case cannot be judged (the reference itself leaves the outputs'
-    dtypes, or is not finite), or ''."""
-    for p in spec.outputs:
-        ref = np.asarray(reference.get(p.name, np.zeros(0)), dtype=np.float64)
-        if p.dtype is not None and p.dtype.is_float and ref.size and (
-                not np.isfinite(ref).all() or np.abs(ref).max() > p.dtype.max_finite):
-            return f"{p.name}: the reference leaves {p.dtype}'s finite range on these inputs"
-    return ""
-
-
 def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
     sizes = case.sizes
     runs: list[dict[str, np.ndarray] | None] = reply["outputs"]  # None: bit-identical to the first run
     initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
     reference: dict[str, np.ndarray] = reply["reference"]
     scale = spec.value_case(case.values).atol_scale if case.values else 1.0
-    if case.values:
-        overflow = _reference_overflows(spec, reference)
-        if overflow:
-            return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values,
-                              reason=f"value case {case.values!r} not judged: {overflow}")
     checks = []
     problems: list[str] = []
     nondet = []
@@ -205,7 +190,10 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
         tile = block_tile(runs[0][p.name].shape, grid)
-        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
+        # Where the reference is not finite in the output's dtype (inputs span the whole domain),
+        # it says nothing: those elements are left out, the rest of the case is judged.
+        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement (the
@@ -218,7 +206,7 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             diff = compare_runs(runs[0][p.name], later[p.name])
             if not diff:
                 continue
-            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile)
+            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
             if again.passed == c.passed:
                 if p.deterministic:
                     nondet.append(f"{p.name}: {diff}")
@@ -233,6 +221,9 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
                             + format_comparison(wrong))
         checks.append(check)
     reasons = []
+    if checks and not any(c.judged for c in checks) and not problems and not reply["guards"] and not reply["modified"]:
+        return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
+                          reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
     if reply["guards"]:
         reasons.append("out-of-bounds write: " + "; ".join(reply["guards"]))
     if reply["modified"]:
@@ -446,7 +437,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         timing_gate, timings, speed = timed_run
         gates.append(timing_gate)
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
-                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
+                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), judged_share=judged_share(cases),
+                    **speed, **extras,
                     **_extra(base))
 
 
