@@ -70,8 +70,8 @@ def test_the_wide_value_case_widens_float_fills(tmp_path: Path) -> None:
     spec = load_spec(VECTOR_ADD / "porter.toml")
     wide = spec.value_case("wide")
     sizes = spec.value_case_sizes(wide)
-    args = make_args(spec, sizes, 3, "wide")
-    assert np.abs(args["x"]).max() > 2.0  # the default fill stays inside [-1, 1]
+    bulk = [np.sort(np.abs(make_args(spec, sizes, seed, "wide")["x"]))[:-8] for seed in range(6)]  # less the mixture
+    assert all(x.max() <= 4.0 for x in bulk) and any(x.max() > 2.0 for x in bulk)  # the default fill: [-1, 1]
     assert spec.fill_bounds("x", sizes, values="wide") == (-4.0, 4.0)
     off = load_spec(spec_with(tmp_path, VECTOR_ADD, "[[params]]", "[inputs]\nwide = 1\n\n[[params]]") / "porter.toml")
     assert [c.name for c in off.value_cases()] == []
@@ -162,7 +162,8 @@ def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged
     garbage = right.copy()
     garbage[:10] = 7.0  # anything where the reference says nothing
     result = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
-    assert result.status == "passed" and result.outputs[0].judged == 990 and result.outputs[0].unjudged == 10
+    inside = int(np.count_nonzero(np.abs(reply["reference"]["out"]) <= np.finfo(np.float32).max))
+    assert inside <= 990 and result.status == "passed" and result.outputs[0].judged == inside
     garbage[500] = 7.0  # a judged element wrong fails the case
     failed = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
     assert failed.status == "failed" and failed.outputs[0].mismatches == 1
