@@ -348,7 +348,7 @@ def test_the_unannounced_size_set_stays_inside_the_contract_the_sweep_implies() 
     assert len({tuple(sorted(d.items())) for d in drawn}) > 30  # a new one almost every check
     for d in drawn:  # the kernel's contract: K and every leading dimension a multiple of 8
         assert d["K"] % 8 == 0 and d["lda"] % 8 == 0 and d["ldb"] % 8 == 0 and d["ldc"] % 8 == 0
-        assert 1 <= d["M"] <= 2048 and d["lda"] >= d["K"] and d["ldb"] >= d["N"]
+        assert 1 <= d["M"] <= 4096 and d["lda"] >= d["K"] and d["ldb"] >= d["N"]  # the listed range, [sizes] included
     plan = check_plan(spec, (5, 6))
     assert [c.why for c in plan].count("unannounced") == 1
 

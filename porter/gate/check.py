@@ -79,6 +79,8 @@ class CheckOptions:
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
+    # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
+    thorough: bool = False
 
 
 def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
@@ -387,7 +389,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                              "same --time-at, or check with --no-timing")
     else:
         seeds = check_seeds(options.seeds)
-        plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
+        plan = check_plan(spec, seeds, timed=timed, profiled=profiled, thorough=options.thorough)
         if note := skipped_unannounced(spec, plan):
             warnings.append(note)
 
@@ -462,7 +464,7 @@ class _Judging:
 
     def failed_so_far(self) -> bool:
         """Whether a case is already known to have failed (a fault, or a finished judgement)."""
-        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status != "passed")
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in ("passed", "not run"))
                                          for f in self.pending)
 
     def results(self) -> list[CaseResult]:

@@ -12,7 +12,7 @@ Never zeros: zeros hide unwritten outputs.
 A float input is a mixture that covers its declared domain (``domain``, ``finite``) in every case,
 at every size: the fill, drawn in float64 so that every mantissa bit of the dtype varies (no
 lattice a kernel could recognise), and in a few sparse elements (:func:`mixture_count`) magnitudes
-log-uniform across the dtype's range and the special values (+-0, subnormals, +-inf, NaN) the
+log-uniform across the dtype's range (up to :data:`MAGNITUDE_TOP`) and the special values (+-0, subnormals, +-inf, NaN) the
 domain holds. porter's own value case (``wide``) widens each fill or shifts it (at random, inside
 the widened range), and perturbs the fixed float constants (:meth:`Spec.perturbed`).
 
@@ -40,6 +40,11 @@ INPUTS, INITIAL, GUARDS = 1, 2, 3
 MIX_MAX = 8  # at most this many elements of a float input come from beyond the fill, in each case
 MIX_SPACING = 64  # ... and at most one per this many elements (a tiny buffer stays the fill's)
 _CHUNK = 1 << 16  # float64 draws are made this many at a time, into the dtype's buffer
+# The mixture's magnitudes reach the dtype's largest finite value or 2^56, whichever is less: the
+# product of two stays 2^16 below float32's overflow (the accumulator of nearly every kernel). Past
+# that, whether an intermediate overflows depends on the order of the operations, which no
+# reference fixes (an honest x * (x . w) overflows in float32 where float64 does not).
+MAGNITUDE_TOP = 2.0**56
 
 
 def fresh_seed() -> int:
@@ -187,7 +192,7 @@ def _mix(rng: np.random.Generator, flat: np.ndarray, dtype: DType, domain: Domai
         return
     positions = which + count * rng.integers(0, slots, size=k)
     special = specials(dtype, domain)
-    tiny, largest = float(_finfo(dtype).tiny), float(dtype.max_finite)
+    tiny, largest = float(_finfo(dtype).tiny), min(float(dtype.max_finite), MAGNITUDE_TOP)
     for position in positions:
         magnitude = _magnitude(rng, tiny, largest, domain)
         if special.size and (magnitude is None or rng.random() < 0.5):
