@@ -322,8 +322,8 @@ def test_a_golden_folder_with_no_cases_or_another_spec_is_refused(tmp_path: Path
     (folder / "case.npz").write_bytes(b"")
     (folder / "manifest.json").write_text(json.dumps({"spec_sha256": "0" * 16,
                                                       "cases": [{"sizes": {"n": 1}, "seed": 1, "file": "case.npz"}]}))
-    with pytest.raises(InputError, match="recorded with another spec"):
-        check_golden(load_golden(folder), spec, folder)
+    with pytest.raises(InputError, match="older porter"):  # no digest of its cases: anything could be cut
+        check_golden(load_golden(folder), spec)
 
 
 def test_the_attack_family_golden_folders_are_refused() -> None:
@@ -332,8 +332,8 @@ def test_the_attack_family_golden_folders_are_refused() -> None:
     with pytest.raises(InputError, match="holds no cases"):
         load_golden(attacks / "golden_empty")
     other = attacks / "golden_other_spec"
-    with pytest.raises(InputError, match="recorded with another spec"):
-        check_golden(load_golden(other), spec, other)
+    with pytest.raises(InputError, match=r"older porter|another spec"):
+        check_golden(load_golden(other), spec)
 
 
 # --- a size set the spec does not list -------------------------------------------------------------

@@ -33,7 +33,7 @@ import numpy as np
 
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
-from porter.gate.golden import check_golden, load_golden
+from porter.gate.golden import REPLAYABLE, GoldenCase, Manifest, check_golden, load_golden
 from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
@@ -157,11 +157,11 @@ def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
 
 
 def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
-                   golden: dict[str, Any] | None, case_index: int,
+                   golden: tuple[Manifest, GoldenCase] | None,
                    source_launch: dict[str, Any] | None = None) -> dict[str, Any]:
     if golden is not None:
-        return {"kind": "golden", "path": str(options.golden / golden["cases"][case_index]["file"]),
-                "key": "golden:" + str(options.golden)}
+        manifest, case = golden
+        return {"kind": "golden", "path": str(manifest.file(case)), "key": "golden:" + str(manifest.folder)}
     if source_cubin is not None:
         return {"kind": "source", "cubin": source_cubin, "entry": source_entry, "launch": source_launch,
                 "key": "source:" + hashlib.sha256(source_cubin).hexdigest()}
@@ -307,6 +307,11 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
+    # A golden folder is the user's input: a bad one is refused (exit 2) before anything else is
+    # decided, on any machine, GPU or not.
+    golden = load_golden(options.golden) if options.golden else None
+    if golden is not None:
+        check_golden(golden, source_spec, candidate)
     source_entry = spec.entry
     spec, launch = declared_spec(spec, module.text, source=str(candidate))
     if options.entry is not None:
@@ -373,13 +378,14 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         if source_cubin is None:
             warnings.append(f"source kernel {source_path}: {note}")
     reference_cubin = source_cubin if options.against is not None and options.golden is None else None
-    golden = load_golden(options.golden) if options.golden else None
     timed = timed_sizes(spec, options) if options.timing else []
     profiled = spec.default_sizes() if options.native else None
+    golden_cases: tuple[GoldenCase, ...] = ()
     if golden is not None:
-        check_golden(golden, source_spec, options.golden)
-        plan = [Case(c["sizes"], c["seed"], c.get("values", "")) for c in golden["cases"]]
-        seeds = tuple(dict.fromkeys(c.seed for c in plan))
+        golden_cases = golden.plan(check_seeds(options.seeds)[0])
+        plan = [c.case() for c in golden_cases]
+        seeds = tuple(dict.fromkeys(c.seed for c in golden.cases))
+        warnings.append(REPLAYABLE)
         recorded = {c.key() for c in plan}
         missing = [sizes for sizes in [*timed, *([profiled] if profiled else [])]
                    if Case(sizes, seeds[0]).key() not in recorded]
@@ -396,7 +402,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     assert runner is not None
 
     def reference_job(index: int) -> dict[str, Any]:
-        return _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
+        return _reference_job(spec, options, reference_cubin, source_entry,
+                              (golden, golden_cases[index]) if golden is not None else None, source_launch)
 
     def reference_for(sizes: dict[str, int]) -> dict[str, Any] | None:
         key = Case(sizes, seeds[0]).key()
