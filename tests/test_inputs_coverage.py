@@ -105,8 +105,9 @@ def test_float32_inputs_use_every_mantissa_bit(seed, a, width) -> None:
     x = make_args(parse_spec(data, base_dir=Path(__file__).parent, source="g.toml"), {"n": 20000}, seed)["x"]
     low = x.view(np.uint32) & 1
     assert 0.4 < low.mean() < 0.6  # a lattice of 2^-k of the span leaves the low bits mostly 0
-    lattice = (x.astype(np.float64) - a) / width * 2.0**23
-    assert np.mean(lattice == np.round(lattice)) < 0.5
+    near = np.abs(x) < width / 8  # where float32's grid is finer than 2^-23 of the span
+    lattice = (x[near].astype(np.float64) - a) / width * 2.0**23
+    assert near.sum() < 100 or np.mean(lattice == np.round(lattice)) < 0.5
 
 
 @PROPERTY

@@ -131,6 +131,17 @@ def with_residue(rng: np.random.Generator, value: int, step: int, tile: int) -> 
     return moved if moved >= step else moved + period
 
 
+def _draw_in_range(rng: np.random.Generator, lo: int, hi: int, step: int, tile: int) -> int:
+    """A value on the lattice of ``step`` in [lo, hi]: log-uniform, at a residue drawn modulo the
+    tile (:func:`with_residue`); uniform over the lattice when the range holds fewer values than
+    the tile has residues (a causal flag 0 or 1, a head dimension 64 or 128)."""
+    first = -(-lo // step) * step
+    if (hi - first) // step < max(tile // step, 1):
+        return first + step * int(rng.integers((hi - first) // step + 1))
+    value = math.exp(rng.uniform(math.log(max(lo, 1)), math.log(hi)))
+    return with_residue(rng, int(value), step, tile)
+
+
 def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, int] | None:
     """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
 
@@ -155,8 +166,7 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, i
         overrides: dict[str, int | str] = {k: v for k, v in base.items() if k not in free}
         for name, (lo, hi, step) in free.items():
             if isinstance(spec.sizes[name], int):
-                value = math.exp(rng.uniform(math.log(max(lo, 1)), math.log(hi)))
-                overrides[name] = with_residue(rng, int(value), step, spec.max_tile)
+                overrides[name] = _draw_in_range(rng, lo, hi, step, spec.max_tile)
         sizes = _resolved(spec, overrides)
         for name, (_, _, step) in free.items():
             if isinstance(spec.sizes[name], str) and sizes is not None:
@@ -191,17 +201,19 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         base = {k: smallest[k] for k in free if k != name}
         most = spec.max_sizes.get(name, 1 << 40)
         value = min(most, int(hi * rng.uniform(2, 4)))
-        best = None
+        first = None  # the least size set above the sweep's: run when the mark is out of the budget's reach
         for _ in range(tries):
             sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
             if sizes is None or _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
                 break
-            best = sizes
-            if _passes(spec, sizes, thorough) or value >= most:
+            first = first or (sizes if sizes[name] > hi else None)
+            if _passes(spec, sizes, thorough) and sizes[name] > hi:
+                return sizes
+            if value >= most:
                 break
             value = min(most, value * 2)
-        if best is not None and best[name] > hi:
-            return best
+        if first is not None:
+            return first
     return None
 
 
