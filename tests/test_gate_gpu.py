@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.spec import load_spec
 
@@ -102,13 +103,18 @@ def test_record_then_check_against_golden(tmp_path, runner, toolchain):
     cubin, _ = runnable_cubin(read_ptx(kernel), None, device, toolchain, kernel.name)
     manifest = record(kernel, spec, tmp_path / "golden", seeds=(0, 1), runner=runner, cubin=cubin,
                       device=device.describe())
-    # The plan a check runs: the sweep x seeds, the timed [sizes], one unannounced size set, the wide case.
+    # The plan a check runs: the sweep x seeds, the timed [sizes], the unannounced and large size sets, the wide case.
     assert [(c["sizes"], c["seed"]) for c in manifest["cases"]][: 2 * len(spec.size_sets())] == [
         (s, seed) for s in spec.size_sets() for seed in (0, 1)]
     assert {c["values"] for c in manifest["cases"]} == {"", "wide"}
     assert (spec.default_sizes(), 0) in [(c["sizes"], c["seed"]) for c in manifest["cases"]]
-    good = check(kernel, runner, toolchain, golden=tmp_path / "golden", timing=False)
+    with pytest.raises(InputError, match="itself"):  # the source's own outputs are no reference for it
+        check(kernel, runner, toolchain, golden=tmp_path / "golden", timing=False)
+    copy = tmp_path / "kernel.ptx"  # the same kernel, another file: the hash check is a tripwire, not a proof
+    copy.write_text(kernel.read_text() + "\n// a copy\n")
+    good = check(copy, runner, toolchain, spec_dir=VECTOR_ADD, golden=tmp_path / "golden", timing=False)
     assert good.status == "passed", good.reason
+    assert any("replayable" in w for w in good.warnings)
     bad = check(BROKEN / "constant.ptx", runner, toolchain, spec_dir=VECTOR_ADD, golden=tmp_path / "golden",
                 timing=False)
     assert bad.status == "failed"

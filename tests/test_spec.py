@@ -508,7 +508,7 @@ def _set(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
             "my kernel",
             "porter.toml: kernel.entry: must be a PTX entry name without spaces",
         ),
-        (("kernel", "name"), "x", "porter.toml: kernel.name: unknown key (allowed: entry, description, require)"),
+        (("kernel", "name"), "x", "porter.toml: kernel.name: unknown key (allowed: entry, description, require, max_tile, max_sizes)"),
         (
             ("tolerances",),
             {},

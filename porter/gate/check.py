@@ -33,7 +33,7 @@ import numpy as np
 
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
-from porter.gate.golden import check_golden, load_golden
+from porter.gate.golden import REPLAYABLE, GoldenCase, Manifest, check_golden, load_golden
 from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
@@ -49,6 +49,7 @@ from porter.gate.verdict import (
     SanitizerReport,
     Timing,
     Verdict,
+    judged_share,
     overall_status,
     size_label,
 )
@@ -80,6 +81,8 @@ class CheckOptions:
     sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
+    # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
+    thorough: bool = False
 
 
 def check_inputs(spec: Spec, options: CheckOptions) -> None:
@@ -173,11 +176,11 @@ def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
 
 
 def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
-                   golden: dict[str, Any] | None, case_index: int,
+                   golden: tuple[Manifest, GoldenCase] | None,
                    source_launch: dict[str, Any] | None = None) -> dict[str, Any]:
     if golden is not None:
-        return {"kind": "golden", "path": str(options.golden / golden["cases"][case_index]["file"]),
-                "key": "golden:" + str(options.golden)}
+        manifest, case = golden
+        return {"kind": "golden", "path": str(manifest.file(case)), "key": "golden:" + str(manifest.folder)}
     if source_cubin is not None:
         return {"kind": "source", "cubin": source_cubin, "entry": source_entry, "launch": source_launch,
                 "key": "source:" + hashlib.sha256(source_cubin).hexdigest()}
@@ -191,28 +194,12 @@ def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None
 _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
 
 
-def _reference_overflows(spec: Spec, reference: dict[str, Any]) -> str:
-    """Why a widened value case cannot be judged (the reference itself leaves the outputs'
-    dtypes, or is not finite), or ''."""
-    for p in spec.outputs:
-        ref = np.asarray(reference.get(p.name, np.zeros(0)), dtype=np.float64)
-        if p.dtype is not None and p.dtype.is_float and ref.size and (
-                not np.isfinite(ref).all() or np.abs(ref).max() > p.dtype.max_finite):
-            return f"{p.name}: the reference leaves {p.dtype}'s finite range on these inputs"
-    return ""
-
-
 def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
     sizes = case.sizes
     runs: list[dict[str, np.ndarray] | None] = reply["outputs"]  # None: bit-identical to the first run
     initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
     reference: dict[str, np.ndarray] = reply["reference"]
     scale = spec.value_case(case.values).atol_scale if case.values else 1.0
-    if case.values:
-        overflow = _reference_overflows(spec, reference)
-        if overflow:
-            return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values,
-                              reason=f"value case {case.values!r} not judged: {overflow}")
     checks = []
     problems: list[str] = []
     nondet = []
@@ -224,7 +211,10 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
         tile = block_tile(runs[0][p.name].shape, grid)
-        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile)
+        # Where the reference is not finite in the output's dtype (inputs span the whole domain),
+        # it says nothing: those elements are left out, the rest of the case is judged.
+        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement (the
@@ -237,7 +227,7 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
             diff = compare_runs(runs[0][p.name], later[p.name])
             if not diff:
                 continue
-            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile)
+            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
             if again.passed == c.passed:
                 if p.deterministic:
                     nondet.append(f"{p.name}: {diff}")
@@ -252,6 +242,9 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
                             + format_comparison(wrong))
         checks.append(check)
     reasons = []
+    if checks and not any(c.judged for c in checks) and not problems and not reply["guards"] and not reply["modified"]:
+        return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
+                          reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
     if reply["guards"]:
         reasons.append("out-of-bounds write: " + "; ".join(reply["guards"]))
     if reply["modified"]:
@@ -346,6 +339,11 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
+    # A golden folder is the user's input: a bad one is refused (exit 2) before anything else is
+    # decided, on any machine, GPU or not.
+    golden = load_golden(options.golden) if options.golden else None
+    if golden is not None:
+        check_golden(golden, source_spec, candidate)
     source_entry = spec.entry
     spec, launch = declared_spec(spec, module.text, source=str(candidate))
     if options.entry is not None:
@@ -420,13 +418,14 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         if source_cubin is None:
             warnings.append(f"source kernel {source_path}: {note}")
     reference_cubin = source_cubin if options.against is not None and options.golden is None else None
-    golden = load_golden(options.golden) if options.golden else None
     timed = timed_sizes(spec, options) if options.timing else []
     profiled = spec.default_sizes() if options.native else None
+    golden_cases: tuple[GoldenCase, ...] = ()
     if golden is not None:
-        check_golden(golden, source_spec, options.golden)
-        plan = [Case(c["sizes"], c["seed"], c.get("values", "")) for c in golden["cases"]]
-        seeds = tuple(dict.fromkeys(c.seed for c in plan))
+        golden_cases = golden.plan(check_seeds(options.seeds)[0])
+        plan = [c.case() for c in golden_cases]
+        seeds = tuple(dict.fromkeys(c.seed for c in golden.cases))
+        warnings.append(REPLAYABLE)
         recorded = {c.key() for c in plan}
         missing = [sizes for sizes in [*timed, *([profiled] if profiled else [])]
                    if Case(sizes, seeds[0]).key() not in recorded]
@@ -436,14 +435,15 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                              "same --time-at, or check with --no-timing")
     else:
         seeds = check_seeds(options.seeds)
-        plan = check_plan(spec, seeds, timed=timed, profiled=profiled)
+        plan = check_plan(spec, seeds, timed=timed, profiled=profiled, thorough=options.thorough)
         if note := skipped_unannounced(spec, plan):
             warnings.append(note)
 
     assert runner is not None
 
     def reference_job(index: int) -> dict[str, Any]:
-        return _reference_job(spec, options, reference_cubin, source_entry, golden, index, source_launch)
+        return _reference_job(spec, options, reference_cubin, source_entry,
+                              (golden, golden_cases[index]) if golden is not None else None, source_launch)
 
     def reference_for(sizes: dict[str, int]) -> dict[str, Any] | None:
         key = Case(sizes, seeds[0]).key()
@@ -486,7 +486,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         timing_gate, timings, speed = timed_run
         gates.append(timing_gate)
     return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, gpu=device.describe(),
-                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), **speed, **extras,
+                    cases=tuple(cases), timings=timings, warnings=tuple(warnings), judged_share=judged_share(cases),
+                    **speed, **extras,
                     **_extra(base))
 
 
@@ -510,7 +511,7 @@ class _Judging:
 
     def failed_so_far(self) -> bool:
         """Whether a case is already known to have failed (a fault, or a finished judgement)."""
-        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status != "passed")
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in ("passed", "not run"))
                                          for f in self.pending)
 
     def results(self) -> list[CaseResult]:

@@ -67,6 +67,7 @@ def compare(
     rtol: float,
     tile: tuple[int, ...] | None = None,
     max_examples: int = 8,
+    limit: float | None = None,
 ) -> OutputCheck:
     """Compare ``out`` with ``ref`` elementwise: ``|out - ref| <= atol + rtol * |ref|``.
 
@@ -74,6 +75,11 @@ def compare(
     infinity. Integer outputs compared with zero tolerance are compared exactly, without float64
     rounding. ``tile`` is the kernel's output tile per block (e.g. ``(128, 128)``) used to name the
     wrong blocks; without it a tile is guessed and the localization says so.
+
+    With ``limit`` (the output dtype's largest finite value), an element whose reference is not
+    finite or beyond ``limit`` is left out: the reference says nothing there (inputs porter draws
+    across the whole domain, infinities and NaN included, make such elements on purpose), and the
+    rest of the output is still judged. ``unjudged`` counts them.
     """
     if atol < 0 or rtol < 0:
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
@@ -88,12 +94,13 @@ def compare(
     bad = np.empty(out_flat.size, dtype=bool)
     poison = np.empty(out_flat.size, dtype=bool)
     max_abs = max_rel = 0.0
-    nan_count = inf_count = ref_nan_count = 0
+    nan_count = inf_count = ref_nan_count = unjudged = 0
     err_parts: list[tuple[float, float]] = []
     ref_parts: list[tuple[float, float]] = []
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for sl in _blocks(out_flat.size):
             o, r = _f64(out_flat[sl]), _f64(ref_flat[sl])
+            r_raw = r
             ok, absdiff, finite = _judge(o, r, atol, rtol)
             if exact:
                 ok = out_flat[sl] == ref_flat[sl]
@@ -110,6 +117,12 @@ def compare(
                 inf_count += int(np.count_nonzero(np.isinf(o)))
                 absdiff[~finite] = 0.0
                 r = np.where(finite, r, 0.0)
+            if limit is not None and (left := _left_out(r_raw, limit)) is not None:
+                unjudged += int(np.count_nonzero(left))
+                bad[sl] &= ~left
+                poison[sl] &= ~left
+                absdiff[left] = 0.0
+                r = np.where(left, 0.0, r)
             chunk_max = float(absdiff.max())
             max_abs = max(max_abs, chunk_max)
             rel = np.abs(r)
@@ -157,7 +170,16 @@ def compare(
         first_bad=first_bad,
         localization=localization,
         warnings=warnings,
+        unjudged=unjudged,
     ))
+
+
+def _left_out(ref: np.ndarray, limit: float) -> np.ndarray | None:
+    """The elements of a chunk whose reference is not finite or beyond ``limit`` (NaN fails
+    ``<=``), or None when there is none (the common case costs one comparison)."""
+    with np.errstate(invalid="ignore"):
+        left = ~(np.abs(ref) <= limit)
+    return left if left.any() else None
 
 
 def _summarised(check: OutputCheck) -> OutputCheck:

@@ -9,6 +9,13 @@ a param does not change the others. Scalars and ``[values]`` declared with a ``r
 the same way; derived inputs are computed from the drawn ones by the spec's derive functions.
 Never zeros: zeros hide unwritten outputs.
 
+A float input is a mixture that covers its declared domain (``domain``, ``finite``) in every case,
+at every size: the fill, drawn in float64 so that every mantissa bit of the dtype varies (no
+lattice a kernel could recognise), and in a few sparse elements (:func:`mixture_count`) magnitudes
+log-uniform across the dtype's range (up to :data:`MAGNITUDE_TOP`) and the special values (+-0, subnormals, +-inf, NaN) the
+domain holds. porter's own value case (``wide``) widens each fill or shifts it (at random, inside
+the widened range), and perturbs the fixed float constants (:meth:`Spec.perturbed`).
+
 Seeds come fresh from the operating system for every check (:func:`fresh_seed`) unless the user
 fixes one (``--seed``), and are recorded in the Verdict, so a candidate cannot be tuned to them.
 """
@@ -24,12 +31,20 @@ import numpy as np
 
 from porter.errors import InputError
 from porter.gate.dtypes import DType
-from porter.gate.spec import ParamSpec, Spec
+from porter.gate.spec import PERTURB, WIDE, Domain, ParamSpec, Spec
 
 # normal() draws are clipped to this many standard deviations, matching the spec's range check.
 _NORMAL_CLIP = 6.0
 # Stream tags: the inputs, the outputs' random initial contents, and the guard bands' pattern.
 INPUTS, INITIAL, GUARDS = 1, 2, 3
+MIX_MAX = 8  # at most this many elements of a float input come from beyond the fill, in each case
+MIX_SPACING = 64  # ... and at most one per this many elements (a tiny buffer stays the fill's)
+_CHUNK = 1 << 16  # float64 draws are made this many at a time, into the dtype's buffer
+# The mixture's magnitudes reach the dtype's largest finite value or 2^56, whichever is less: the
+# product of two stays 2^16 below float32's overflow (the accumulator of nearly every kernel). Past
+# that, whether an intermediate overflows depends on the order of the operations, which no
+# reference fixes (an honest x * (x . w) overflows in float32 where float64 does not).
+MAGNITUDE_TOP = 2.0**56
 
 
 def fresh_seed() -> int:
@@ -55,29 +70,22 @@ def make_args(spec: Spec, sizes: dict[str, int], seed: int, values: str = "") ->
     args: dict[str, Any] = dict(drawn)
     for index, p in enumerate(spec.params):
         if p.kind == "scalar":
-            args[p.name] = _scalar(spec, p, symbols, stream(seed, INPUTS, sizes, index, values))
+            args[p.name] = _scalar(spec, p, symbols, stream(seed, INPUTS, sizes, index, values), sizes, seed, values)
         elif p.is_input and p.derive is None:
             assert p.dtype is not None
             rng = stream(seed, INPUTS, sizes, index, values)
             shape = spec.shape(p, sizes)
             fill = spec.fill_of(p, values)
             a, b = spec.fill_bounds(p, symbols, values=values)
-            # Floats of at most 4 bytes are drawn in float32: the same values to their precision, and
-            # 20x faster at GEMM sizes than drawing float64 and converting (bench_gate's make_args).
-            draw = np.float32 if p.dtype.is_float and p.dtype.numpy.itemsize <= 4 else np.float64
             if fill.kind == "randint":
-                drawn_array = rng.integers(int(a), int(b), size=shape, dtype=np.int64)
-            elif fill.kind == "normal":
-                drawn_array = rng.standard_normal(shape, dtype=draw)
-                np.clip(drawn_array, -_NORMAL_CLIP, _NORMAL_CLIP, out=drawn_array)
-                drawn_array *= draw(b)
-                drawn_array += draw(a)
-            else:
-                drawn_array = rng.random(shape, dtype=draw)
-                drawn_array *= draw(b - a)
-                drawn_array += draw(a)
-                np.minimum(drawn_array, draw(b), out=drawn_array)
-            args[p.name] = drawn_array.astype(p.dtype.numpy)
+                args[p.name] = rng.integers(int(a), int(b), size=shape, dtype=np.int64).astype(p.dtype.numpy)
+                continue
+            if values == WIDE and fill.kind == "uniform":
+                a, b = _shifted(rng, spec.fill_bounds(p, symbols), (a, b))
+            drawn_array = _fill(rng, fill.kind, float(a), float(b), shape, p.dtype, p.domain)
+            floats = [q.name for q in spec.inputs if q.derive is None and q.dtype is not None and q.dtype.is_float]
+            _mix(rng, drawn_array.reshape(-1), p.dtype, p.domain, floats.index(p.name), len(floats))
+            args[p.name] = drawn_array
     args.update(derived_inputs(spec, args, sizes))
     return args
 
@@ -93,8 +101,118 @@ def draw_values(spec: Spec, sizes: Mapping[str, int], seed: int, values: str = "
             lo, hi = number
             number = (rng.uniform(lo, hi) if v.dtype.is_float
                       else int(rng.integers(int(lo), int(hi), endpoint=True)))
+        elif values == WIDE and v.name in spec.perturbed():
+            number *= perturbation(stream(seed, INPUTS, sizes, "perturb", v.name))
         drawn[v.name] = typed(v.dtype, number)
     return drawn
+
+
+def perturbation(rng: np.random.Generator) -> float:
+    """A factor log-uniform in [1/PERTURB, PERTURB]: a fixed constant moved so that a kernel that
+    folded it in is wrong, and by little enough that the reference's tolerance still fits."""
+    return float(np.exp(rng.uniform(-np.log(PERTURB), np.log(PERTURB))))
+
+
+def mixture_count(size: int) -> int:
+    """How many elements of a float input of ``size`` elements come from beyond its fill."""
+    return min(MIX_MAX, size // MIX_SPACING)
+
+
+def specials(dtype: DType, domain: Domain) -> np.ndarray:
+    """The special values of ``dtype`` inside ``domain``, as the dtype holds them: +-0, a subnormal
+    near the normals and the smallest one, +-inf and NaN (those the dtype has: e4m3 has no
+    infinity, and NaN is left out only by ``finite``)."""
+    info = _finfo(dtype)
+    candidates = [0.0, -0.0, float(info.tiny) / 8, -float(info.tiny) / 8, float(info.smallest_subnormal),
+                  -float(info.smallest_subnormal), np.inf, -np.inf, np.nan]
+    kept = np.asarray([x for x in candidates if _in_domain(x, domain)], dtype=np.float64)
+    typed_values = kept.astype(dtype.numpy)
+    return typed_values[np.isnan(typed_values.astype(np.float64)) == np.isnan(kept)]
+
+
+def _in_domain(x: float, domain: Domain) -> bool:
+    if not np.isfinite(x):
+        return not domain.finite and (np.isnan(x) or domain.lo <= x <= domain.hi)
+    if x == 0:
+        return not domain.positive and domain.lo <= 0 <= domain.hi and (domain.lo < 0 or not np.signbit(x))
+    return domain.lo <= x <= domain.hi and not (domain.positive and x <= 0)
+
+
+def _finfo(dtype: DType) -> Any:
+    import ml_dtypes
+
+    return ml_dtypes.finfo(dtype.numpy)
+
+
+def _fill(rng: np.random.Generator, kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType,
+          domain: Domain) -> np.ndarray:
+    """A float fill, drawn in float64 a chunk at a time and rounded to the dtype (by way of
+    float32 for the narrow ones, which NumPy converts fast): every mantissa bit varies, and the
+    values stay inside the domain."""
+    wide = np.float64 if dtype.numpy.itemsize > 4 else np.float32
+    out = np.empty(int(np.prod(shape)), dtype=wide)
+    chunk = np.empty(min(_CHUNK, out.size))
+    lo, hi = max(domain.lo, -float(dtype.max_finite)), min(domain.hi, float(dtype.max_finite))
+    for start in range(0, out.size, _CHUNK):
+        part = chunk[: min(_CHUNK, out.size - start)]
+        if kind == "normal":
+            part[:] = rng.standard_normal(part.size)
+            np.clip(part, -_NORMAL_CLIP, _NORMAL_CLIP, out=part)
+        else:
+            rng.random(out=part)
+        part *= b if kind == "normal" else b - a
+        part += a
+        np.clip(part, lo, hi, out=part)
+        out[start:start + part.size] = part
+    return out.astype(dtype.numpy, copy=False).reshape(shape)
+
+
+def _shifted(rng: np.random.Generator, base: tuple[float, float], envelope: tuple[float, float]) -> tuple[float, float]:
+    """Porter's value case for a uniform fill: the widened range itself, or (as often) a window of
+    the fill's own width shifted inside it, multiplicatively for a fill of positive numbers."""
+    (a, b), (lo, hi) = base, envelope
+    if rng.random() < 0.5 or not lo <= a < b <= hi:
+        return lo, hi
+    if a > 0:
+        g = float(np.exp(rng.uniform(np.log(lo / a), np.log(hi / b))))
+        return a * g, b * g
+    start = float(rng.uniform(lo, hi - (b - a)))
+    return start, start + (b - a)
+
+
+def _mix(rng: np.random.Generator, flat: np.ndarray, dtype: DType, domain: Domain, which: int, count: int) -> None:
+    """Overwrite a few elements of a float input (:func:`mixture_count`) with a magnitude drawn
+    log-uniformly across the dtype's normal range inside the domain, or a special value of it.
+    Input ``which`` of ``count`` takes positions congruent to ``which`` modulo ``count``, so that
+    inputs of one shape never have such values at the same element (an elementwise kernel's
+    intermediate overflow, ``alpha * x`` beside a large ``y``, is no kernel's bug)."""
+    slots = (flat.size - which + count - 1) // count
+    k = mixture_count(slots)
+    if not k:
+        return
+    positions = which + count * rng.integers(0, slots, size=k)
+    special = specials(dtype, domain)
+    tiny, largest = float(_finfo(dtype).tiny), min(float(dtype.max_finite), MAGNITUDE_TOP)
+    for position in positions:
+        magnitude = _magnitude(rng, tiny, largest, domain)
+        if special.size and (magnitude is None or rng.random() < 0.5):
+            flat[position] = special[rng.integers(special.size)]
+        elif magnitude is not None:
+            flat[position] = np.float64(magnitude).astype(dtype.numpy)
+
+
+def _magnitude(rng: np.random.Generator, tiny: float, largest: float, domain: Domain) -> float | None:
+    """A value of a sign the domain allows, its magnitude log-uniform between the dtype's smallest
+    normal and largest finite value, clipped to the domain; None when the domain has no normals."""
+    signs = [s for s in (1.0, -1.0) if (domain.hi >= tiny if s > 0 else domain.lo <= -tiny)]
+    if not signs:
+        return None
+    sign = signs[int(rng.integers(len(signs)))]
+    low = max(tiny, domain.lo if sign > 0 else -domain.hi)
+    high = min(largest, domain.hi if sign > 0 else -domain.lo)
+    if not low < high:
+        return sign * high
+    return sign * float(np.exp(rng.uniform(np.log(low), np.log(high))))
 
 
 def typed(dtype: DType, number: int | float) -> Any:
@@ -138,12 +256,15 @@ def derived_inputs(spec: Spec, args: Mapping[str, Any], sizes: Mapping[str, int]
     return derived
 
 
-def _scalar(spec: Spec, p: ParamSpec, symbols: Mapping[str, int | float], rng: np.random.Generator) -> Any:
+def _scalar(spec: Spec, p: ParamSpec, symbols: Mapping[str, int | float], rng: np.random.Generator,
+            sizes: Mapping[str, int], seed: int, values: str) -> Any:
     """A scalar param's value: an int for an integer dtype, a numpy scalar of a float dtype (the
     value the kernel gets, so that the reference computes with the same number)."""
     assert p.dtype is not None
     if p.range is None:
         number = spec.scalar_value(p, symbols)
+        if values == WIDE and p.name in spec.perturbed():
+            number *= perturbation(stream(seed, INPUTS, sizes, "perturb", p.name))
     else:
         lo, hi = spec.scalar_range(p, symbols)
         if not p.dtype.is_float:

@@ -2,9 +2,12 @@
 
 A plan is every (size set, seed, value case) the candidate is launched on. It covers the sweep
 under every seed, and also every size set that will be timed or profiled (a kernel may behave
-at the timed size only), one size set drawn for this check alone (a kernel may be right only at
-the sizes the spec lists), and the spec's value cases with porter's wider-range one. ``porter
-record`` records the same plan, so a golden folder can stand in for the reference exactly.
+at the timed size only), two size sets drawn for this check alone from its fresh seed (a kernel
+may be right only at the sizes the spec lists): one inside the sweep's ranges at a residue drawn
+modulo the kernel's largest tile, one above them where some buffer passes 2^24 elements, and the
+spec's value cases with porter's own. ``porter record`` records the same plan, so a golden folder
+can stand in for the reference exactly. What this guarantees is docs/spec.md, "What a check
+guarantees".
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from porter.errors import InputError
 from porter.gate.inputs import fresh_seed, stream
-from porter.gate.spec import Spec
+from porter.gate.spec import WIDE, Spec
 
 SEEDS_PER_SIZE = 2
+LARGE_ELEMENTS = 1 << 24  # some buffer of the large case passes this many elements (float index math is exact below)
+THOROUGH_BYTES = 1 << 31  # ... and, in a thorough check, this many bytes (32-bit byte offsets overflow)
+BUDGET_BYTES = 2 << 30  # the large case's buffers together stay below this (a check stays bounded)
+THOROUGH_BUDGET_BYTES = 12 << 30
+FLOPS_FACTOR = 4  # with [cost] flops, the large case costs at most 4x the largest listed size set
+_TRIES = 64
 
 
 @dataclass(frozen=True)
@@ -26,7 +37,7 @@ class Case:
     sizes: dict[str, int]
     seed: int
     values: str = ""
-    why: str = "sweep"  # "sweep" | "timed" | "profiled" | "unannounced" | the value case's name
+    why: str = "sweep"  # "sweep" | "timed" | "profiled" | "unannounced" | "large" | the value case's name
 
     def key(self) -> tuple:
         return tuple(sorted(self.sizes.items())), self.seed, self.values
@@ -41,75 +52,186 @@ def check_seeds(seeds: tuple[int, ...] = ()) -> tuple[int, ...]:
 
 
 def check_plan(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]] | None = None,
-               profiled: dict[str, int] | None = None) -> list[Case]:
+               profiled: dict[str, int] | None = None, thorough: bool = False) -> list[Case]:
     """Every case a check runs: the sweep x seeds, each timed or profiled size set not already in
-    it (first seed: what is timed is what was verified), and the spec's value cases (first seed)."""
+    it (first seed: what is timed is what was verified), one size set inside the sweep's ranges
+    that the spec does not list, one above them (:func:`large_sizes`), and the value cases (first
+    seed; porter's own at a size set of the sweep drawn per check)."""
     plan = [Case(sizes, seed) for sizes in spec.size_sets() for seed in seeds]
     seen = {c.key() for c in plan}
     extra = [(sizes, "timed") for sizes in timed or []] + ([(profiled, "profiled")] if profiled else [])
+    extra += [(drawn, why) for drawn, why in ((unannounced_sizes(spec, seeds[0]), "unannounced"),
+                                              (large_sizes(spec, seeds[0], thorough=thorough), "large"))
+              if drawn is not None]
     for sizes, why in extra:
         case = Case(sizes, seeds[0], why=why)
         if case.key() not in seen:
             plan.append(case)
             seen.add(case.key())
-    drawn = unannounced_sizes(spec, seeds[0])
-    if drawn is not None and Case(drawn, seeds[0]).key() not in seen:
-        plan.append(Case(drawn, seeds[0], why="unannounced"))
     for value_case in spec.value_cases():
-        plan.append(Case(spec.value_case_sizes(value_case), seeds[0], value_case.name, why=value_case.name))
+        sizes = (_drawn_size_set(spec, seeds[0]) if value_case.name == WIDE and not value_case.at
+                 else spec.value_case_sizes(value_case))
+        plan.append(Case(sizes, seeds[0], value_case.name, why=value_case.name))
     return plan
 
 
+def _drawn_size_set(spec: Spec, seed: int) -> dict[str, int]:
+    """One of the sweep's size sets, drawn from the check's seed: where porter's value case runs,
+    so that across checks it runs at every one, the largest included."""
+    sets = spec.size_sets()
+    return sets[int(stream(seed, 4, {}, "wide").integers(len(sets)))]
+
+
 def skipped_unannounced(spec: Spec, plan: list[Case]) -> str:
-    """Why a plan has no unannounced size set although the spec asks for one, or ''. The draw
-    must stay inside the spec's size contract (``kernel.require``) and the lattice the sweep
-    implies; when no draw does, the check says so rather than run the kernel out of contract."""
-    if not spec.sweep or not spec.inputs_spec.unannounced or any(c.why == "unannounced" for c in plan):
+    """Why a plan has no unannounced or no large size set although the spec asks for them, or ''.
+    A draw must stay inside the spec's size contract (``kernel.require``), the lattice the sweep
+    implies and the size budget; when no draw does, the check says so rather than run the kernel
+    out of contract."""
+    if not spec.sweep or not spec.inputs_spec.unannounced:
         return ""
     contract = " and kernel.require" if spec.require else ""
-    return ("no size set the spec does not list could be drawn inside the sweep's ranges" + contract
-            + ": this check ran no unannounced size set")
+    missing = [what for why, what in (("unannounced", "no size set the spec does not list could be drawn inside "
+                                       f"the sweep's ranges{contract}"),
+                                      ("large", "no size set above the sweep's could be drawn inside the size "
+                                       f"budget{contract}"))
+               if not any(c.why == why for c in plan)]
+    return "; ".join(missing) + (": this check ran no such size set" if missing else "")
 
 
-def unannounced_sizes(spec: Spec, seed: int, tries: int = 64) -> dict[str, int] | None:
-    """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
-
-    Each size symbol that the sweep varies (an integer in ``[sizes]``) is drawn log-uniformly
-    between the smallest and largest value the sweep gives it, as an odd multiple of their greatest
-    common divisor (a sweep of K = 64, 72, 1000... gives a K that is a multiple of 8 but not of 16:
-    ragged against any larger tile); a symbol the sweep
-    never varies keeps its value (a head dimension of 64 stays 64), and derived symbols are
-    recomputed from the sweep entry drawn as the base, a draw that leaves any symbol's range or
-    lattice (a leading dimension the sweep keeps a multiple of 8) is drawn again, and so is one
-    that breaks the size contract (``kernel.require``). None when the spec has no sweep, opts out
-    (``[inputs] unannounced = false``) or no draw passes the spec's checks.
-    """
-    if not spec.sweep or not spec.inputs_spec.unannounced:
-        return None
-    sets = spec.size_sets()
-    implied = {}  # every symbol's (smallest, largest, step) over the sweep, derived ones too
+def _implied(spec: Spec) -> dict[str, tuple[int, int, int]]:
+    """Every symbol's (smallest, largest, step) over the sweep and the defaults, derived ones too."""
+    sets = [*spec.size_sets(), spec.default_sizes()]
+    implied = {}
     for name in spec.sizes:
         values = sorted({sizes[name] for sizes in sets})
         implied[name] = (values[0], values[-1], math.gcd(*values))
-    ranges = {name: implied[name] for name, value in spec.sizes.items()
-              if isinstance(value, int) and implied[name][0] < implied[name][1]}
-    if not ranges:
+    return implied
+
+
+def free_symbols_of(spec: Spec) -> dict[str, tuple[int, int, int]]:
+    """The size symbols a check may vary on its own, with their (smallest, largest, step): each
+    integer of ``[sizes]`` the sweep varies, and each derived symbol (``lda = "K"``) that some
+    sweep entry sets otherwise (a padded stride: the contract lets it vary)."""
+    implied = _implied(spec)
+    varied = {name for name, value in spec.sizes.items() if isinstance(value, int)}
+    varied |= {name for name, value in spec.sizes.items() if isinstance(value, str)
+               and any(name in entry and entry[name] != value for entry in spec.sweep)}
+    return {name: implied[name] for name in spec.sizes if name in varied and implied[name][0] < implied[name][1]}
+
+
+def with_residue(rng: np.random.Generator, value: int, step: int, tile: int) -> int:
+    """``value`` moved to a residue modulo ``tile`` drawn uniformly among the multiples of ``step``
+    (every residue class modulo each power of two up to the tile that the lattice allows), staying
+    within one tile of where it was and at least ``step``."""
+    period = max(tile, step)
+    residue = step * int(rng.integers(period // step if period % step == 0 else 1))
+    moved = value - value % period + residue
+    if moved > value and moved - period >= step:
+        moved -= period
+    return moved if moved >= step else moved + period
+
+
+def _draw_in_range(rng: np.random.Generator, lo: int, hi: int, step: int, tile: int) -> int:
+    """A value on the lattice of ``step`` in [lo, hi]: log-uniform, at a residue drawn modulo the
+    tile (:func:`with_residue`); uniform over the lattice when the range holds fewer values than
+    the tile has residues (a causal flag 0 or 1, a head dimension 64 or 128)."""
+    first = -(-lo // step) * step
+    if (hi - first) // step < max(tile // step, 1):
+        return first + step * int(rng.integers((hi - first) // step + 1))
+    value = math.exp(rng.uniform(math.log(max(lo, 1)), math.log(hi)))
+    return with_residue(rng, int(value), step, tile)
+
+
+def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, int] | None:
+    """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
+
+    Each symbol the check may vary (:func:`free_symbols_of`) is drawn log-uniformly between the
+    smallest and largest value the sweep gives it, then moved to a residue modulo ``kernel.max_tile``
+    drawn uniformly among the multiples of the sweep's step (a K that the sweep keeps a multiple of
+    8 is then 8, 16, 24, ... modulo 256 with equal chance); a derived one that varies (a padded
+    stride) is its expression plus a drawn multiple of its step; a symbol the sweep never varies
+    keeps its value (a head dimension of 64 stays 64), other derived symbols are recomputed. A draw
+    that leaves any symbol's range or lattice, or breaks ``kernel.require``, is drawn again. None
+    when the spec has no sweep, opts out (``[inputs] unannounced = false``) or no draw passes.
+    """
+    if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
-    listed = {tuple(sorted(sizes.items())) for sizes in sets} | {tuple(sorted(spec.default_sizes().items()))}
+    implied, free = _implied(spec), free_symbols_of(spec)
+    if not free:
+        return None
+    listed = {tuple(sorted(sizes.items())) for sizes in [*spec.size_sets(), spec.default_sizes()]}
     rng = stream(seed, 4, {}, "unannounced")
     for _ in range(tries):
         base = spec.sweep[int(rng.integers(len(spec.sweep)))]
-        overrides: dict[str, int | str] = {k: v for k, v in base.items() if k not in ranges}
-        for name, (lo, hi, step) in ranges.items():
-            value = math.exp(rng.uniform(math.log(max(lo, 1)), math.log(hi)))
-            units = max(1, round(value / step))
-            units += 1 - units % 2  # an odd multiple of the step: no rounder than the contract demands
-            overrides[name] = max(lo, step * (units if step * units <= hi else units - 2))
-        try:
-            sizes = spec.timing_sizes(overrides)
-        except InputError:
+        overrides: dict[str, int | str] = {k: v for k, v in base.items() if k not in free}
+        for name, (lo, hi, step) in free.items():
+            if isinstance(spec.sizes[name], int):
+                overrides[name] = _draw_in_range(rng, lo, hi, step, spec.max_tile)
+        sizes = _resolved(spec, overrides)
+        for name, (_, _, step) in free.items():
+            if isinstance(spec.sizes[name], str) and sizes is not None:
+                overrides[name] = sizes[name] + step * int(rng.integers(max(spec.max_tile // step, 1) + 1))
+        sizes = _resolved(spec, overrides)
+        if sizes is None:
             continue
         inside = all(lo <= sizes[k] <= hi and sizes[k] % step == 0 for k, (lo, hi, step) in implied.items())
         if inside and tuple(sorted(sizes.items())) not in listed:
             return sizes
     return None
+
+
+def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _TRIES) -> dict[str, int] | None:
+    """A size set above the sweep's, drawn from ``seed``: one symbol the check may vary, drawn
+    per check, at 2 to 4 times its largest listed value or more, until some buffer passes
+    :data:`LARGE_ELEMENTS` elements (:data:`THOROUGH_BYTES` bytes when ``thorough``), with every
+    other symbol at the sweep's smallest size set (so that the reference stays cheap); inside
+    ``kernel.max_sizes``, ``kernel.require``, the lattice the sweep implies, the size budget
+    (:data:`BUDGET_BYTES` of buffers) and, with ``[cost] flops``, :data:`FLOPS_FACTOR` times the
+    FLOPs of the largest listed size set. None when no symbol can be drawn so (see :func:`skipped_unannounced`)."""
+    if not spec.sweep or not spec.inputs_spec.unannounced:
+        return None
+    free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
+    listed = [*spec.size_sets(), spec.default_sizes()]
+    smallest = min(spec.size_sets(), key=lambda sizes: _bytes(spec, sizes))
+    flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in listed)
+    budget = THOROUGH_BUDGET_BYTES if thorough else BUDGET_BYTES
+    rng = stream(seed, 4, {}, "large")
+    for name in rng.permutation(sorted(free)):
+        _, hi, step = free[name]
+        base = {k: smallest[k] for k in free if k != name}
+        most = spec.max_sizes.get(name, 1 << 40)
+        value = min(most, int(hi * rng.uniform(2, 4)))
+        first = None  # the least size set above the sweep's: run when the mark is out of the budget's reach
+        for _ in range(tries):
+            sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
+            if sizes is None or _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
+                break
+            first = first or (sizes if sizes[name] > hi else None)
+            if _passes(spec, sizes, thorough) and sizes[name] > hi:
+                return sizes
+            if value >= most:
+                break
+            value = min(most, value * 2)
+        if first is not None:
+            return first
+    return None
+
+
+def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | None:
+    """``[sizes]`` with ``overrides``, derived symbols recomputed; None when that breaks the spec."""
+    try:
+        return spec.timing_sizes(overrides)
+    except InputError:
+        return None
+
+
+def _bytes(spec: Spec, sizes: dict[str, int]) -> int:
+    return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
+
+
+def _passes(spec: Spec, sizes: dict[str, int], thorough: bool) -> bool:
+    """Whether some buffer at ``sizes`` passes the large case's mark."""
+    buffers = [p for p in spec.params if p.kind == "buffer"]
+    if thorough:
+        return any(spec.buffer_bytes(p, sizes) > THOROUGH_BYTES for p in buffers)
+    return any(spec.buffer_bytes(p, sizes) // p.dtype.itemsize > LARGE_ELEMENTS for p in buffers if p.dtype)

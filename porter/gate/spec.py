@@ -16,7 +16,7 @@ import keyword
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -40,7 +40,11 @@ MAX_BOX = 256  # TMA box extent per dimension
 REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
 NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
 DEFAULT_WIDE = 4.0  # porter's own wider-range value case scales every float fill by this much
+WIDE = "wide"  # the name of porter's own value case: wider (or shifted) fills, perturbed float constants
+PERTURB = 1.5  # porter's value case multiplies each fixed float scalar and value by a factor in [1/1.5, 1.5]
 DEFAULT_NATIVE_SHARE = 0.9  # share of cost.flops the target's own instructions must execute
+DEFAULT_MAX_TILE = 256  # the largest tile a kernel is assumed to use along any size symbol (kernel.max_tile)
+DOMAINS = ("real", "positive", "nonnegative")
 
 # CUDA launch limits common to every generation porter targets (sm_80 and later)
 MAX_BLOCK = (1024, 1024, 64)
@@ -66,8 +70,8 @@ _TOP_KEYS = (
     "todo",
 )
 _PARAM_KEYS = {
-    "buffer": ("name", "kind", "dtype", "shape", "role", "fill", "ld", "derive", "deterministic"),
-    "scalar": ("name", "kind", "dtype", "value", "range"),
+    "buffer": ("name", "kind", "dtype", "shape", "role", "fill", "ld", "derive", "deterministic", "domain", "finite"),
+    "scalar": ("name", "kind", "dtype", "value", "range", "const"),
     "scratch": ("name", "kind", "bytes"),
     "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
 }
@@ -97,6 +101,35 @@ def default_fill(dtype: DType) -> FillSpec:
     if dtype.is_float:
         return FillSpec("uniform", -1, 1)
     return FillSpec("randint", -8, 8) if dtype.kind == "int" else FillSpec("randint", 0, 16)
+
+
+def fill_span(fill: FillSpec) -> tuple[float, float] | None:
+    """The values a float fill with number bounds draws ([mean - 6 std, mean + 6 std] for a normal
+    one); None when a bound reads sizes or values (the draw clips to the domain), or for randint."""
+    if fill.kind == "randint" or not all(isinstance(x, int | float) for x in (fill.a, fill.b)):
+        return None
+    a, b = float(fill.a), float(fill.b)
+    return (a, b) if fill.kind == "uniform" else (a - NORMAL_SPREAD * b, a + NORMAL_SPREAD * b)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The values an input buffer may hold (``domain`` and ``finite`` on a float buffer): porter
+    draws from all of them, fill and beyond (see :mod:`porter.gate.inputs`).
+
+    ``real`` (the default) is every value of the dtype, ``positive`` those above 0,
+    ``nonnegative`` those from +0 up, ``[lo, hi]`` a closed interval (finite). ``finite``
+    leaves out the infinities and NaN.
+    """
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    finite: bool = False
+    positive: bool = False  # lo = 0 is excluded: positive, not nonnegative
+
+    def contains(self, a: float, b: float) -> bool:
+        """Whether [a, b] lies inside the domain (a fill from 0 draws 0 itself with probability 0)."""
+        return self.lo <= a and b <= self.hi
 
 
 @dataclass(frozen=True)
@@ -136,7 +169,8 @@ class ParamSpec:
     ``deterministic = false`` (accumulated with atomics) is held to the reference within tolerance
     instead of bit for bit from launch to launch. A scalar has ``dtype`` and either a
     ``value`` or a ``range`` ``(lo, hi)`` from which each case draws its own value (so that a kernel
-    cannot hard-code it).
+    cannot hard-code it); a fixed float scalar is perturbed in porter's own value case unless it
+    is ``const`` (a compile-time constant). A float input's ``domain`` is what porter draws from.
     Scratch has ``bytes`` (0: a null pointer). A tensormap has ``tensormap``.
     """
 
@@ -153,6 +187,8 @@ class ParamSpec:
     ld: Expr | None = None  # row pitch in elements of a padded buffer (>= the shape's last extent)
     derive: CallableRef | None = None  # a derived input: fn(args, sizes) -> {name: array}
     deterministic: bool = True  # False: an output accumulated in no fixed order (atomics)
+    domain: Domain = Domain()  # the values a float input may hold (drawn across all of them)
+    const: bool = False  # a fixed scalar compiled into the kernel: never perturbed
 
     @property
     def is_output(self) -> bool:
@@ -199,6 +235,7 @@ class ValueSpec:
     dtype: DType
     value: Expr | None = None
     range: tuple[Expr, Expr] | None = None
+    const: bool = False  # a compile-time constant: never perturbed
 
 
 class LaunchDims(NamedTuple):
@@ -301,6 +338,8 @@ class Spec:
     require: tuple[str, ...] = ()  # the size contract: expressions every size set must satisfy
     values: tuple[ValueSpec, ...] = ()  # typed values that are not sizes
     kernels: tuple[KernelStep, ...] = ()  # a hot loop of several kernels (empty: entry + launch)
+    max_tile: int = DEFAULT_MAX_TILE  # the largest tile along any size symbol: drawn sizes cover its residues
+    max_sizes: dict[str, int] = field(default_factory=dict)  # the largest value of a size symbol a check may draw
 
     @property
     def path(self) -> Path:
@@ -509,6 +548,10 @@ class Spec:
                 raise InputError(f"{where}: normal({a}, {b}) needs a positive standard deviation")
             if abs(a) + NORMAL_SPREAD * b > hi:
                 raise InputError(f"{where}: normal({a}, {b}) overflows {dtype} (largest finite value {hi})")
+        span = fill_span(FillSpec(fill.kind, a, b))
+        if span is not None and not p.domain.contains(*span):
+            raise InputError(f"{where}: {fill.kind}({a}, {b}) leaves the input's domain "
+                             f"([{p.domain.lo:g}, {p.domain.hi:g}])")
         return a, b
 
     # --- launch, tolerance, cost ------------------------------------------------------------
@@ -605,15 +648,26 @@ class Spec:
         return sets[(len(sets) - 1) // 2]
 
     def value_cases(self) -> tuple[ValueCase, ...]:
-        """The spec's own value cases, then porter's wider-range one (unless ``wide = 1`` or there is
-        no float input to widen)."""
+        """The spec's own value cases, then porter's (``wide``): every float fill widened by
+        ``[inputs] wide`` (multiplicatively for a fill of positive numbers, inside the input's
+        domain) unless ``wide = 1``, and every fixed float constant perturbed (see
+        :meth:`perturbed`). None when there is nothing to widen or perturb."""
         cases = list(self.inputs_spec.cases)
         factor = self.inputs_spec.wide
-        widened = {p.name: _widen(p.fill, factor, p.dtype.max_finite / 2) for p in self.inputs
-                   if p.fill is not None and p.dtype is not None and p.dtype.is_float}
-        if factor > 1 and widened and all(c.name != "wide" for c in cases):
-            cases.append(ValueCase("wide", widened, {}, atol_scale=factor))
+        widened = {p.name: _widen(p.fill, factor, p.dtype.max_finite / 2, p.domain) for p in self.inputs
+                   if factor > 1 and p.fill is not None and p.dtype is not None and p.dtype.is_float}
+        if (widened or self.perturbed()) and all(c.name != WIDE for c in cases):
+            cases.append(ValueCase(WIDE, widened, {}, atol_scale=factor if widened else PERTURB))
         return tuple(cases)
+
+    def perturbed(self) -> tuple[str, ...]:
+        """The fixed float ``[values]`` and scalars that porter's value case perturbs: all but the
+        ``const`` ones, and a scalar whose value reads a ``[values]`` entry (it follows that one)."""
+        values = {v.name for v in self.values}
+        return tuple(
+            [v.name for v in self.values if v.range is None and v.dtype.is_float and not v.const]
+            + [p.name for p in self.params if p.kind == "scalar" and p.range is None and p.dtype is not None
+               and p.dtype.is_float and not p.const and not free_symbols(str(p.value)) & values])
 
     def value_case(self, name: str) -> ValueCase:
         for case in self.value_cases():
@@ -622,6 +676,8 @@ class Spec:
         raise InputError(f"{self.source}: no value case {name!r}")
 
     def value_case_sizes(self, case: ValueCase) -> dict[str, int]:
+        """Where a value case runs: its ``at``, else the sweep's middle size set (porter's own case
+        is placed per check instead, see :func:`porter.gate.plan.check_plan`)."""
         if not case.at:
             return self.middle_sizes()
         return resolve_sizes(self.sizes, case.at, where=f"{self.source}: inputs.cases {case.name!r}.at")
@@ -642,11 +698,12 @@ class Spec:
                 self.check_sizes(sizes, context=label)
         for case in self.value_cases():
             context = f"inputs.cases {case.name!r}"
-            sizes = self.value_case_sizes(case)
-            self.check_sizes(sizes, context=context)
-            for symbols in self.symbol_sets(sizes, context=context):
-                for name, fill in case.fills.items():
-                    self._fill_bounds(self.param(name), fill, symbols, context=context)
+            where = self.size_sets() if case.name == WIDE and not case.at else [self.value_case_sizes(case)]
+            for sizes in where:
+                self.check_sizes(sizes, context=context)
+                for symbols in self.symbol_sets(sizes, context=context):
+                    for name, fill in case.fills.items():
+                        self._fill_bounds(self.param(name), fill, symbols, context=context)
 
     def symbol_sets(self, sizes: Mapping[str, int], *, context: str = "") -> list[dict[str, Number]]:
         """What fills and scalar values are evaluated over when a spec is checked: the sizes with
@@ -681,19 +738,26 @@ class Spec:
         self.bytes(sizes, context=context)
 
 
-def _widen(fill: FillSpec, factor: float, cap: float) -> FillSpec:
-    """A float fill with ``factor`` times its spread about its centre, kept inside +-``cap``
-    (numbers where the bounds are numbers, expressions where they read size symbols)."""
+def _widen(fill: FillSpec, factor: float, cap: float, domain: Domain) -> FillSpec:
+    """A float fill with ``factor`` times its spread, kept inside +-``cap`` and the domain: about
+    its centre, or multiplicatively (``uniform(a / factor, b * factor)``) for a fill of positive
+    numbers, which an additive widening would push out of a positive domain. Numbers where the
+    bounds are numbers, expressions where they read size symbols."""
+    lo, hi = max(-cap, domain.lo), min(cap, domain.hi)
     if isinstance(fill.a, int | float) and isinstance(fill.b, int | float):
         if fill.kind == "normal":
-            return FillSpec("normal", fill.a, min(factor * fill.b, (cap - abs(fill.a)) / (NORMAL_SPREAD + 1)))
+            room = min(cap - abs(fill.a), hi - fill.a, fill.a - lo) / (NORMAL_SPREAD + 1)
+            return FillSpec("normal", fill.a, min(factor * fill.b, room))
+        if fill.a >= 0:
+            return FillSpec("uniform", max(lo, fill.a / factor), min(hi, fill.b * factor))
         centre, half = (fill.a + fill.b) / 2, (fill.b - fill.a) / 2
-        return FillSpec("uniform", max(-cap, centre - factor * half), min(cap, centre + factor * half))
+        return FillSpec("uniform", max(lo, centre - factor * half), min(hi, centre + factor * half))
     a, b = f"({fill.a})", f"({fill.b})"
     if fill.kind == "normal":
-        return FillSpec("normal", fill.a, f"min({factor} * {b}, ({cap} - abs({a})) / {NORMAL_SPREAD + 1})")
+        room = f"min({cap} - abs({a}), {hi} - {a}, {a} - ({lo}))"
+        return FillSpec("normal", fill.a, f"min({factor} * {b}, {room} / {NORMAL_SPREAD + 1})")
     centre, half = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
-    return FillSpec("uniform", f"max(-{cap}, {centre} - {factor} * {half})", f"min({cap}, {centre} + {factor} * {half})")
+    return FillSpec("uniform", f"max({lo}, {centre} - {factor} * {half})", f"min({hi}, {centre} + {factor} * {half})")
 
 
 def _typed_number(dtype: DType, expr: Expr, symbols: Mapping[str, Number], where: str, what: str = "scalar") -> Number:
@@ -909,13 +973,22 @@ class _Parser:
     def spec(self, data: dict[str, Any]) -> Spec:
         self.keys(data, _TOP_KEYS, "", " at the top level")
         kernel = self.table(data.get("kernel", {}), "kernel")
-        self.keys(kernel, ("entry", "description", "require"), "kernel")
+        self.keys(kernel, ("entry", "description", "require", "max_tile", "max_sizes"), "kernel")
         sequence = "kernels" in data
         entry = self.entry_name(kernel.get("entry"), "kernel.entry") if "entry" in kernel or not sequence else ""
         description = self.string(kernel, "description", "kernel", default="")
 
         sizes, known = self.sizes(data.get("sizes", {}))
         require = self.require(kernel.get("require", []), known)
+        max_tile = kernel.get("max_tile", DEFAULT_MAX_TILE)
+        if isinstance(max_tile, bool) or not isinstance(max_tile, int) or max_tile < 1 or max_tile & (max_tile - 1):
+            raise self.error("kernel.max_tile", f"must be a power of two (got {max_tile!r})")
+        max_sizes = self.table(kernel.get("max_sizes", {}), "kernel.max_sizes")
+        for name, most in max_sizes.items():
+            if name not in known:
+                raise self.error(f"kernel.max_sizes.{name}", f"not a size symbol of [sizes] ({', '.join(known)})")
+            if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+                raise self.error(f"kernel.max_sizes.{name}", f"must be a positive integer (got {most!r})")
         values = self.values(data.get("values", {}), known)
         valued = known + tuple(v.name for v in values)
         reference = self.reference(data["reference"]) if "reference" in data else None
@@ -962,6 +1035,8 @@ class _Parser:
             require=require,
             values=values,
             kernels=kernels,
+            max_tile=max_tile,
+            max_sizes=dict(max_sizes),
         )
         spec.validate()
         return spec
@@ -998,12 +1073,12 @@ class _Parser:
             if not isinstance(entry, dict):
                 raise self.error(key, 'must be a table such as { dtype = "f32", value = 1e-5 } or '
                                  '{ dtype = "f32", range = [0.5, 2.0] }')
-            self.keys(entry, ("dtype", "value", "range"), key)
+            self.keys(entry, ("dtype", "value", "range", "const"), key)
             if "dtype" not in entry:
                 raise self.error("", f"{key}.dtype is missing")
             dtype = parse_dtype(entry["dtype"], f"{self.source}: {key}.dtype")
             value, span = self.value_or_range(entry, key, known)
-            values.append(ValueSpec(name, dtype, value=value, range=span))
+            values.append(ValueSpec(name, dtype, value=value, range=span, const=self.flag(entry, "const", key)))
         return tuple(values)
 
     def value_or_range(self, table: Mapping[str, Any], key: str,
@@ -1149,7 +1224,7 @@ class _Parser:
         dtype = parse_dtype(table["dtype"], f"{self.source}: {key}.dtype")
         if kind == "scalar":
             value, span = self.value_or_range(table, key, valued)
-            return ParamSpec(name, kind, dtype, value=value, range=span)
+            return ParamSpec(name, kind, dtype, value=value, range=span, const=self.flag(table, "const", key))
 
         if "shape" not in table:
             raise self.error("", f"{key}.shape is missing")
@@ -1187,8 +1262,33 @@ class _Parser:
                 )
         else:
             fill = self.fill(table.get("fill"), dtype, f"{key}.fill", valued)
+        domain = self.domain(table, dtype, key)
+        span = fill_span(fill) if fill is not None else None
+        if span is not None and not domain.contains(*span):
+            raise self.error(f"{key}.fill", f"{fill} leaves the input's domain ({table.get('domain', 'real')})")
         return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill, ld=ld, derive=derive,
-                         deterministic=deterministic)
+                         deterministic=deterministic, domain=domain)
+
+    def flag(self, table: Mapping[str, Any], name: str, key: str) -> bool:
+        value = table.get(name, False)
+        if not isinstance(value, bool):
+            raise self.error(f"{key}.{name}", f"must be true or false (got {value!r})")
+        return value
+
+    def domain(self, table: Mapping[str, Any], dtype: DType, key: str) -> Domain:
+        """A float input's ``domain`` (real, positive, nonnegative or [lo, hi]) and ``finite``."""
+        raw, finite = table.get("domain", "real"), self.flag(table, "finite", key)
+        if not dtype.is_float and ("domain" in table or "finite" in table):
+            raise self.error(f"{key}.domain", "is for float buffers: an integer input's values are its fill's")
+        if isinstance(raw, list):
+            if (len(raw) != 2 or any(isinstance(x, bool) or not isinstance(x, int | float) for x in raw)
+                    or not -dtype.max_finite <= raw[0] < raw[1] <= dtype.max_finite):
+                raise self.error(f"{key}.domain", f"must be [lo, hi] with lo < hi inside {dtype} (got {raw!r})")
+            return Domain(float(raw[0]), float(raw[1]), finite=True)
+        if raw not in DOMAINS:
+            raise self.error(f"{key}.domain", f"must be real, positive, nonnegative or [lo, hi] (got {raw!r})")
+        lo = -math.inf if raw == "real" else 0.0
+        return Domain(lo, math.inf, finite=finite, positive=raw == "positive")
 
     def derive(self, raw: object, key: str, reference: ReferenceSpec | None) -> CallableRef:
         """``"FILE.py:FUNCTION"``, or a function of the ``[reference] python`` file by its name."""

@@ -173,6 +173,12 @@ class OutputCheck:
     ref_nan_count: int = 0
     first_bad: tuple[BadElement, ...] = ()
     localization: Localization | None = None  # where and how it is wrong
+    unjudged: int = 0  # elements left out: the reference is not finite there, or beyond the dtype's range
+
+    @property
+    def judged(self) -> int:
+        """Elements compared with the reference (``total`` less those left out)."""
+        return self.total - self.unjudged
 
 
 @dataclass(frozen=True)
@@ -238,6 +244,7 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
     seeds: tuple[int, ...] = ()  # the check's seeds: `porter check --seeds` with them reproduces its inputs
+    judged_share: float | None = None  # of the output elements of every case, the share compared (None: none ran)
     assembly: Assembly | None = None  # what ptxas said: diagnostics with their lines, resources, log
 
     def gate(self, name: str) -> Gate | None:
@@ -246,6 +253,13 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+
+def judged_share(cases: tuple[CaseResult, ...] | list[CaseResult]) -> float | None:
+    """Of every output element of ``cases``, the share compared with the reference (the others'
+    reference is not finite or leaves the dtype's range); None when no element was compared."""
+    total = sum(o.total for c in cases for o in c.outputs)
+    return sum(o.judged for c in cases for o in c.outputs) / total if total else None
 
 
 def overall_status(gates: tuple[Gate, ...]) -> Status:

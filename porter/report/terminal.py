@@ -154,6 +154,9 @@ def render_verdict(v: Verdict) -> str:
                          c.seed, c.status,
                          f"{worst:.3g}", f"{l2:.3g}", c.reason[:90]])
         out.append(table(["sizes", "seed", "status", "max abs err", "rel L2", "why"], rows))
+        if v.judged_share is not None:
+            out.append(f"judged: {100 * v.judged_share:.2f}% of the output elements (the others' reference is not "
+                       "finite in the output's dtype: left out)")
         failing = next((c for c in v.cases if c.status != "passed" and c.outputs), None)
         if failing is not None:
             out.append("")

@@ -1,0 +1,71 @@
+"""What a check guarantees about sizes, as properties over generated specs and seeds: residues
+modulo every power of two up to the kernel's tile, sizes above the sweep's with a buffer past 2^24
+elements, derived symbols varied on their own, all inside the contract (docs/spec.md, "What a
+check guarantees")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from porter.gate.plan import LARGE_ELEMENTS, check_plan, large_sizes, unannounced_sizes, with_residue
+from porter.gate.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+PROPERTY = settings(max_examples=40, deadline=None)
+
+
+@PROPERTY
+@given(st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([16, 64, 256]), st.integers(1, 10**6))
+def test_every_residue_the_lattice_allows_is_drawn_with_equal_chance(step, tile, value) -> None:
+    rng = np.random.default_rng(value)
+    drawn = [with_residue(rng, value * step, step, tile) for _ in range(40 * tile // step)]
+    assert all(d % step == 0 and d >= step for d in drawn)
+    counts = np.bincount([d % tile // step for d in drawn], minlength=tile // step)
+    assert (counts > 0).all()  # every class modulo the tile, so modulo every power of two below it
+
+
+def elementwise_spec(step: int, largest: int, require: str = "") -> object:
+    data = {"kernel": {"entry": "k", **({"require": [require]} if require else {})},
+            "sizes": {"n": largest, "ld": "n"},
+            "sweep": [{"n": step}, {"n": 3 * step, "ld": "n + 8"}, {"n": largest}],
+            "params": [{"name": "x", "kind": "buffer", "dtype": "f32", "shape": ["n"]},
+                       {"name": "y", "kind": "buffer", "dtype": "f32", "shape": ["ld"], "role": "out"}],
+            "launch": {"grid": ["ceil_div(ld, 256)"], "block": [256]}}
+    return parse_spec(data, base_dir=ROOT, source="gen.toml")
+
+
+@PROPERTY
+@given(st.sampled_from([1, 2, 8]), st.sampled_from([1000, 4096, 100000]), st.integers(0, 2**48))
+def test_the_large_case_passes_2_24_elements_above_the_listed_sizes_inside_the_contract(step, largest, seed) -> None:
+    spec = elementwise_spec(step, largest * step, f"n % {step} == 0")
+    sizes = large_sizes(spec, seed)
+    assert sizes is not None and sizes["n"] >= 2 * largest * step and sizes["n"] % step == 0
+    assert max(sizes["n"], sizes["ld"]) > LARGE_ELEMENTS
+    plan = check_plan(spec, (seed, seed + 1))
+    assert [c.why for c in plan].count("large") == 1
+
+
+@PROPERTY
+@given(st.integers(0, 2**48))
+def test_a_derived_symbol_the_sweep_sets_is_varied_on_its_own_across_checks(seed) -> None:
+    spec = elementwise_spec(8, 4096)
+    drawn = [unannounced_sizes(spec, seed + k) for k in range(12)]
+    assert all(d is not None and d["ld"] >= d["n"] and d["n"] % 8 == 0 for d in drawn)
+    assert any(d["ld"] != d["n"] for d in drawn)
+
+
+def test_the_examples_plans_reach_every_size_class_and_stay_bounded() -> None:
+    for name in ("vector_add", "softmax", "gemm_bf16"):
+        spec = load_spec(ROOT / "examples" / name / "porter.toml")
+        large = [large_sizes(spec, seed) for seed in range(6)]
+        assert all(s is not None for s in large), name
+        for sizes in large:
+            buffers = [p for p in spec.params if p.kind == "buffer"]
+            assert any(np.prod(spec.shape(p, sizes)) > LARGE_ELEMENTS for p in buffers), (name, sizes)
+            assert sum(spec.buffer_bytes(p, sizes) for p in buffers) <= 2 << 30
+        residues = {unannounced_sizes(spec, seed)[next(iter(spec.sizes))] % 8 for seed in range(64)}
+        assert len(residues) > 1, name
