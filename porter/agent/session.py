@@ -321,15 +321,16 @@ class PortSession:
 
     def _confirm(self, paths: list[Path], verdicts: list[Verdict], options: CheckOptions,
                  require_native: bool) -> list[Verdict]:
-        """The Verdicts, with each one that passes replaced by its check on fresh seeds (which no
-        candidate of this run has seen, and whose references are computed anew)."""
+        """The Verdicts, with each one that passes replaced by its thorough check on fresh seeds (which
+        no candidate of this run has seen, and whose references are computed anew)."""
         passing = [k for k, v in enumerate(verdicts) if judge(v, require_native=require_native).passed]
         if not passing:
             return verdicts
         fresh = check_seeds()
         while fresh == self.seeds:
             fresh = check_seeds()
-        again = self.verifier.verify([CheckJob(paths[k], self.request.spec, replace(options, seeds=fresh))
+        # The confirming check is thorough: its large size set passes 2^31 bytes (see porter.gate.plan).
+        again = self.verifier.verify([CheckJob(paths[k], self.request.spec, replace(options, seeds=fresh, thorough=True))
                                       for k in passing])
         result = list(verdicts)
         for k, verdict in zip(passing, again, strict=True):

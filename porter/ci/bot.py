@@ -382,7 +382,7 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     # A fresh worker for each kernel: no kernel's judgement shares a process with another's code.
     try:
         with opened(run.runner_factory) as runner:
-            options = CheckOptions(speed_baseline=base.path, native=None, sanitize=run.sanitize)
+            options = CheckOptions(speed_baseline=base.path, native=None, sanitize=run.sanitize, thorough=True)
             verdict = run_check(head_file, spec, options, toolchain=run.toolchain, runner=runner)
     except EnvironmentProblem as err:
         return result("not run", str(err))

@@ -196,25 +196,25 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in listed)
     budget = THOROUGH_BUDGET_BYTES if thorough else BUDGET_BYTES
     rng = stream(seed, 4, {}, "large")
+    best = None  # the largest size set above the sweep's inside every bound: run when no symbol reaches the mark
     for name in rng.permutation(sorted(free)):
         _, hi, step = free[name]
         base = {k: smallest[k] for k in free if k != name}
         most = spec.max_sizes.get(name, 1 << 40)
         value = min(most, int(hi * rng.uniform(2, 4)))
-        first = None  # the least size set above the sweep's: run when the mark is out of the budget's reach
         for _ in range(tries):
             sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
             if sizes is None or _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
                 break
-            first = first or (sizes if sizes[name] > hi else None)
-            if _passes(spec, sizes, thorough) and sizes[name] > hi:
-                return sizes
+            if sizes[name] > hi:
+                if _passes(spec, sizes, thorough):
+                    return sizes
+                if best is None or _bytes(spec, sizes) > _bytes(spec, best):
+                    best = sizes
             if value >= most:
                 break
             value = min(most, value * 2)
-        if first is not None:
-            return first
-    return None
+    return best
 
 
 def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | None:
