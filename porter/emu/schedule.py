@@ -1,0 +1,219 @@
+"""Running the threads of one cluster: groups of threads at one PC, and who runs next.
+
+Threads that share a PC (and, in the per-warp schedules, a warp) form a *group* and run
+together, vectorised. A divergent branch splits a group; groups at the same PC merge again. The
+group to run is the one with the lowest PC among those of the chosen unit (the "min-PC" rule:
+for structured code the threads that fell behind catch up with the ones waiting at the join,
+so the halves of a divergent ``if`` meet at its end, and the threads that left a loop wait for
+those still in it).
+
+Schedules:
+
+- ``"minpc"``: one unit, the whole cluster; groups of several warps run together (fastest).
+- ``"round_robin"``: each warp its own unit; at every sync point (a wait, an exit, a yield) the
+  next warp in turn runs.
+- ``"random:SEED"``: each warp its own unit; at every sync point a seeded random runnable warp.
+
+A group runs until it blocks, exits, yields, diverges or takes a branch; between sync points a
+warp keeps running, so the schedules differ in the order of the stretches between sync points,
+which is where an ordering race shows.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from porter.emu.context import Exec, Exit, Jump, Reader, Wait, Yield
+from porter.emu.decode import Program
+from porter.emu.diagnostics import Diagnostic, EmuTrap
+from porter.emu.state import Cta
+
+
+@dataclass(eq=False)
+class Group:
+    cta: Cta
+    pc: int
+    idx: np.ndarray  # sorted thread indices within the CTA
+    unit: int  # scheduling unit: 0 (min-PC) or the warp (rank * 4096 + warp)
+    wait: Wait | None = None
+    version: int = -1  # launch.version when a retry wait blocked
+    yielded: bool = False
+
+
+class Scheduler:
+    def __init__(self, program: Program, execs: list[Exec], guards: list[Reader | None], ctas: list[Cta],
+                 schedule: str, max_steps: int) -> None:
+        self.program = program
+        self.execs = execs
+        self.guards = guards
+        self.ctas = ctas
+        self.per_warp = schedule != "minpc"
+        self.rng = random.Random(int(schedule.split(":", 1)[1])) if schedule.startswith("random") else None
+        if schedule not in ("minpc", "round_robin") and self.rng is None:
+            raise ValueError(f"unknown schedule {schedule!r} (minpc, round_robin or random:SEED)")
+        self.max_steps = max_steps
+        self.groups: list[Group] = []
+        for cta in ctas:
+            if self.per_warp:
+                for w in range((cta.nthreads + 31) // 32):
+                    idx = np.arange(32 * w, min(32 * w + 32, cta.nthreads))
+                    self.groups.append(Group(cta, 0, idx, cta.rank * 4096 + w))
+            else:
+                self.groups.append(Group(cta, 0, np.arange(cta.nthreads), 0))
+        self.last_unit = -1
+        self.keep_unit = False
+
+    # -- choosing ---------------------------------------------------------------------------
+
+    def _runnable(self) -> list[Group]:
+        launch = self.ctas[0].launch
+        out = []
+        for g in self.groups:
+            if g.wait is not None:
+                if g.wait.ready is not None:
+                    if g.wait.ready():
+                        g.wait = None
+                        g.pc += 1
+                elif g.version != launch.version:
+                    g.wait = None  # retry the check
+            if g.wait is None:
+                out.append(g)
+        return out
+
+    def _merge(self, runnable: list[Group]) -> list[Group]:
+        seen: dict[tuple[int, int, int], Group] = {}
+        keep: list[Group] = []
+        for g in runnable:
+            key = (id(g.cta), g.pc, g.unit)
+            other = seen.get(key)
+            if other is None:
+                seen[key] = g
+                keep.append(g)
+                continue
+            other.idx = np.union1d(other.idx, g.idx)
+            other.yielded = other.yielded and g.yielded
+            self.groups.remove(g)
+        return keep
+
+    def pick(self) -> Group | None:
+        runnable = self._merge(self._runnable())
+        if not runnable:
+            return None
+        fresh = [g for g in runnable if not g.yielded] or runnable
+        if len(fresh) == len(runnable) or not [g for g in runnable if not g.yielded]:
+            for g in runnable:
+                g.yielded = False
+        units = sorted({g.unit for g in fresh})
+        if self.keep_unit and self.last_unit in units:
+            unit = self.last_unit
+        elif self.rng is not None:
+            unit = self.rng.choice(units)
+        else:
+            later = [u for u in units if u > self.last_unit]
+            unit = later[0] if later else units[0]
+        self.last_unit = unit
+        return min((g for g in fresh if g.unit == unit), key=lambda g: g.pc)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while self.groups:
+            g = self.pick()
+            if g is None:
+                self._deadlock()
+                return
+            self.keep_unit = self._step(g)
+
+    def _step(self, g: Group) -> bool:
+        """Run ``g`` until it stops; True when the same unit may go on (a branch, not a sync point)."""
+        ops = self.program.ops
+        execs, guards = self.execs, self.guards
+        cta = g.cta
+        launch = cta.launch
+        nops = len(ops)
+        # PCs where another runnable group of this unit waits: stop there, so that pick() merges them.
+        meet = {o.pc for o in self.groups if o is not g and o.cta is cta and o.unit == g.unit and o.wait is None}
+        first = True
+        while True:
+            pc = g.pc
+            if pc in meet and not first:
+                return True
+            first = False
+            if pc >= nops:
+                self._exit(g, g.idx)
+                return False
+            idx = g.idx
+            guard = guards[pc]
+            if guard is not None:
+                mask = np.broadcast_to(guard(cta, idx), idx.shape)
+                sub = idx[mask]
+                if sub.size == 0:
+                    g.pc = pc + 1
+                    continue
+            else:
+                mask = None
+                sub = idx
+            cta.current = sub
+            launch.steps += 1
+            if launch.steps > self.max_steps:
+                raise EmuTrap(Diagnostic("trap", ops[pc].line, f"step budget of {self.max_steps} instruction "
+                                         "executions exceeded (an endless loop?)", cta.ctaid, True))
+            out = execs[pc](cta, sub)
+            if out is None:
+                g.pc = pc + 1
+                continue
+            if isinstance(out, Jump):
+                if mask is None or sub.size == idx.size:
+                    g.pc = out.target
+                    return True
+                g.idx = idx[~mask]
+                g.pc = pc + 1
+                self.groups.append(Group(cta, out.target, sub, g.unit))
+                return True
+            if isinstance(out, Exit):
+                self._exit(g, sub)
+                return False
+            if isinstance(out, Wait):
+                waiting = out.waiting
+                going = np.setdiff1d(idx, waiting, assume_unique=True)
+                if going.size:
+                    self.groups.append(Group(cta, pc, waiting, g.unit, out, launch.version))
+                    g.idx = going
+                    g.pc = pc + 1
+                    return True
+                g.wait = out
+                g.version = launch.version
+                return False
+            if isinstance(out, Yield):
+                g.pc = pc + 1
+                g.yielded = True
+                return False
+            raise TypeError(f"bad outcome {out!r}")
+
+    def _exit(self, g: Group, threads: np.ndarray) -> None:
+        g.cta.exited[threads] = True
+        g.cta.launch.version += 1
+        rest = np.setdiff1d(g.idx, threads, assume_unique=True)
+        if rest.size:
+            g.idx = rest
+            g.pc += 1
+        else:
+            self.groups.remove(g)
+
+    def _deadlock(self) -> None:
+        findings = self.ctas[0].launch.findings
+        for g in self.groups:
+            assert g.wait is not None
+            op = self.program.ops[g.pc]
+            findings.add(Diagnostic(
+                "deadlock", op.line, f"{g.idx.size} thread(s) (first {int(g.idx[0])}) wait forever at "
+                f"`{op.text}`: {g.wait.reason()}", g.cta.ctaid, True,
+                {"threads": g.idx.tolist()[:64], "kind": g.wait.kind}))
+        raise Deadlocked()
+
+
+class Deadlocked(Exception):
+    """Every remaining thread waits on something that can no longer happen."""
