@@ -1,1 +1,106 @@
-"""(filled in later)"""
+"""Warp and warpgroup matrix instructions: mma.sync and wgmma (with shared-memory descriptors).
+
+Products of f16/bf16 (and tf32) inputs are exact in float64; each output element is the
+float64 sum of its products and the accumulator, rounded once to float32. PTX leaves the
+accumulation order and intermediate rounding of the tensor cores unspecified, so the GPU may
+differ from this in the last bits; the calibration (tools/emu_calibrate.py) measures by how much.
+
+Fragments (PTX ISA "Matrix fragments for mma.m16n8k16"; async-tensor-core reference §2.4 for
+wgmma): with lane l, g = l / 4 and t = l % 4, A register r of m16n8k16 holds row g + 8(r % 2),
+columns 2t + 8(r / 2) and the next; B register r holds rows 2t + 8r and the next of column g;
+accumulator element i sits at row g + 8(i / 2), column 2t + i % 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.emu import ptxtypes
+from porter.emu.context import Context, Exec, builder, trap, types_of
+from porter.emu.decode import Op, Vec
+from porter.emu.state import Cta
+
+
+def to_float(bits: np.ndarray, t: str) -> np.ndarray:
+    """16-bit (or tf32/f32) element bits as float64."""
+    if t == "bf16":
+        return ptxtypes.bf16_to_f32(bits.astype(np.uint16)).astype(np.float64)
+    if t == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if t == "tf32":
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if t == "f32":
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    raise ValueError(f"element type {t}")
+
+
+def halves(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    w = words.astype(np.uint32)
+    return w & np.uint32(0xFFFF), w >> np.uint32(16)
+
+
+def _lane_maps() -> dict[str, np.ndarray]:
+    lane = np.arange(32)
+    return {"g": lane // 4, "t": lane % 4}
+
+
+_L = _lane_maps()
+
+
+def _warps_of(cta: Cta, op: Op, idx: np.ndarray) -> np.ndarray:
+    if idx.size % 32 or not (idx.reshape(-1, 32) % 32 == np.arange(32)).all():
+        raise trap(cta, op, "not-converged", f"`{op.text}` needs whole warps; run by {idx.size} threads")
+    return idx.reshape(-1, 32)
+
+
+@builder("mma")
+def _mma(op: Op, ctx: Context) -> Exec:
+    shape = next(p for p in op.parts if p.startswith("m") and "n" in p and "k" in p)
+    m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
+    ts = types_of(op)
+    dt, at, bt, ct = ts if len(ts) == 4 else (ts[0], ts[1], ts[1], ts[0])
+    if (m, n) != (16, 8) or k not in (8, 16) or at not in ("f16", "bf16") or "row" not in op.parts:
+        raise ValueError(f"mma.sync {shape} {at}")
+    d_ops, a_ops, b_ops, c_ops = (o.items if isinstance(o, Vec) else (o,) for o in op.operands[:4])
+    d_t = "f32" if dt == "f32" else "b32"
+    dw = [ctx.write(o, d_t) for o in d_ops]
+    ar = [ctx.read(o, "b32") for o in a_ops]
+    br = [ctx.read(o, "b32") for o in b_ops]
+    cr = [ctx.read(o, "f32" if ct == "f32" else "b32") for o in c_ops]
+    g, t = _L["g"], _L["t"]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        warps = _warps_of(cta, op, idx)
+        nw = warps.shape[0]
+        a = np.zeros((nw, 16, k))
+        b = np.zeros((nw, k, 8))
+        c = np.zeros((nw, 16, 8))
+        for r, read in enumerate(ar):
+            lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
+            row = g + 8 * (r % 2)
+            col = 2 * t + 8 * (r // 2)
+            a[:, row, col] = to_float(lo, at)
+            a[:, row, col + 1] = to_float(hi, at)
+        for r, read in enumerate(br):
+            lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
+            b[:, 2 * t + 8 * r, g] = to_float(lo, bt)
+            b[:, 2 * t + 8 * r + 1, g] = to_float(hi, bt)
+        if ct == "f32":
+            for i, read in enumerate(cr):
+                c[:, g + 8 * (i // 2), 2 * t + i % 2] = np.asarray(read(cta, idx)).reshape(nw, 32)
+        else:
+            for r, read in enumerate(cr):
+                lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
+                c[:, g + 8 * r, 2 * t] = to_float(lo, ct)
+                c[:, g + 8 * r, 2 * t + 1] = to_float(hi, ct)
+        dmat = a @ b + c
+        if dt == "f32":
+            for i, write in enumerate(dw):
+                write(cta, idx, dmat[:, g + 8 * (i // 2), 2 * t + i % 2].astype(np.float32).reshape(-1))
+        else:
+            for r, write in enumerate(dw):
+                lo = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t].astype(np.float32)).astype(np.uint32)
+                hi = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t + 1].astype(np.float32)).astype(np.uint32)
+                write(cta, idx, (lo | (hi << np.uint32(16))).reshape(-1))
+
+    return run
