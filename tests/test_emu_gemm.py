@@ -54,3 +54,24 @@ def test_gemm_bf16_sm80(m: int, n: int, k: int) -> None:
     ref = f64(a) @ f64(b[:, :n])
     assert np.array_equal(c[:, :n], bf16(ref))  # at these sizes: the bf16 rounding of the float64 product
     assert np.array_equal(c[:, n:], before[:, n:])  # padding untouched
+
+
+def _tma_gemm(arch: str, m: int, n: int, k: int, block: int) -> tuple[np.ndarray, np.ndarray, object]:
+    from porter.emu import TensorMap
+
+    a, b, c = _inputs(m, n, k, 5)
+    tm_a = TensorMap(0, 2, (m, k), (k * 2,), (128, 64), "128B")
+    tm_b = TensorMap(1, 2, (k, n), (n * 2,), (64, 64), "128B")
+    ptx = (EXAMPLES / "gemm_bf16" / f"kernel_{arch}.ptx").read_text()
+    res = emulate(ptx, f"gemm_bf16_{arch}", ((n + 255) // 256, (m + 127) // 128), block,
+                  [a, b, c, *(np.int32(v) for v in (m, n, k, k, n, n)), tm_a, tm_b], dynamic_smem=197632)
+    return c, f64(a) @ f64(b), res
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(128, 256, 128), (200, 264, 136)])
+def test_gemm_bf16_sm90a_tma_wgmma(m: int, n: int, k: int) -> None:
+    c, ref, res = _tma_gemm("sm90a", m, n, k, 384)
+    assert res.ok and not res.diagnostics, [str(d) for d in res.diagnostics]
+    # Per-wgmma rounding to f32, then bf16: within one bf16 ulp of the rounded float64 product.
+    assert np.allclose(f64(c), f64(bf16(ref)), rtol=2**-7, atol=1e-6)
+    assert (c != bf16(ref)).mean() < 0.01

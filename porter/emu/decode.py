@@ -323,6 +323,29 @@ def _op(index: int, ins: Instruction) -> Op:
     return Op(index, ins.line, ins.opcode, tuple(ins.opcode.split(".")), guard, operands, text)
 
 
+def _resolve(o: Operand, regs: dict[str, str]) -> Operand:
+    """Names declared as registers without a ``%`` (inline asm's ``.reg .pred p;``) become registers."""
+    if isinstance(o, Sym) and o.name in regs and o.offset == 0:
+        return Reg(o.name)
+    if isinstance(o, Vec):
+        return Vec(tuple(_resolve(i, regs) for i in o.items))
+    if isinstance(o, Addr) and isinstance(o.base, Sym) and o.base.name in regs:
+        return Addr(Reg(o.base.name), o.offset + o.base.offset)
+    if isinstance(o, TensorAddr):
+        base = _resolve(o.base, regs)
+        assert isinstance(base, (Reg, Sym))
+        return TensorAddr(base, tuple(_resolve(c, regs) for c in o.coords))
+    if isinstance(o, PredPair):
+        return PredPair(Reg(o.first.name), Reg(o.second.name))
+    return o
+
+
+def _with_registers(op: Op, regs: dict[str, str]) -> Op:
+    operands = tuple(_resolve(o, regs) for o in op.operands)
+    guard = op.guard
+    return Op(op.index, op.line, op.opcode, op.parts, guard, operands, op.text)
+
+
 def decode(ptx: str | PtxModule, entry: str) -> Program:
     """The :class:`Program` of ``entry`` in ``ptx`` (text or an already parsed module)."""
     module = parse_ptx(ptx) if isinstance(ptx, str) else ptx
@@ -347,4 +370,6 @@ def decode(ptx: str | PtxModule, entry: str) -> Program:
         start = hi + 1
     variables.update(_variables(text, start, len(lines), inside=False))
     variables.update(_variables(text, ent.line, ent.end_line, inside=True))
-    return Program(ent, ops, labels, _registers(body), variables, ent.params, module.arch, module)
+    registers = _registers(body)
+    ops = [_with_registers(op, registers) for op in ops]
+    return Program(ent, ops, labels, registers, variables, ent.params, module.arch, module)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu import ptxtypes
+from porter.emu import ptxtypes, smemdesc
 from porter.emu.context import Context, Exec, builder, trap, types_of
 from porter.emu.decode import Op, Vec
+from porter.emu.memory import SHARED_START
 from porter.emu.state import Cta
 
 
@@ -102,5 +103,108 @@ def _mma(op: Op, ctx: Context) -> Exec:
                 lo = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t].astype(np.float32)).astype(np.uint32)
                 hi = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t + 1].astype(np.float32)).astype(np.uint32)
                 write(cta, idx, (lo | (hi << np.uint32(16))).reshape(-1))
+
+    return run
+
+
+def smem_elements(cta: Cta, op: Op, addrs: np.ndarray, elem: int) -> np.ndarray:
+    """Elements of ``elem`` bytes at shared offsets ``addrs`` (any shape) of the CTA, as raw bits."""
+    flat = addrs.reshape(-1)
+    if flat.size and (int(flat.min()) < SHARED_START or int(flat.max()) + elem > cta.smem.size):
+        raise trap(cta, op, "descriptor", f"the descriptor's operand reaches shared offset "
+                   f"0x{int(flat.max()):x}, outside the CTA's {cta.smem.size} bytes")
+    cta.check_written(cta, flat, elem, op.line)
+    cols = flat[:, None] + np.arange(elem)
+    raw = np.ascontiguousarray(cta.smem[cols]).view(ptxtypes.UNSIGNED[8 * elem]).reshape(addrs.shape)
+    return raw
+
+
+def descriptor(cta: Cta, op: Op, value: int, arch: str) -> smemdesc.SmemDesc:
+    try:
+        return smemdesc.decode(value, arch)
+    except smemdesc.DescriptorError as err:
+        raise trap(cta, op, "descriptor", f"descriptor 0x{value:016x}: {err}") from None
+
+
+def operand(cta: Cta, op: Op, value: int, arch: str, mn: int, k: int, etype: str, mn_major: bool) -> np.ndarray:
+    """An MN x K operand (float64) read from shared memory through a descriptor."""
+    elem = 4 if etype in ("tf32", "f32") else 2 if etype in ("f16", "bf16") else 1
+    d = descriptor(cta, op, value, arch)
+    try:
+        addrs = smemdesc.operand_addresses(d, mn, k, elem, mn_major)
+    except smemdesc.DescriptorError as err:
+        raise trap(cta, op, "descriptor", f"descriptor 0x{value:016x}: {err}") from None
+    return to_float(smem_elements(cta, op, addrs, elem), etype)
+
+
+def _uniform(cta: Cta, op: Op, values: np.ndarray, what: str) -> int:
+    v = np.asarray(values).reshape(-1)
+    if v.size and not (v == v[0]).all():
+        raise trap(cta, op, "descriptor", f"{what} differs between the threads of a warpgroup")
+    return int(v[0])
+
+
+@builder("wgmma")
+def _wgmma(op: Op, ctx: Context) -> Exec:
+    if op.parts[1] in ("fence", "commit_group", "wait_group"):
+        return lambda cta, idx: None
+    if op.parts[1] != "mma_async" or "sp" in op.parts:
+        raise ValueError(f"wgmma.{op.parts[1]}")
+    shape = next(p for p in op.parts if p.startswith("m64n"))
+    n = int(shape[4:].split("k")[0])
+    k = int(shape.split("k")[1])
+    ts = types_of(op)
+    dt, at, bt = ts[0], ts[1], ts[2]
+    if dt != "f32" or at not in ("f16", "bf16", "tf32"):
+        raise ValueError(f"wgmma {dt} <- {at}")
+    ops = op.operands
+    acc = ops[0].items if isinstance(ops[0], Vec) else (ops[0],)
+    if len(acc) != n // 2:
+        raise ValueError(f"{len(acc)} accumulator registers for N = {n}")
+    reg_a = isinstance(ops[1], Vec)
+    acc_r = [ctx.read(o, "f32") for o in acc]
+    acc_w = [ctx.write(o, "f32") for o in acc]
+    a_regs = [ctx.read(o, "b32") for o in ops[1].items] if isinstance(ops[1], Vec) else []
+    a_desc = None if reg_a else ctx.read(ops[1], "b64")
+    b_desc = ctx.read(ops[2], "b64")
+    scale_d = ctx.read(ops[3], "pred")
+    imms = [o.value if hasattr(o, "value") else 1 for o in ops[4:]]
+    neg_a, neg_b = imms[0] == -1, imms[1] == -1
+    trans_a = bool(imms[2]) if not reg_a and len(imms) > 2 else False
+    trans_b = bool(imms[-1]) if len(imms) > (2 if reg_a else 3) else False
+    tid = np.arange(128)
+    w, lane = tid // 32, tid % 32
+    g, t = lane // 4, lane % 4
+    rows = [16 * w + g + 8 * ((i >> 1) & 1) for i in range(n // 2)]
+    cols = [8 * (i >> 2) + 2 * t + (i & 1) for i in range(n // 2)]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        if idx.size % 128 or not (idx.reshape(-1, 128) % 128 == tid).all():
+            raise trap(cta, op, "not-converged", f"wgmma needs whole warpgroups; run by {idx.size} threads")
+        for wg in idx.reshape(-1, 128):
+            if reg_a:
+                a = np.zeros((64, k))
+                for r, read in enumerate(a_regs):
+                    lo, hi = halves(np.asarray(read(cta, wg)))
+                    row = 16 * w + g + 8 * (r % 2)
+                    col = 2 * t + 8 * (r // 2)
+                    a[row, col] = to_float(lo, at)
+                    a[row, col + 1] = to_float(hi, at)
+            else:
+                assert a_desc is not None
+                a = operand(cta, op, _uniform(cta, op, a_desc(cta, wg), "the A descriptor"), "sm_90", 64, k, at,
+                            trans_a)
+            b = operand(cta, op, _uniform(cta, op, b_desc(cta, wg), "the B descriptor"), "sm_90", n, k, bt, trans_b)
+            if neg_a:
+                a = -a
+            if neg_b:
+                b = -b
+            prod = a @ b.T
+            accumulate = bool(np.asarray(scale_d(cta, wg)).reshape(-1)[0])
+            for i in range(n // 2):
+                val = prod[rows[i], cols[i]]
+                if accumulate:
+                    val = val + np.asarray(acc_r[i](cta, wg), np.float64)
+                acc_w[i](cta, wg, val.astype(np.float32))
 
     return run

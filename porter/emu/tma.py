@@ -1,1 +1,174 @@
-"""(filled in later)"""
+"""Bulk copies: cp.async.bulk (plain) and cp.async.bulk.tensor (TMA through a CUtensorMap).
+
+Tile mode, both directions, per the async-tensor-core reference §5: the box is row-major in
+shared memory; unswizzled rows are packed at boxDim[0]·elemsize bytes, swizzled rows take a
+whole span (32/64/128 bytes, the padding left unwritten), and the swizzle of
+:func:`porter.emu.smemdesc.swizzle` (base offset 0) moves each 16-byte chunk. Elements outside
+the tensor read as zero (or 0x7FF7 for 16-bit floats with the NaN fill) and the mbarrier is
+credited with the full box bytes. A box whose inner start is not 16-byte aligned traps, as it
+does on the H200. Copies complete when issued (a legal, if early, completion).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.emu.access import load, shared_target, store
+from porter.emu.args import SWIZZLE_SPANS, TensorMap
+from porter.emu.context import Context, Exec, builder, trap
+from porter.emu.decode import Op, TensorAddr
+from porter.emu.memory import PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK
+from porter.emu.smemdesc import swizzle
+from porter.emu.state import Cta
+from porter.emu.sync import complete_tx
+
+
+def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, int]:
+    found = cta.launch.tensormaps.get(addr - PARAM_WINDOW)
+    if found is None:
+        raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x} is not a CUtensorMap kernel parameter "
+                   "(tensor maps built in global memory are not emulated)")
+    return found
+
+
+def _rows(tm: TensorMap, coords: list[int]) -> list[np.ndarray]:
+    box = tm.box[::-1]
+    outer = [np.arange(b) + c for b, c in zip(box[1:], coords[1:], strict=True)]
+    if not outer:
+        return []
+    mesh = np.meshgrid(*outer[::-1], indexing="ij")  # outermost first, so dim 1 varies fastest
+    return [m.reshape(-1) for m in mesh[::-1]]
+
+
+def _dst_addresses(dst: int, rows: int, row_bytes: int, span: int) -> np.ndarray:
+    """Shared offsets (rows, row_bytes) of the box, swizzled in 16-byte chunks."""
+    pitch = span if span else row_bytes
+    pre = dst + np.arange(rows, dtype=np.int64)[:, None] * pitch + np.arange(row_bytes, dtype=np.int64)[None, :]
+    return swizzle(pre, span, 0)
+
+
+def _box(tm: TensorMap, base: int, coords: list[int], cta: Cta, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """The box's bytes (rows, box0 * itemsize) from global memory, and the in-tensor mask per element."""
+    dims = tm.dims[::-1]
+    box = tm.box[::-1]
+    strides = (tm.itemsize, *tm.strides[::-1])
+    e = tm.itemsize
+    if (coords[0] * e) % 16:
+        raise trap(cta, op, "trap", f"TMA box starts at inner coordinate {coords[0]} ({coords[0] * e} bytes), not "
+                   "16-byte aligned: the GPU raises an illegal instruction")
+    outer = _rows(tm, coords)
+    nrows = outer[0].size if outer else 1
+    row_ok = np.ones(nrows, bool)
+    row_off = np.zeros(nrows, np.int64)
+    for d, vals in enumerate(outer, start=1):
+        row_ok &= (vals >= 0) & (vals < dims[d])
+        row_off += np.clip(vals, 0, dims[d] - 1) * strides[d]
+    x = np.arange(box[0], dtype=np.int64) + coords[0]
+    col_ok = (x >= 0) & (x < dims[0])
+    memory = cta.launch.memory
+    buf = next(b for b in memory.buffers if b.base == base)
+    cols = row_off[:, None, None] + (np.clip(x, 0, dims[0] - 1) * e)[None, :, None] + np.arange(e)[None, None, :]
+    if cols.size and int(cols.max()) >= buf.data.size:
+        raise trap(cta, op, "out-of-bounds", f"tensor map reaches byte {int(cols.max())} of {buf.name}, past its "
+                   f"{buf.data.size} bytes (dims or strides larger than the array)")
+    ok = row_ok[:, None] & col_ok[None, :]
+    return cols, ok
+
+
+@builder("cp.async.bulk")
+def _bulk(op: Op, ctx: Context) -> Exec:
+    if "tensor" in op.parts:
+        return _tensor(op, ctx)
+    if op.parts[3] in ("commit_group", "wait_group"):
+        return lambda cta, idx: None
+    if op.parts[3] == "prefetch":
+        return lambda cta, idx: None
+    to_shared = op.parts[3].startswith("shared")
+    dst = ctx.address(op.operands[0], "shared" if to_shared else "global")
+    src = ctx.address(op.operands[1], "global" if to_shared else "shared")
+    size = ctx.read(op.operands[2], "u32")
+    mbar = ctx.address(op.operands[3], "shared") if to_shared and len(op.operands) > 3 else None
+    line = op.line
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d, s = dst(cta, idx), src(cta, idx)
+        n = np.broadcast_to(np.asarray(size(cta, idx)), idx.shape)
+        for i in range(idx.size):
+            k = int(n[i])
+            one = idx[i : i + 1]
+            if to_shared:
+                data = load(cta, "global", np.array([int(s[i])], np.uint64), k, one, line) if k else np.zeros((1, 0))
+                if k:
+                    store(cta, "shared::cluster", np.array([int(d[i])], np.uint64), data, one, line)
+                if mbar is not None:
+                    complete_tx(cta, int(mbar(cta, one)[0]), k, op)
+            elif k:
+                data = load(cta, "shared", np.array([int(s[i])], np.uint64), k, one, line)
+                store(cta, "global", np.array([int(d[i])], np.uint64), data, one, line)
+
+    return run
+
+
+def _tensor(op: Op, ctx: Context) -> Exec:
+    rank_part = next(p for p in op.parts if p.endswith("d") and p[:-1].isdigit())
+    rank = int(rank_part[:-1])
+    if "tile" not in op.parts and any(p in op.parts for p in ("im2col", "im2col_no_offs", "tile::gather4")):
+        raise ValueError("im2col / gather TMA")
+    load_dir = op.parts[op.parts.index(rank_part) + 1].startswith("shared")
+    multicast = "multicast::cluster" in op.parts
+    ops = op.operands
+    tensor = ops[1] if load_dir else ops[0]
+    if not isinstance(tensor, TensorAddr) or len(tensor.coords) != rank:
+        raise ValueError("tensor operand")
+    tmap = ctx.read(tensor.base, "u64")
+    coords = [ctx.read(c, "s32") for c in tensor.coords]
+    smem = ctx.address(ops[0] if load_dir else ops[1], "shared")
+    mbar = ctx.address(ops[2], "shared") if load_dir else None
+    mask = ctx.read(ops[3], "u16") if multicast and len(ops) > 3 else None
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        taddr = np.broadcast_to(np.asarray(tmap(cta, idx)), idx.shape)
+        cs = [np.broadcast_to(np.asarray(c(cta, idx)), idx.shape) for c in coords]
+        sm = smem(cta, idx)
+        for i in range(idx.size):
+            tm, base = _tensormap(cta, op, int(taddr[i]))
+            if len(tm.box) != rank:
+                raise trap(cta, op, "descriptor", f"a {rank}-d TMA through a {len(tm.box)}-d tensor map")
+            span = SWIZZLE_SPANS[tm.swizzle]
+            row_bytes = tm.box[-1] * tm.itemsize
+            cols, ok = _box(tm, base, [int(c[i]) for c in cs], cta, op)
+            buf = next(b for b in cta.launch.memory.buffers if b.base == base)
+            nrows = cols.shape[0]
+            box_bytes = int(np.prod(tm.box)) * tm.itemsize
+            if load_dir:
+                fill = (np.frombuffer((0x7FF7).to_bytes(2, "little"), np.uint8) if tm.oob_nan and tm.itemsize == 2
+                        else np.zeros(tm.itemsize, np.uint8))
+                data = np.where(ok[:, :, None], buf.data[cols], fill).reshape(nrows, row_bytes)
+                targets = [cta]
+                if mask is not None:
+                    m = int(np.asarray(mask(cta, idx[i : i + 1])).reshape(-1)[0])
+                    targets = [c for c in cta.cluster_ctas if m >> c.rank & 1]
+                for target in targets:
+                    own = int(sm[i]) & SHARED_OFFSET_MASK
+                    where = _dst_addresses(own, nrows, row_bytes, span)
+                    dest, offs = shared_target(cta, (where.reshape(-1) | (target.rank << RANK_SHIFT)).astype(
+                        np.int64), 1, op.line, cluster=True)
+                    dest.smem[offs] = data.reshape(-1)
+                    dest.smem_written[offs] = True
+                    assert mbar is not None
+                    bar = (int(mbar(cta, idx[i : i + 1])[0]) & SHARED_OFFSET_MASK) | (target.rank << RANK_SHIFT)
+                    complete_tx(cta, bar, box_bytes, op)
+            else:
+                own = int(sm[i]) & SHARED_OFFSET_MASK
+                where = _dst_addresses(own, nrows, row_bytes, span)
+                cta.check_written(cta, where.reshape(-1), 1, op.line)
+                data = cta.smem[where].reshape(nrows, -1, tm.itemsize)
+                buf.data[cols[ok]] = data[ok]
+
+    return run
+
+
+@builder("tensormap")
+def _tensormap_edit(op: Op, ctx: Context) -> Exec:
+    raise ValueError("tensormap.replace / tensormap.cp_fenceproxy (device-side tensor maps)")
+
