@@ -75,3 +75,41 @@ def test_gemm_bf16_sm90a_tma_wgmma(m: int, n: int, k: int) -> None:
     # Per-wgmma rounding to f32, then bf16: within one bf16 ulp of the rounded float64 product.
     assert np.allclose(f64(c), f64(bf16(ref)), rtol=2**-7, atol=1e-6)
     assert (c != bf16(ref)).mean() < 0.01
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(256, 256, 128), (200, 264, 136), (1, 8, 8)])
+def test_gemm_bf16_sm100a_tcgen05(m: int, n: int, k: int) -> None:
+    c, ref, res = _tma_gemm("sm100a", m, n, k, 160)
+    assert res.ok and not res.diagnostics, [str(d) for d in res.diagnostics]
+    assert np.allclose(f64(c), f64(bf16(ref)), rtol=2**-7, atol=1e-6)
+    assert (c != bf16(ref)).mean() < 0.01
+
+
+def _sm100a_variant(old: str, new: str) -> str:
+    ptx = (EXAMPLES / "gemm_bf16" / "kernel_sm100a.ptx").read_text()
+    assert ptx.count(old) >= 1
+    return ptx.replace(old, new)
+
+
+def _run_variant(ptx: str, m: int = 128, n: int = 256, k: int = 64) -> tuple[np.ndarray, np.ndarray, object]:
+    from porter.emu import TensorMap
+
+    a, b, c = _inputs(m, n, k, 9)
+    res = emulate(ptx, "gemm_bf16_sm100a", ((n + 255) // 256, (m + 127) // 128), 160,
+                  [a, b, c, *(np.int32(v) for v in (m, n, k, k, n, n)), TensorMap(0, 2, (m, k), (k * 2,), (128, 64), "128B"),
+                   TensorMap(1, 2, (k, n), (n * 2,), (64, 64), "128B")], dynamic_smem=197632)
+    return c, f64(a) @ f64(b), res
+
+
+def test_sm100a_negative_control_b_major_flipped_gives_wrong_numbers() -> None:
+    # idesc 138478736 = 0x08410490 has bit 16 (B MN-major); clearing it reads B as K-major: wrong.
+    c, ref, res = _run_variant(_sm100a_variant("mov.b32 \t%r148, 138478736;", f"mov.b32 \t%r148, {138478736 & ~(1 << 16)};"))
+    assert res.ok
+    assert not np.allclose(f64(c), ref, atol=0.1)
+
+
+def test_sm100a_with_a_wgmma_descriptor_is_a_descriptor_diagnostic() -> None:
+    # The sm_90 constant (bit 46 clear) in place of the sm_100 one.
+    _, _, res = _run_variant(_sm100a_variant("4611756662049538048", str(4611756662049538048 & ~(1 << 46))))
+    (d,) = res.fatal
+    assert d.kind == "descriptor" and "0b001" in d.message and d.line > 0
