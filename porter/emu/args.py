@@ -87,7 +87,9 @@ def lay_out(program: Program, args: list[Any]) -> Layout:
     tensormaps: dict[int, tuple[TensorMap, int]] = {}
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         size = p.size_bytes
-        offset = _align(offset, p.align or max(1, type_bytes(p.type)))
+        # `.ptr .align N` is the pointee's alignment; the parameter itself aligns to its type.
+        own = max(1, type_bytes(p.type))
+        offset = _align(offset, max(own, p.align or 1) if not p.is_ptr else own)
         param_bytes.extend(b"\0" * (offset - len(param_bytes)))
         symbols[p.name] = PARAM_WINDOW + offset
         if isinstance(a, TensorMap):
