@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _calibrate():  # noqa: ANN202 - the tools module, loaded by path (tools/ is not a package)
+def _calibrate():
     name = "porter_tools_emu_calibrate"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "emu_calibrate.py")

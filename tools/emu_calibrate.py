@@ -19,10 +19,7 @@ spec's reference.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
