@@ -65,6 +65,8 @@ class Scheduler:
                 self.groups.append(Group(cta, 0, np.arange(cta.nthreads), 0))
         self.last_unit = -1
         self.keep_unit = False
+        # Warpgroup-collective instructions: the warps of a warpgroup meet there (see _rendezvous).
+        self.warpgroup_ops = {i for i, op in enumerate(program.ops) if op.parts[0] == "wgmma"}
 
     # -- choosing ---------------------------------------------------------------------------
 
@@ -77,11 +79,30 @@ class Scheduler:
                     if g.wait.ready():
                         g.wait = None
                         g.pc += 1
-                elif g.version != launch.version:
+                elif g.wait.kind != "warpgroup" and g.version != launch.version:
                     g.wait = None  # retry the check
             if g.wait is None:
                 out.append(g)
         return out
+
+    def _rendezvous(self) -> None:
+        """Warps waiting at a warpgroup instruction go on as one group once every live warp of
+        their warpgroup is there."""
+        waiting: dict[tuple[int, int, int], list[Group]] = {}
+        for g in self.groups:
+            if g.wait is not None and g.wait.kind == "warpgroup":
+                waiting.setdefault((id(g.cta), g.pc, int(g.idx[0]) // 128), []).append(g)
+        for (_, _, wg), groups in waiting.items():
+            cta = groups[0].cta
+            idx = np.unique(np.concatenate([g.idx for g in groups]))
+            lo, hi = 128 * wg, min(128 * wg + 128, cta.nthreads)
+            live = np.arange(lo, hi)[~cta.exited[lo:hi]]
+            if np.isin(live, idx).all():
+                first = groups[0]
+                first.idx, first.wait = idx, None
+                first.unit = min(g.unit for g in groups)
+                for g in groups[1:]:
+                    self.groups.remove(g)
 
     def _merge(self, runnable: list[Group]) -> list[Group]:
         seen: dict[tuple[int, int, int], Group] = {}
@@ -99,6 +120,7 @@ class Scheduler:
         return keep
 
     def pick(self) -> Group | None:
+        self._rendezvous()
         runnable = self._merge(self._runnable())
         if not runnable:
             return None
@@ -156,6 +178,16 @@ class Scheduler:
             else:
                 mask = None
                 sub = idx
+            if pc in self.warpgroup_ops and not self._whole_warpgroups(cta, sub):
+                waiting = Wait(sub, lambda sub=sub: f"warps {sorted(set((sub // 32).tolist()))} wait for the rest of "
+                               "their warpgroup at a warpgroup instruction", None, kind="warpgroup")
+                going = np.setdiff1d(idx, sub, assume_unique=True)
+                if going.size:
+                    self.groups.append(Group(cta, pc, sub, g.unit, waiting, launch.version))
+                    g.idx, g.pc = going, pc + 1
+                    return True
+                g.wait, g.version = waiting, launch.version
+                return False
             cta.current = sub
             launch.steps += 1
             if launch.steps > self.max_steps:
@@ -192,6 +224,15 @@ class Scheduler:
                 g.yielded = True
                 return False
             raise TypeError(f"bad outcome {out!r}")
+
+    @staticmethod
+    def _whole_warpgroups(cta: Cta, idx: np.ndarray) -> bool:
+        for wg in np.unique(idx // 128):
+            lo, hi = 128 * int(wg), min(128 * int(wg) + 128, cta.nthreads)
+            live = np.arange(lo, hi)[~cta.exited[lo:hi]]
+            if not np.isin(live, idx).all():
+                return False
+        return True
 
     def _exit(self, g: Group, threads: np.ndarray) -> None:
         g.cta.exited[threads] = True
