@@ -10,8 +10,11 @@ draws the gate's inputs (porter.gate.inputs.make_args), runs the kernel in the e
 the same arguments and, for TMA kernels, CUtensorMaps encoded by porter.gate.runner.tensormap),
 and prints per output: bitwise agreement, the largest difference, the reference tolerance (the
 spec's, against its float64 reference) for scale, and the emulation's seconds. The JSON holds
-the same rows. Without a GPU (or with --emu-only) it runs the emulator side alone, against the
-spec's reference.
+the same rows. Columns: emu/ref (the emulation within the spec's tolerance of its float64
+reference), bitwise (share of output elements equal to the GPU's bit for bit), max|emu-gpu|, the
+largest distance in ulps, "in bound" (|emu - gpu| within the spec's atol + rtol * |gpu|: the
+bound the gate holds kernels to). Without a GPU (or with --emu-only) it runs the emulator side
+alone, against the spec's reference.
 
 :func:`emu_case` is the bridge from a porter spec to the emulator's arguments; it is written here
 (porter.emu must not import porter.gate) and is what ``porter check`` would call to emulate.
@@ -19,7 +22,11 @@ spec's reference.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +167,234 @@ def reference(case: Case) -> dict[str, np.ndarray]:
 
 
 def within(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    """Whether ``got`` meets the spec's tolerance for output ``name`` around ``ref``; the largest difference."""
     atol, rtol = case.spec.tolerance(name, case.sizes)
     g = got.astype(np.float64)
     ok = bool(np.all(np.abs(g - ref) <= atol + rtol * np.abs(ref)))
     return ok, float(np.nanmax(np.abs(g - ref))) if g.size else 0.0
+
+
+# ----------------------------------------------------------------------------- the GPU side
+
+EXAMPLES = ROOT / "examples"
+TRITON_H200 = ROOT / "tests" / "data" / "compiled" / "triton_h200"
+
+# (spec folder, PTX file in it, sizes): every sm_80 / sm_90a kernel of the project with a spec, small.
+KERNELS: list[tuple[Path, str, dict[str, int]]] = [
+    (EXAMPLES / "vector_add", "kernel.ptx", {"n": 1000}),
+    (EXAMPLES / "softmax", "kernel.ptx", {"rows": 5, "cols": 1000}),
+    (EXAMPLES / "softmax", "kernel.ptx", {"rows": 3, "cols": 4097}),
+    (EXAMPLES / "gemm_bf16", "kernel_sm80.ptx", {"M": 129, "N": 136, "K": 72}),
+    (EXAMPLES / "gemm_bf16", "kernel_sm90a.ptx", {"M": 200, "N": 264, "K": 136}),
+    (EXAMPLES / "gemm_bf16", "kernel_sm90a.ptx", {"M": 256, "N": 256, "K": 128}),
+    (EXAMPLES / "gemm_bt_tile", "kernel_sm80.ptx", {"M": 128, "N": 192, "K": 256}),
+    (EXAMPLES / "gemm_bt_tile", "kernel_sm90a.ptx", {"M": 128, "N": 192, "K": 256}),
+    (EXAMPLES / "attention_fwd", "kernel_sm80.ptx", {"B": 1, "H": 2, "S": 77, "D": 64, "causal": 1}),
+    (EXAMPLES / "attention_fwd", "kernel_sm80.ptx", {"B": 1, "H": 1, "S": 128, "D": 128, "causal": 0}),
+    (EXAMPLES / "attention_fwd", "kernel_sm90a.ptx", {"B": 1, "H": 2, "S": 77, "D": 64, "causal": 1}),
+    (EXAMPLES / "attention_fwd", "kernel_sm90a.ptx", {"B": 1, "H": 1, "S": 128, "D": 128, "causal": 0}),
+    (EXAMPLES / "attention_bwd", "kernel_sm80.ptx", {"B": 1, "H": 1, "S": 77, "D": 64, "causal": 1}),
+    (EXAMPLES / "attention_bwd", "kernel_sm90a.ptx", {"B": 1, "H": 1, "S": 77, "D": 64, "causal": 1}),
+    (EXAMPLES / "triton_matmul", "matmul_kernel.ptx", {"M": 144, "N": 208, "K": 80}),
+    (EXAMPLES / "triton_attention", "attn_fwd.ptx", {"Z": 1, "H": 3, "N_CTX": 256}),
+    (TRITON_H200 / "matmul", "matmul_kernel.ptx", {"M": 144, "N": 208, "K": 80}),
+    (TRITON_H200 / "attn_fwd", "attn_fwd_kernel.ptx", {"BH": 3, "S": 80}),
+]
+
+
+class Gpu:
+    """The kernels of one PTX file on the GPU through CuPy: assembled by porter's toolchain for the
+    device (the driver's JIT when there is no ptxas), launched with the emulator's arguments."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        major, minor = cupy.cuda.Device().compute_capability
+        self.sm = f"sm_{major}{minor}"
+        self.modules: dict[str, Any] = {}
+
+    def module(self, ptx: str, folder: Path) -> Any:
+        from porter.ptx.parser import parse_ptx
+        from porter.ptx.toolchain import find_toolchain
+
+        if ptx in self.modules:
+            return self.modules[ptx]
+        target = parse_ptx(ptx).arch
+        arch = target if target.endswith("a") else self.sm
+        try:
+            result = find_toolchain().assemble(ptx, arch)
+        except Exception as err:  # no ptxas here: let the driver JIT the PTX
+            print(f"  (no cubin: {err}; the driver JIT compiles the PTX)")
+            module = self._jit(ptx, folder)
+        else:
+            if not result.ok or result.cubin is None:
+                raise RuntimeError(f"ptxas failed for {arch}: {result.log[:400]}")
+            path = folder / f"k{len(self.modules)}.cubin"
+            path.write_bytes(result.cubin)
+            module = self.cp.RawModule(path=str(path))
+        self.modules[ptx] = module
+        return module
+
+    def _jit(self, ptx: str, folder: Path) -> Any:
+        path = folder / f"k{len(self.modules)}.ptx"
+        path.write_text(ptx)
+        return self.cp.RawModule(path=str(path))
+
+    def run(self, case: Case, values: dict[str, Any], folder: Path) -> None:
+        """Every step of the hot loop on the GPU over device copies of ``values`` (written back into them)."""
+        from porter.gate.runner.tensormap import encode_tiled
+        from porter.gate.runner.worker import _scalar_arg
+
+        cp = self.cp
+        module = self.module(case.ptx, folder)
+        device: dict[str, Any] = {}
+        for name, v in values.items():
+            if isinstance(v, np.ndarray):
+                device[name] = cp.asarray(v.reshape(-1).view(np.uint8))
+        for step in case.steps:
+            if not step.entry:
+                for name in step.zero:
+                    device[name].fill(0)
+                continue
+            if step.cluster != (1, 1, 1):
+                raise RuntimeError("cluster launches are not available through CuPy")
+            args = []
+            for name in step.args:
+                p = case.spec.param(name)
+                if p.kind == "tensormap":
+                    assert p.tensormap is not None
+                    target = case.spec.param(p.tensormap.tensor)
+                    assert target.dtype is not None
+                    args.append(encode_tiled(device[target.name].data.ptr, target.dtype.name, target.dtype.itemsize,
+                                             case.spec.tensormap_geometry(p, case.sizes)))
+                elif p.kind in ("buffer", "scratch"):
+                    args.append(np.uint64(device[name].data.ptr if name in device else 0))
+                else:
+                    assert p.dtype is not None
+                    args.append(_scalar_arg(p.dtype, values[name]))
+            fn = module.get_function(step.entry)
+            if step.shared > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = step.shared
+            fn(step.grid, step.block, tuple(args), shared_mem=step.shared)
+        cp.cuda.Device().synchronize()
+        for name, arr in device.items():
+            values[name].reshape(-1).view(np.uint8)[...] = arr.get()
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> int:
+    """The largest distance in units in the last place between two float arrays of one dtype."""
+    if a.dtype.kind != "f" and a.dtype.itemsize != 2:
+        return 0
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
+    x = a.reshape(-1).view(bits).astype(np.int64)
+    y = b.reshape(-1).view(bits).astype(np.int64)
+    # Map the sign-magnitude bit patterns onto a line where neighbouring floats differ by one.
+    top = np.int64(1) << (8 * a.dtype.itemsize - 1)
+    x = np.where(x < 0, -(x & (top - 1)), x)
+    y = np.where(y < 0, -(y & (top - 1)), y)
+    return int(np.abs(x - y).max()) if x.size else 0
+
+
+def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for spec_dir, ptx_name, sizes in KERNELS:
+        label = f"{spec_dir.relative_to(ROOT)}/{ptx_name}"
+        shown = ",".join(f"{k}={v}" for k, v in sizes.items())
+        try:
+            case = emu_case(spec_dir, spec_dir / ptx_name, sizes)
+            initial = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.values.items()}
+            started = time.perf_counter()
+            results = run_emulated(case)
+            seconds = time.perf_counter() - started
+        except Exception as err:  # a row that says why, and go on
+            rows.append({"kernel": label, "sizes": shown, "error": f"{type(err).__name__}: {err}"})
+            continue
+        diagnostics = [str(d) for r in results for d in r.diagnostics]
+        emulated = outputs(case)
+        ref = reference(case)
+        gpu_out: dict[str, np.ndarray] = {}
+        gpu_error = ""
+        if gpu is not None:
+            try:
+                case.values = initial
+                gpu.run(case, initial, folder)
+                gpu_out = outputs(case)
+            except Exception as err:
+                gpu_error = f"{type(err).__name__}: {err}"
+        for name, emu in emulated.items():
+            atol, rtol = case.spec.tolerance(name, case.sizes)
+            row: dict[str, Any] = {
+                "kernel": label, "sizes": shown, "output": name, "emu_seconds": round(seconds, 3),
+                "emu_steps": sum(r.steps for r in results), "emu_diagnostics": diagnostics,
+                "bound": {"atol": atol, "rtol": rtol},
+                "emu_vs_reference_ok": within(case, name, emu, ref[name])[0],
+                "emu_vs_reference_max_abs": within(case, name, emu, ref[name])[1],
+            }
+            if name in gpu_out:
+                g = gpu_out[name]
+                same = emu.reshape(-1).view(np.uint8) if emu.dtype.itemsize == 1 else emu.reshape(-1).view(
+                    {2: np.uint16, 4: np.uint32, 8: np.uint64}[emu.dtype.itemsize])
+                other = g.reshape(-1).view(same.dtype)
+                diff = np.abs(emu.astype(np.float64) - g.astype(np.float64))
+                row.update({
+                    "bitwise_equal_fraction": float(np.mean(same == other)) if same.size else 1.0,
+                    "bitwise_equal": bool(np.array_equal(same, other)),
+                    "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
+                    "max_ulps_emu_vs_gpu": _ulps(emu, g),
+                    "emu_vs_gpu_within_bound": bool(np.all(diff <= atol + rtol * np.abs(g.astype(np.float64)))),
+                    "gpu_vs_reference_ok": within(case, name, g, ref[name])[0],
+                })
+            elif gpu is not None:
+                row["gpu_error"] = gpu_error
+            rows.append(row)
+    return rows
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    head = f"{'kernel':58} {'sizes':30} {'output':7} {'emu/ref':7} {'bitwise':>8} {'max|emu-gpu|':>13} {'ulps':>6} " \
+           f"{'in bound':>8} {'emu s':>6}  notes"
+    print(head)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['kernel']:58} {r['sizes']:30} ERROR {r['error']}")
+            continue
+        bit = f"{100 * r['bitwise_equal_fraction']:.1f}%" if "bitwise_equal_fraction" in r else "-"
+        mx = f"{r['max_abs_emu_vs_gpu']:.3g}" if "max_abs_emu_vs_gpu" in r else "-"
+        ulps = str(r.get("max_ulps_emu_vs_gpu", "-"))
+        inb = str(r.get("emu_vs_gpu_within_bound", "-"))
+        notes = []
+        emu_ref = "ok" if r["emu_vs_reference_ok"] else "WRONG"
+        if r.get("gpu_vs_reference_ok") is False:
+            notes.append("GPU outside spec tolerance")
+        if r["emu_diagnostics"]:
+            notes.append(f"{len(r['emu_diagnostics'])} diagnostics")
+        if r.get("gpu_error"):
+            notes.append("GPU: " + r["gpu_error"][:60])
+        print(f"{r['kernel']:58} {r['sizes']:30} {r['output']:7} {emu_ref:7} {bit:>8} {mx:>13} {ulps:>6} {inb:>8} "
+              f"{r['emu_seconds']:6.2f}  {'; '.join(notes)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", type=Path, help="where to write the rows as JSON")
+    parser.add_argument("--emu-only", action="store_true", help="do not use a GPU (emulator vs reference only)")
+    args = parser.parse_args(argv)
+    gpu = None
+    if not args.emu_only:
+        try:
+            gpu = Gpu()
+            print(f"GPU: {gpu.cp.cuda.runtime.getDeviceProperties(0)['name'].decode()} ({gpu.sm})")
+        except Exception as err:
+            print(f"no GPU ({type(err).__name__}: {err}); emulator against the references only")
+
+    with tempfile.TemporaryDirectory(prefix="emu_calibrate_") as tmp:
+        rows = calibrate(gpu, Path(tmp))
+    _print(rows)
+    args.json.write_text(json.dumps({"gpu": gpu.sm if gpu else None, "rows": rows}, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
