@@ -113,3 +113,22 @@ def test_sm100a_with_a_wgmma_descriptor_is_a_descriptor_diagnostic() -> None:
     _, _, res = _run_variant(_sm100a_variant("4611756662049538048", str(4611756662049538048 & ~(1 << 46))))
     (d,) = res.fatal
     assert d.kind == "descriptor" and "0b001" in d.message and d.line > 0
+
+
+def test_sm100a_producer_that_skips_the_empty_wait_is_caught_by_a_random_schedule() -> None:
+    # The producer's `@%p12 bra` retry of try_wait on empty[s] never taken: with K = 512 it
+    # refills a stage the MMAs may not have read yet. minpc (try_wait blocks) hides it; a random
+    # schedule lets the producer run on after a failed try_wait, and the MMA thread then waits
+    # on full[0] for a phase that the barrier has already passed twice over.
+    ptx = _sm100a_variant("\tsetp.eq.s32 \t%p12, %r184, 0;", "\tsetp.ne.s32 \t%p12, %r184, %r184;")
+    from porter.emu import TensorMap
+
+    m, n, k = 128, 256, 512
+    a, b, c = _inputs(m, n, k, 5)
+    res = emulate(ptx, "gemm_bf16_sm100a", (1, 1), 160,
+                  [a, b, c, *(np.int32(v) for v in (m, n, k, k, n, n)), TensorMap(0, 2, (m, k), (k * 2,), (128, 64), "128B"),
+                   TensorMap(1, 2, (k, n), (n * 2,), (64, 64), "128B")], dynamic_smem=197632,
+                  schedule=["minpc", "random:0"])
+    assert not res.ok
+    stuck = [d for d in res.fatal if d.kind == "deadlock" and "phase 2 (parity 0)" in d.message]
+    assert stuck and "mbarrier.try_wait" in stuck[0].message

@@ -97,6 +97,7 @@ def store(cta: Cta, space: str, addrs: np.ndarray, values: np.ndarray, idx: np.n
     """Write ``values`` ``(len(idx), width)`` bytes at ``addrs`` in ``space``; the last thread wins."""
     width = values.shape[1]
     _check_align(addrs, width, cta, line)
+    cta.launch.version += 1  # a thread polling memory may now see something new
     if space == "generic":
         _generic(cta, addrs, width, idx, line, values)
     elif space == "global":

@@ -66,11 +66,16 @@ class Wait:
     reason: Callable[[], str]
     ready: Callable[[], bool] | None = None
     kind: str = "wait"
+    line: int = 0  # the instruction that waits, when the group has already moved past it (a Yield)
 
 
 @dataclass(frozen=True)
 class Yield:
-    """Go on, but let other threads run first (a polling test that failed)."""
+    """Go on past the instruction, but only once some other state has changed (a failed poll:
+    ``mbarrier.test_wait``, ``try_wait`` under the per-warp schedules, ``nanosleep``). A thread
+    that polls forever while nothing else can run is reported as a deadlock with ``reason``."""
+
+    reason: Callable[[], str]
 
 
 _BUILDERS: dict[str, Callable[[Op, Context], Exec]] = {}

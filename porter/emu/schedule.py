@@ -9,10 +9,14 @@ those still in it).
 
 Schedules:
 
-- ``"minpc"``: one unit, the whole cluster; groups of several warps run together (fastest).
+- ``"minpc"``: one unit, the whole cluster; groups of several warps run together (fastest);
+  asynchronous operations (TMA, bulk copies, tcgen05.mma, tcgen05.commit) complete when issued.
 - ``"round_robin"``: each warp its own unit; at every sync point (a wait, an exit, a yield) the
-  next warp in turn runs.
-- ``"random:SEED"``: each warp its own unit; at every sync point a seeded random runnable warp.
+  next warp in turn runs; asynchronous operations complete at the next scheduling decision, in
+  issue order.
+- ``"random:SEED"``: each warp its own unit; at every sync point a seeded random runnable warp;
+  asynchronous operations complete at the next scheduling decision in a seeded random order (a
+  thread's tcgen05 operations stay in issue order: a commit first runs the MMAs before it).
 
 A group runs until it blocks, exits, yields, diverges or takes a branch; between sync points a
 warp keeps running, so the schedules differ in the order of the stretches between sync points,
@@ -40,7 +44,6 @@ class Group:
     unit: int  # scheduling unit: 0 (min-PC) or the warp (rank * 4096 + warp)
     wait: Wait | None = None
     version: int = -1  # launch.version when a retry wait blocked
-    yielded: bool = False
 
 
 class Scheduler:
@@ -65,6 +68,8 @@ class Scheduler:
                 self.groups.append(Group(cta, 0, np.arange(cta.nthreads), 0))
         self.last_unit = -1
         self.keep_unit = False
+        for cta in ctas:
+            cta.launch.deferred = self.per_warp
         # Warpgroup-collective instructions: the warps of a warpgroup meet there (see _rendezvous).
         self.warpgroup_ops = {i for i, op in enumerate(program.ops) if op.parts[0] == "wgmma"}
 
@@ -115,19 +120,34 @@ class Scheduler:
                 keep.append(g)
                 continue
             other.idx = np.union1d(other.idx, g.idx)
-            other.yielded = other.yielded and g.yielded
             self.groups.remove(g)
         return keep
 
+    def _complete_async(self) -> None:
+        launch = self.ctas[0].launch
+        while launch.pending:
+            batch, launch.pending = launch.pending, []
+            if self.rng is not None:
+                self.rng.shuffle(batch)
+            for complete in batch:
+                complete()
+            launch.version += 1
+
     def pick(self) -> Group | None:
+        self._complete_async()
         self._rendezvous()
         runnable = self._merge(self._runnable())
+        if self.rng is not None:
+            # A random schedule may also let a thread whose poll failed go on at once, before
+            # anything changes: the order in which a kernel that ignores the failure goes wrong.
+            polls = [g for g in self.groups if g.wait is not None and g.wait.kind == "poll"]
+            if polls and runnable and self.rng.random() < 0.5:
+                chosen = self.rng.choice(polls)
+                chosen.wait = None
+                runnable.append(chosen)
         if not runnable:
             return None
-        fresh = [g for g in runnable if not g.yielded] or runnable
-        if len(fresh) == len(runnable) or not [g for g in runnable if not g.yielded]:
-            for g in runnable:
-                g.yielded = False
+        fresh = runnable
         units = sorted({g.unit for g in fresh})
         if self.keep_unit and self.last_unit in units:
             unit = self.last_unit
@@ -148,6 +168,7 @@ class Scheduler:
                 self._deadlock()
                 return
             self.keep_unit = self._step(g)
+        self._complete_async()
 
     def _step(self, g: Group) -> bool:
         """Run ``g`` until it stops; True when the same unit may go on (a branch, not a sync point)."""
@@ -221,7 +242,8 @@ class Scheduler:
                 return False
             if isinstance(out, Yield):
                 g.pc = pc + 1
-                g.yielded = True
+                g.wait = Wait(sub, out.reason, None, kind="poll", line=ops[pc].line)
+                g.version = launch.version
                 return False
             raise TypeError(f"bad outcome {out!r}")
 
@@ -249,9 +271,11 @@ class Scheduler:
         for g in self.groups:
             assert g.wait is not None
             op = self.program.ops[g.pc]
+            line = g.wait.line or op.line
+            text = next((o.text for o in self.program.ops if o.line == line), op.text)
             findings.add(Diagnostic(
-                "deadlock", op.line, f"{g.idx.size} thread(s) (first {int(g.idx[0])}) wait forever at "
-                f"`{op.text}`: {g.wait.reason()}", g.cta.ctaid, True,
+                "deadlock", line, f"{g.idx.size} thread(s) (first {int(g.idx[0])}) wait forever at "
+                f"`{text}`: {g.wait.reason()}", g.cta.ctaid, True,
                 {"threads": g.idx.tolist()[:64], "kind": g.wait.kind}))
         raise Deadlocked()
 

@@ -6,6 +6,7 @@ Registers are NumPy arrays with one element per thread of the CTA (raw bits, see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,17 @@ class Launch:
     check_uninitialized: bool = True
     steps: int = 0
     version: int = 0  # bumped by every change a blocked wait might be waiting for
+    # Asynchronous completions (TMA, bulk copies, tcgen05.mma and commit): run at once when
+    # ``deferred`` is False, else queued here and run by the scheduler at its next decision.
+    deferred: bool = False
+    pending: list[Callable[[], None]] = field(default_factory=list)
+
+    def defer(self, complete: Callable[[], None]) -> None:
+        """Run an asynchronous operation's completion now, or later under a deferring schedule."""
+        if self.deferred:
+            self.pending.append(complete)
+        else:
+            complete()
 
 
 class Cta:

@@ -51,7 +51,7 @@ def _trap(op: Op, ctx: Context) -> Exec:
 @builder("membar", "fence", "setmaxnreg", "griddepcontrol", "pmevent", "nanosleep")
 def _noop(op: Op, ctx: Context) -> Exec:
     if op.parts[0] == "nanosleep":
-        y = Yield()
+        y = Yield(lambda: "nanosleep in a loop that nothing else can end")
         return lambda cta, idx: y
     return lambda cta, idx: None
 
@@ -391,8 +391,6 @@ def _wait(op: Op, ctx: Context, *, blocking: bool) -> Exec:
         d(cta, idx, ok)
         if ok.all():
             return None
-        if not blocking:
-            return Yield()
         waiting = idx[~ok]
         bar = bars[int(np.argmax(~ok))]
         want = int(np.asarray(arg(cta, idx)).reshape(-1)[0])
@@ -403,7 +401,12 @@ def _wait(op: Op, ctx: Context, *, blocking: bool) -> Exec:
             return (f"mbarrier (initialised at line {bar.line}) waited on for {what} by {waiting.size} thread(s): "
                     f"{bar.describe()}{tx}")
 
-        return Wait(waiting, reason, None, kind="mbarrier")
+        # try_wait may suspend the thread until the phase completes (fast: the min-PC schedule does)
+        # or return False after a time limit (the per-warp schedules do, so that a kernel which
+        # does not loop on a False is caught); test_wait always returns at once.
+        if blocking and not cta.launch.deferred:
+            return Wait(waiting, reason, None, kind="mbarrier")
+        return Yield(reason)
 
     return run
 

@@ -9,13 +9,16 @@ MMA that accumulates) of a word never written is reported, as is an access outsi
 allocated or outside the warp's lane quadrant (warp % 4).
 
 ``tcgen05.mma`` decodes its instruction descriptor field by field (§3.1) and its shared-memory
-descriptors with the sm_100 layout (§3.2); it runs when issued, and ``tcgen05.commit`` arrives
-at once: a legal completion for a correct program. D[m][n] goes to lane m, column base + n for
+descriptors with the sm_100 layout (§3.2). An MMA runs (reads its shared-memory operands) when
+it completes: at issue under the min-PC schedule, at a later scheduling decision under the
+others, but always before the issuing thread's next ``tcgen05.commit`` arrives, and in issue
+order per thread. D[m][n] goes to lane m, column base + n for
 M = 128, and to lane (m % 16) + 32 (m / 16) for M = 64 (CUTLASS's map, one source).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +43,13 @@ class Tmem:
     owner: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))  # allocation start per column
     allocations: dict[int, tuple[int, int]] = field(default_factory=dict)  # start -> (columns, line)
     relinquished: bool = False
+    issued: dict[int, list[Callable[[], None]]] = field(default_factory=dict)  # thread -> MMAs not yet run
+
+
+def _flush(cta: Cta, thread: int) -> None:
+    """Run the MMAs ``thread`` issued and that have not run yet, in issue order."""
+    for execute in tmem(cta).issued.pop(thread, []):
+        execute()
 
 
 def tmem(cta: Cta) -> Tmem:
@@ -217,6 +227,18 @@ def decode_idesc(value: int, kind: str) -> InstrDesc:
     return InstrDesc(d, a, b, bool(bits(13, 1)), bool(bits(14, 1)), bool(bits(15, 1)), bool(bits(16, 1)), n, m)
 
 
+@dataclass(frozen=True)
+class _Issued:
+    """An MMA's operands as its issuing thread gave them (register values at issue)."""
+
+    idesc: int
+    a_desc: int
+    b_desc: int
+    taddr: int
+    accumulate: bool
+    disabled: tuple[int, ...] | None
+
+
 def _d_lanes(m: int, base: int) -> np.ndarray:
     rows = np.arange(m)
     return base + (rows if m == 128 else (rows % 16) + 32 * (rows // 16))
@@ -244,45 +266,49 @@ def _mma(op: Op, ctx: Context) -> Exec:
     scale = rest[1].value if len(rest) > 1 and isinstance(rest[1], Imm) else 0
 
     def run(cta: Cta, idx: np.ndarray) -> None:
-        state = tmem(cta)
         for i in range(idx.size):  # each issuing thread starts its own MMA
             one = idx[i : i + 1]
-            try:
-                desc = decode_idesc(_first(idesc(cta, one)), kind)
-            except ValueError as err:
-                raise trap(cta, op, "descriptor", f"instruction descriptor 0x{_first(idesc(cta, one)):08x}: {err}") \
-                    from None
-            a = operand(cta, op, _first(a_desc(cta, one)) & 0xFFFFFFFFFFFFFFFF, "sm_100", desc.m, k, desc.a_type,
-                        desc.a_mn_major)
-            b = operand(cta, op, _first(b_desc(cta, one)) & 0xFFFFFFFFFFFFFFFF, "sm_100", desc.n, k, desc.b_type,
-                        desc.b_mn_major)
-            if desc.negate_a:
-                a = -a
-            if desc.negate_b:
-                b = -b
-            taddr = (_first(d_addr(cta, one)) + d_off) & 0xFFFFFFFF
-            lanes = _d_lanes(desc.m, taddr >> 16)[:, None]
-            cols = (taddr & 0xFFFF) + np.arange(desc.n)[None, :]
-            accumulate = bool(np.asarray(enable(cta, one)).reshape(-1)[0])
-            _region(cta, op, lanes, cols, reading=accumulate, what="tcgen05.mma's accumulator")
-            prod = a @ b.T
-            old = state.data[lanes, cols]
-            if desc.d_type == "f32":
-                if accumulate:
-                    prod = prod + old.view(np.float32).astype(np.float64) * 2.0 ** -scale
-                new = prod.astype(np.float32).view(np.uint32)
-            else:
-                if accumulate:
-                    prod = prod + (old & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64) * 2.0 ** -scale
-                new = ptxtypes.f32_to_f16(prod.astype(np.float32)).astype(np.uint32)
-            keep = np.zeros(desc.m, bool)
-            if disable is not None:
-                words = [_first(r(cta, one)) for r in disable]
-                lane_ids = lanes[:, 0]
-                keep = np.array([(words[ln // 32] >> (ln % 32)) & 1 for ln in lane_ids], bool)
-            new = np.where(keep[:, None], old, new)
-            state.data[lanes, cols] = new
-            state.written[lanes, cols] |= ~keep[:, None]
+            issued = _Issued(
+                _first(idesc(cta, one)) & 0xFFFFFFFF, _first(a_desc(cta, one)) & 0xFFFFFFFFFFFFFFFF,
+                _first(b_desc(cta, one)) & 0xFFFFFFFFFFFFFFFF, (_first(d_addr(cta, one)) + d_off) & 0xFFFFFFFF,
+                bool(np.asarray(enable(cta, one)).reshape(-1)[0]),
+                tuple(_first(r(cta, one)) for r in disable) if disable is not None else None)
+            thread = int(one[0])
+            tmem(cta).issued.setdefault(thread, []).append(lambda issued=issued: execute(cta, issued))
+            cta.launch.defer(lambda thread=thread: _flush(cta, thread))
+
+    def execute(cta: Cta, issued: _Issued) -> None:
+        """The MMA when it runs: operands read from shared memory then, D written to TMEM."""
+        state = tmem(cta)
+        try:
+            desc = decode_idesc(issued.idesc, kind)
+        except ValueError as err:
+            raise trap(cta, op, "descriptor", f"instruction descriptor 0x{issued.idesc:08x}: {err}") from None
+        a = operand(cta, op, issued.a_desc, "sm_100", desc.m, k, desc.a_type, desc.a_mn_major)
+        b = operand(cta, op, issued.b_desc, "sm_100", desc.n, k, desc.b_type, desc.b_mn_major)
+        if desc.negate_a:
+            a = -a
+        if desc.negate_b:
+            b = -b
+        lanes = _d_lanes(desc.m, issued.taddr >> 16)[:, None]
+        cols = (issued.taddr & 0xFFFF) + np.arange(desc.n)[None, :]
+        _region(cta, op, lanes, cols, reading=issued.accumulate, what="tcgen05.mma's accumulator")
+        prod = a @ b.T
+        old = state.data[lanes, cols]
+        if desc.d_type == "f32":
+            if issued.accumulate:
+                prod = prod + old.view(np.float32).astype(np.float64) * 2.0 ** -scale
+            new = prod.astype(np.float32).view(np.uint32)
+        else:
+            if issued.accumulate:
+                prod = prod + (old & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64) * 2.0 ** -scale
+            new = ptxtypes.f32_to_f16(prod.astype(np.float32)).astype(np.uint32)
+        keep = np.zeros(desc.m, bool)
+        if issued.disabled is not None:
+            keep = np.array([(issued.disabled[ln // 32] >> (ln % 32)) & 1 for ln in lanes[:, 0]], bool)
+        new = np.where(keep[:, None], old, new)
+        state.data[lanes, cols] = new
+        state.written[lanes, cols] |= ~keep[:, None]
 
     return run
 
@@ -296,12 +322,18 @@ def _commit(op: Op, ctx: Context) -> Exec:
         for i in range(idx.size):
             ad = int(a[i])
             if mask is None:
-                arrive_on(cta, ad, 1, op)
-                continue
-            m = _first(mask(cta, idx[i : i + 1]))
-            for c in cta.cluster_ctas:
-                if m >> c.rank & 1:
-                    arrive_on(cta, (ad & SHARED_OFFSET_MASK) | (c.rank << RANK_SHIFT), 1, op)
+                bars = [ad]
+            else:
+                m = _first(mask(cta, idx[i : i + 1]))
+                bars = [(ad & SHARED_OFFSET_MASK) | (c.rank << RANK_SHIFT) for c in cta.cluster_ctas if m >> c.rank & 1]
+
+            def complete(thread: int = int(idx[i]), bars: list[int] = bars) -> None:
+                """When the thread's earlier MMAs have run: one arrive on each barrier."""
+                _flush(cta, thread)
+                for bar in bars:
+                    arrive_on(cta, bar, 1, op)
+
+            cta.launch.defer(complete)
 
     return run
 

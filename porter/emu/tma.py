@@ -6,7 +6,9 @@ whole span (32/64/128 bytes, the padding left unwritten), and the swizzle of
 :func:`porter.emu.smemdesc.swizzle` (base offset 0) moves each 16-byte chunk. Elements outside
 the tensor read as zero (or 0x7FF7 for 16-bit floats with the NaN fill) and the mbarrier is
 credited with the full box bytes. A box whose inner start is not 16-byte aligned traps, as it
-does on the H200. Copies complete when issued (a legal, if early, completion).
+does on the H200. A load completes (reads global memory, writes shared memory, credits the
+mbarrier) when issued under the min-PC schedule, at the scheduler's next decision under the
+others (:meth:`porter.emu.state.Launch.defer`); stores complete when issued.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from porter.emu.access import load, shared_target, store
 from porter.emu.args import SWIZZLE_SPANS, TensorMap
 from porter.emu.context import Context, Exec, builder, trap
 from porter.emu.decode import Op, TensorAddr
-from porter.emu.memory import PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK
+from porter.emu.memory import PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK, Buffer
 from porter.emu.smemdesc import swizzle
 from porter.emu.state import Cta
 from porter.emu.sync import complete_tx
@@ -97,11 +99,17 @@ def _bulk(op: Op, ctx: Context) -> Exec:
             k = int(n[i])
             one = idx[i : i + 1]
             if to_shared:
-                data = load(cta, "global", np.array([int(s[i])], np.uint64), k, one, line) if k else np.zeros((1, 0))
-                if k:
-                    store(cta, "shared::cluster", np.array([int(d[i])], np.uint64), data, one, line)
-                if mbar is not None:
-                    complete_tx(cta, int(mbar(cta, one)[0]), k, op)
+                bar = int(mbar(cta, one)[0]) if mbar is not None else None
+
+                def land(k: int = k, src: int = int(s[i]), dst: int = int(d[i]), one: np.ndarray = one,
+                         bar: int | None = bar) -> None:
+                    if k:
+                        data = load(cta, "global", np.array([src], np.uint64), k, one, line)
+                        store(cta, "shared::cluster", np.array([dst], np.uint64), data, one, line)
+                    if bar is not None:
+                        complete_tx(cta, bar, k, op)
+
+                cta.launch.defer(land)
             elif k:
                 data = load(cta, "shared", np.array([int(s[i])], np.uint64), k, one, line)
                 store(cta, "global", np.array([int(d[i])], np.uint64), data, one, line)
@@ -141,23 +149,30 @@ def _tensor(op: Op, ctx: Context) -> Exec:
             nrows = cols.shape[0]
             box_bytes = int(np.prod(tm.box)) * tm.itemsize
             if load_dir:
-                fill = (np.frombuffer((0x7FF7).to_bytes(2, "little"), np.uint8) if tm.oob_nan and tm.itemsize == 2
-                        else np.zeros(tm.itemsize, np.uint8))
-                data = np.where(ok[:, :, None], buf.data[cols], fill).reshape(nrows, row_bytes)
                 targets = [cta]
                 if mask is not None:
                     m = int(np.asarray(mask(cta, idx[i : i + 1])).reshape(-1)[0])
                     targets = [c for c in cta.cluster_ctas if m >> c.rank & 1]
-                for target in targets:
-                    own = int(sm[i]) & SHARED_OFFSET_MASK
-                    where = _dst_addresses(own, nrows, row_bytes, span)
-                    dest, offs = shared_target(cta, (where.reshape(-1) | (target.rank << RANK_SHIFT)).astype(
-                        np.int64), 1, op.line, cluster=True)
-                    dest.smem[offs] = data.reshape(-1)
-                    dest.smem_written[offs] = True
-                    assert mbar is not None
-                    bar = (int(mbar(cta, idx[i : i + 1])[0]) & SHARED_OFFSET_MASK) | (target.rank << RANK_SHIFT)
-                    complete_tx(cta, bar, box_bytes, op)
+                assert mbar is not None
+                own = int(sm[i]) & SHARED_OFFSET_MASK
+                bar = int(mbar(cta, idx[i : i + 1])[0]) & SHARED_OFFSET_MASK
+                where = _dst_addresses(own, nrows, row_bytes, span).reshape(-1)
+
+                def land(tm: TensorMap = tm, buf: Buffer = buf, cols: np.ndarray = cols, ok: np.ndarray = ok,
+                         targets: list[Cta] = targets, where: np.ndarray = where, bar: int = bar,
+                         nrows: int = nrows, box_bytes: int = box_bytes) -> None:
+                    """The copy itself, when it completes: global read then, shared written, tx credited."""
+                    fill = (np.frombuffer((0x7FF7).to_bytes(2, "little"), np.uint8) if tm.oob_nan and tm.itemsize == 2
+                            else np.zeros(tm.itemsize, np.uint8))
+                    data = np.where(ok[:, :, None], buf.data[cols], fill).reshape(-1)
+                    for target in targets:
+                        dest, offs = shared_target(cta, (where | (target.rank << RANK_SHIFT)).astype(np.int64), 1,
+                                                   op.line, cluster=True)
+                        dest.smem[offs] = data
+                        dest.smem_written[offs] = True
+                        complete_tx(cta, bar | (target.rank << RANK_SHIFT), box_bytes, op)
+
+                cta.launch.defer(land)
             else:
                 own = int(sm[i]) & SHARED_OFFSET_MASK
                 where = _dst_addresses(own, nrows, row_bytes, span)
