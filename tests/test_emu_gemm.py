@@ -132,3 +132,19 @@ def test_sm100a_producer_that_skips_the_empty_wait_is_caught_by_a_random_schedul
     assert not res.ok
     stuck = [d for d in res.fatal if d.kind == "deadlock" and "phase 2 (parity 0)" in d.message]
     assert stuck and "mbarrier.try_wait" in stuck[0].message
+
+
+def test_sm90a_descriptor_swizzle_not_the_tmas_is_a_layout_mismatch() -> None:
+    from porter.emu import TensorMap
+
+    a_desc = 4611686293305360384  # 0x4000004000010000: 128B swizzle, as TMA wrote A
+    wrong = a_desc - (1 << 62) + (2 << 62)  # the same descriptor reading 64B-swizzled rows
+    ptx = (EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx").read_text().replace(str(a_desc), str(wrong))
+    m, n, k = 128, 256, 64
+    a, b, c = _inputs(m, n, k, 2)
+    res = emulate(ptx, "gemm_bf16_sm90a", (1, 1), 384,
+                  [a, b, c, *(np.int32(v) for v in (m, n, k, k, n, n)), TensorMap(0, 2, (m, k), (k * 2,), (128, 64), "128B"),
+                   TensorMap(1, 2, (k, n), (n * 2,), (64, 64), "128B")], dynamic_smem=197632)
+    found = [d for d in res.diagnostics if d.kind == "descriptor"]
+    assert found and "64B swizzle" in found[0].message and "with the 128B swizzle" in found[0].message
+    assert "wgmma" in (EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx").read_text().splitlines()[found[0].line - 1]

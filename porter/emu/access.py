@@ -173,6 +173,7 @@ def _store_shared(cta: Cta, addrs: np.ndarray, values: np.ndarray, line: int, *,
     target, offs = shared_target(cta, addrs, values.shape[1], line, cluster=cluster)
     _scatter(target.smem, offs, values)
     _scatter(target.smem_written, offs, np.ones(values.shape, bool))
+    _scatter(target.smem_swizzle, offs, np.full(values.shape, -1, np.int16))
 
 
 def _local_offsets(cta: Cta, addrs: np.ndarray, width: int, line: int) -> np.ndarray:

@@ -47,6 +47,7 @@ class AsyncCopies:
                 cols = offs[:, None] + np.arange(c.data.shape[1])
                 cta.smem[cols] = c.data[mine]
                 cta.smem_written[cols] = True
+                cta.smem_swizzle[cols] = -1
             if (~mine).any():
                 keep.append(_Copy(c.threads[~mine], c.group[~mine], c.dst[~mine], c.data[~mine]))
         self.pending = keep

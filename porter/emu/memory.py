@@ -25,7 +25,6 @@ SHARED_WINDOW = 0x08 << 40
 LOCAL_WINDOW = 0x09 << 40
 PARAM_WINDOW = 0x0A << 40
 CONST_WINDOW = 0x0B << 40
-WINDOW_MASK = (1 << 40) - 1
 RANK_SHIFT = 24
 SHARED_OFFSET_MASK = (1 << RANK_SHIFT) - 1
 SHARED_START = 1024  # first shared byte a kernel can own (the H200 reports 0x400 for the first variable)

@@ -29,7 +29,6 @@ class SmemDesc:
     sbo: int  # bytes
     base_offset: int
     span: int  # swizzle span in bytes: 0 (none / interleave), 32, 64, 128
-    raw: int
 
 
 def _field(v: int, lo: int, width: int) -> int:
@@ -58,7 +57,7 @@ def decode(desc: int, arch: str) -> SmemDesc:
         if _field(desc, 46, 3):
             raise DescriptorError(f"bits [46,49) are {_field(desc, 46, 3):#05b}; wgmma descriptors keep them 0")
         span = _SM90_LAYOUT[_field(desc, 62, 2)]
-    return SmemDesc(start, lbo, sbo, base, span, desc)
+    return SmemDesc(start, lbo, sbo, base, span)
 
 
 def swizzle(addr: np.ndarray, span: int, base_offset: int = 0) -> np.ndarray:

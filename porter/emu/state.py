@@ -71,6 +71,9 @@ class Cta:
         self.smem = np.full(launch.shared_size, SHARED_POISON, np.uint8)
         self.smem_written = np.zeros(launch.shared_size, bool)
         self.smem_written[:SHARED_START] = True
+        # The swizzle span a TMA load wrote each byte with (-1: written otherwise, or not at all),
+        # so that an MMA descriptor reading it with another swizzle is reported.
+        self.smem_swizzle = np.full(launch.shared_size, -1, np.int16)
         self.local = np.zeros((n, launch.local_size), np.uint8)
         self.exited = np.zeros(n, bool)
         self.cluster_ctas: list[Cta] = [self]
@@ -95,6 +98,3 @@ class Cta:
                 "uninitialized-shared", line,
                 f"read of shared memory never written, at offset 0x{int(offs[i]):x} ({width} bytes)",
                 self.ctaid, False, {"offset": int(offs[i])}))
-
-    def warp_lanes(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return idx // 32, idx % 32

@@ -18,6 +18,7 @@ import numpy as np
 from porter.emu import ptxtypes, smemdesc
 from porter.emu.context import Context, Exec, builder, trap, types_of
 from porter.emu.decode import Op, Vec
+from porter.emu.diagnostics import Diagnostic
 from porter.emu.memory import SHARED_START
 from porter.emu.state import Cta
 
@@ -134,7 +135,19 @@ def operand(cta: Cta, op: Op, value: int, arch: str, mn: int, k: int, etype: str
         addrs = smemdesc.operand_addresses(d, mn, k, elem, mn_major)
     except smemdesc.DescriptorError as err:
         raise trap(cta, op, "descriptor", f"descriptor 0x{value:016x}: {err}") from None
-    return to_float(smem_elements(cta, op, addrs, elem), etype)
+    values = to_float(smem_elements(cta, op, addrs, elem), etype)
+    tags = cta.smem_swizzle[addrs.reshape(-1)]
+    other = tags[(tags >= 0) & (tags != d.span)]
+    if other.size and cta.launch.findings.once_per_line("descriptor", op.line):
+        cta.launch.findings.add(Diagnostic(
+            "descriptor", op.line, f"descriptor 0x{value:016x} reads its operand with "
+            f"{_swizzle_name(d.span)}, but a TMA load wrote those bytes with {_swizzle_name(int(other[0]))}",
+            cta.ctaid, False, {"descriptor": value}))
+    return values
+
+
+def _swizzle_name(span: int) -> str:
+    return f"the {span}B swizzle" if span else "no swizzle"
 
 
 def _uniform(cta: Cta, op: Op, values: np.ndarray, what: str) -> int:

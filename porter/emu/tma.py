@@ -170,6 +170,7 @@ def _tensor(op: Op, ctx: Context) -> Exec:
                                                    op.line, cluster=True)
                         dest.smem[offs] = data
                         dest.smem_written[offs] = True
+                        dest.smem_swizzle[offs] = SWIZZLE_SPANS[tm.swizzle]
                         complete_tx(cta, bar | (target.rank << RANK_SHIFT), box_bytes, op)
 
                 cta.launch.defer(land)
