@@ -83,13 +83,15 @@ class Case:
         return out
 
 
-def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None, seed: int = 1) -> Case:
-    """The emulator's view of ``ptx_file`` run under the spec in ``example`` at ``sizes``."""
+def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None, seed: int = 1,
+             values: str = "") -> Case:
+    """The emulator's view of ``ptx_file`` run under the spec in ``example`` at ``sizes``, with the
+    inputs of value case ``values`` ("": the default fills)."""
     spec = load_spec(example)
     text = ptx_file.read_text()
     spec, _ = declared_spec(spec, text, source=ptx_file.name)
     sizes = spec.timing_sizes(sizes) if sizes is not None else spec.default_sizes()  # derived sizes filled in
-    host = make_args(spec, sizes, seed)
+    host = make_args(spec, sizes, seed, values)
     values: dict[str, Any] = {}
     for p in spec.params:
         if p.kind == "buffer":
@@ -281,6 +283,22 @@ class Gpu:
         for name, arr in device.items():
             values[name].reshape(-1).view(np.uint8)[...] = arr.get()
 
+    def run_plain(self, ptx: str, entry: str, grid: tuple[int, ...], threads: int, shared: int,
+                  args: list[Any], folder: Path) -> None:
+        """One launch with emulator-style arguments (arrays, scalars, None), results back into the arrays."""
+        cp = self.cp
+        device = [cp.asarray(a.reshape(-1).view(np.uint8)) if isinstance(a, np.ndarray) else None for a in args]
+        kernel_args = tuple(np.uint64(d.data.ptr) if d is not None else (np.uint64(0) if a is None else a)
+                            for a, d in zip(args, device, strict=True))
+        fn = self.module(ptx, folder).get_function(entry)
+        if shared > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = shared
+        fn(tuple(grid) + (1,) * (3 - len(grid)), (threads, 1, 1), kernel_args, shared_mem=shared)
+        cp.cuda.Device().synchronize()
+        for a, d in zip(args, device, strict=True):
+            if d is not None:
+                a.reshape(-1).view(np.uint8)[...] = d.get()
+
 
 def _ulps(a: np.ndarray, b: np.ndarray) -> int:
     """The largest distance in units in the last place between two float arrays of one dtype."""
@@ -294,6 +312,25 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> int:
     x = np.where(x < 0, -(x & (top - 1)), x)
     y = np.where(y < 0, -(y & (top - 1)), y)
     return int(np.abs(x - y).max()) if x.size else 0
+
+
+def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float) -> dict[str, Any]:
+    """How an emulated output compares with the GPU's: bit for bit, in value, in ulps, in bound."""
+    word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[emu.dtype.itemsize]
+    same = emu.reshape(-1).view(word)
+    other = gpu.reshape(-1).view(word)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(emu.astype(np.float64) - gpu.astype(np.float64))
+        both_nan = np.isnan(emu.astype(np.float64)) & np.isnan(gpu.astype(np.float64))
+        diff = np.where(both_nan, 0.0, diff)
+        in_bound = diff <= atol + rtol * np.abs(gpu.astype(np.float64))
+    return {
+        "bitwise_equal_fraction": float(np.mean(same == other)) if same.size else 1.0,
+        "bitwise_equal": bool(np.array_equal(same, other)),
+        "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
+        "max_ulps_emu_vs_gpu": _ulps(emu, gpu),
+        "emu_vs_gpu_within_bound": bool(np.all(in_bound)),
+    }
 
 
 def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
@@ -333,18 +370,88 @@ def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
             }
             if name in gpu_out:
                 g = gpu_out[name]
-                same = emu.reshape(-1).view(np.uint8) if emu.dtype.itemsize == 1 else emu.reshape(-1).view(
-                    {2: np.uint16, 4: np.uint32, 8: np.uint64}[emu.dtype.itemsize])
-                other = g.reshape(-1).view(same.dtype)
-                diff = np.abs(emu.astype(np.float64) - g.astype(np.float64))
-                row.update({
-                    "bitwise_equal_fraction": float(np.mean(same == other)) if same.size else 1.0,
-                    "bitwise_equal": bool(np.array_equal(same, other)),
-                    "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
-                    "max_ulps_emu_vs_gpu": _ulps(emu, g),
-                    "emu_vs_gpu_within_bound": bool(np.all(diff <= atol + rtol * np.abs(g.astype(np.float64)))),
-                    "gpu_vs_reference_ok": within(case, name, g, ref[name])[0],
-                })
+                row.update(agreement(emu, g, atol, rtol))
+                row["gpu_vs_reference_ok"] = within(case, name, g, ref[name])[0]
+            elif gpu is not None:
+                row["gpu_error"] = gpu_error
+            rows.append(row)
+    return rows
+
+
+# Triton fixtures made on the H200 without a spec: their launch.json (arguments, grid, warps),
+# shrunk to a few programs. (folder, argument shapes and scalars to override, grid)
+LAUNCHES: list[tuple[str, dict[str, Any], tuple[int, ...]]] = [
+    ("softmax", {"x_ptr": [8, 1000], "y_ptr": [8, 1000]}, (8,)),
+    ("layernorm", {"x_ptr": [8, 1000], "y_ptr": [8, 1000], "mean_ptr": [8], "rstd_ptr": [8]}, (8,)),
+    ("attn_bwd_preprocess", {"o_ptr": [1, 128, 64], "do_ptr": [1, 128, 64], "delta_ptr": [1, 128], "S": 128},
+     (1, 1)),
+    ("attn_bwd_dq", {n: [1, 128, 64] for n in ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dq_ptr")}
+     | {"lse_ptr": [1, 128], "delta_ptr": [1, 128], "S": 128}, (2, 1)),
+    ("attn_bwd_dkdv", {n: [1, 128, 64] for n in ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dk_ptr", "dv_ptr")}
+     | {"lse_ptr": [1, 128], "delta_ptr": [1, 128], "S": 128}, (2, 1)),
+]
+_NUMPY = {"float16": np.float16, "float32": np.float32, "bfloat16": "bfloat16", "int32": np.int32}
+
+
+def launch_args(folder: Path, overrides: dict[str, Any], seed: int = 1) -> tuple[str, str, list[Any], int, int]:
+    """(PTX, entry, arguments, threads, shared bytes) of a launch.json fixture, inputs uniform(-1, 1)."""
+    from porter.ptx.parser import parse_ptx
+
+    launch = json.loads((folder / "launch.json").read_text())
+    entry = launch["kernel"]
+    ptx = (folder / f"{entry}.ptx").read_text()
+    meta = json.loads((folder / f"{entry}.json").read_text())
+    rng = np.random.default_rng(seed)
+    args: list[Any] = []
+    for name, a in launch["args"].items():
+        if a["kind"] == "tensor":
+            shape = overrides.get(name, a["shape"])
+            dtype = _NUMPY[a["dtype"]]
+            values = rng.uniform(-1, 1, shape).astype(np.float32)
+            if dtype == "bfloat16":
+                bits = values.view(np.uint32)
+                args.append(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16))
+            else:
+                args.append(values.astype(dtype))
+        else:
+            value = overrides.get(name, a["value"])
+            args.append(np.float32(value) if a["python"] == "float" else np.int32(value))
+    params = parse_ptx(ptx).entry(entry).params
+    args += [None] * (len(params) - len(args))  # Triton's global and profile scratch pointers
+    return ptx, entry, args, 32 * int(launch["num_warps"]), int(meta.get("shared", 0))
+
+
+def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for name, overrides, grid in LAUNCHES:
+        label = f"tests/data/compiled/triton_h200/{name} (launch.json)"
+        shown = "grid=" + "x".join(map(str, grid))
+        try:
+            ptx, entry, args, threads, shared = launch_args(TRITON_H200 / name, overrides)
+            on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            started = time.perf_counter()
+            res = emulate(ptx, entry, grid, threads, args, dynamic_smem=shared)
+            seconds = time.perf_counter() - started
+        except Exception as err:
+            rows.append({"kernel": label, "sizes": shown, "error": f"{type(err).__name__}: {err}"})
+            continue
+        gpu_error = ""
+        if gpu is not None:
+            try:
+                gpu.run_plain(ptx, entry, grid, threads, shared, on_gpu, folder)
+            except Exception as err:
+                gpu_error = f"{type(err).__name__}: {err}"
+        for i, arr in enumerate(args):
+            if not isinstance(arr, np.ndarray):
+                continue
+            row: dict[str, Any] = {
+                "kernel": label, "sizes": shown, "output": f"arg{i}", "emu_seconds": round(seconds, 3),
+                "emu_steps": res.steps, "emu_diagnostics": [str(d) for d in res.diagnostics],
+                "emu_vs_reference_ok": res.ok, "emu_vs_reference_max_abs": None,
+                "bound": {"atol": 1e-3, "rtol": 1e-2},
+            }
+            if gpu is not None and not gpu_error:
+                row.update(agreement(arr, on_gpu[i], 1e-3, 1e-2))
             elif gpu is not None:
                 row["gpu_error"] = gpu_error
             rows.append(row)
@@ -389,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no GPU ({type(err).__name__}: {err}); emulator against the references only")
 
     with tempfile.TemporaryDirectory(prefix="emu_calibrate_") as tmp:
-        rows = calibrate(gpu, Path(tmp))
+        rows = calibrate(gpu, Path(tmp)) + calibrate_launches(gpu, Path(tmp))
     _print(rows)
     args.json.write_text(json.dumps({"gpu": gpu.sm if gpu else None, "rows": rows}, indent=2))
     print(f"wrote {args.json}")
