@@ -30,7 +30,7 @@ RUNS = [
 ]
 
 
-def _calibrate():  # noqa: ANN202 - the sibling tool module (tools/ is not a package)
+def _calibrate():
     spec = importlib.util.spec_from_file_location("emu_calibrate", ROOT / "tools" / "emu_calibrate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -212,8 +212,7 @@ class Gpu:
         import cupy
 
         self.cp = cupy
-        major, minor = cupy.cuda.Device().compute_capability
-        self.sm = f"sm_{major}{minor}"
+        self.sm = f"sm_{cupy.cuda.Device().compute_capability}"  # CuPy gives it as a string: "90"
         self.modules: dict[str, Any] = {}
 
     def module(self, ptx: str, folder: Path) -> Any:

@@ -127,7 +127,7 @@ def _atom(op: Op, ctx: Context) -> Exec:
         # One thread at a time, in thread order: a defined order for threads that hit one address.
         for i in range(idx.size):
             one = idx[i : i + 1]
-            old = load(cta, sp, a[i : i + 1], w, one, line).view(dt)
+            old = np.ascontiguousarray(load(cta, sp, a[i : i + 1], w, one, line)).view(dt).reshape(-1)
             if name == "cas":
                 assert cv is not None
                 new = np.where(old == bv[i], cv[i], old).astype(dt)

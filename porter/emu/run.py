@@ -160,7 +160,7 @@ def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluste
 
 
 def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: int | Sequence[int],
-            args: Sequence[Any], *, dynamic_smem: int = 0, cluster: int | Sequence[int] = (1, 1, 1),
+            args: Sequence[Any], *, dynamic_smem: int = 0, cluster: int | Sequence[int] | None = None,
             schedule: str | Sequence[str] = "minpc", max_steps: int = 50_000_000,
             check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None) -> EmuResult:
     """Run ``entry`` of ``ptx`` on the CPU over ``args`` (see :mod:`porter.emu.args`).
@@ -168,11 +168,15 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     ``schedule`` is one schedule or several (``"minpc"``, ``"round_robin"``, ``"random:SEED"``);
     with several, each runs on a fresh copy of the arguments, the first one's results go to the
     caller's arrays, and any output that differs between them is reported as a race. ``ctas``
-    limits the run to the clusters holding those CTA ids (a quick look at one tile).
+    limits the run to the clusters holding those CTA ids (a quick look at one tile). ``cluster``
+    defaults to the entry's ``.reqnctapercluster`` (else one CTA per cluster).
     """
     started = time.perf_counter()
     program = program_of(ptx, entry)
     schedules = (schedule,) if isinstance(schedule, str) else tuple(schedule)
+    if cluster is None:
+        declared = program.entry.directive("reqnctapercluster")
+        cluster = declared.values if declared is not None and declared.values else (1, 1, 1)
     g, b, c = _dim3(grid), _dim3(block), _dim3(cluster)
     only = [_dim3(x) for x in ctas] if ctas is not None else None
     args = list(args)
