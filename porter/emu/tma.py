@@ -34,6 +34,7 @@ def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, int]:
 
 
 def _rows(tm: TensorMap, coords: list[int]) -> list[np.ndarray]:
+    """Per outer dimension (1, 2, ...), the source coordinate of every box row, dimension 1 fastest."""
     box = tm.box[::-1]
     outer = [np.arange(b) + c for b, c in zip(box[1:], coords[1:], strict=True)]
     if not outer:
@@ -50,7 +51,8 @@ def _dst_addresses(dst: int, rows: int, row_bytes: int, span: int) -> np.ndarray
 
 
 def _box(tm: TensorMap, base: int, coords: list[int], cta: Cta, op: Op) -> tuple[np.ndarray, np.ndarray]:
-    """The box's bytes (rows, box0 * itemsize) from global memory, and the in-tensor mask per element."""
+    """Byte indices (rows, box0, itemsize) into the buffer of every box element (clamped into the
+    tensor), and which elements lie inside the tensor (the others read as the OOB fill)."""
     dims = tm.dims[::-1]
     box = tm.box[::-1]
     strides = (tm.itemsize, *tm.strides[::-1])
