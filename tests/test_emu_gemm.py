@@ -148,3 +148,18 @@ def test_sm90a_descriptor_swizzle_not_the_tmas_is_a_layout_mismatch() -> None:
     found = [d for d in res.diagnostics if d.kind == "descriptor"]
     assert found and "64B swizzle" in found[0].message and "with the 128B swizzle" in found[0].message
     assert "wgmma" in (EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx").read_text().splitlines()[found[0].line - 1]
+
+
+def test_sm90a_without_wgmma_wait_group_is_a_race() -> None:
+    from porter.emu import TensorMap
+
+    ptx = (EXAMPLES / "gemm_bf16" / "kernel_sm90a.ptx").read_text()
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") >= 1
+    ptx = ptx.replace("wgmma.wait_group.sync.aligned 0;", "wgmma.fence.sync.aligned;")
+    m, n, k = 128, 256, 64
+    a, b, c = _inputs(m, n, k, 4)
+    res = emulate(ptx, "gemm_bf16_sm90a", (1, 1), 384,
+                  [a, b, c, *(np.int32(v) for v in (m, n, k, k, n, n)), TensorMap(0, 2, (m, k), (k * 2,), (128, 64), "128B"),
+                   TensorMap(1, 2, (k, n), (n * 2,), (64, 64), "128B")], dynamic_smem=197632,
+                  schedule=["minpc", "round_robin"])
+    assert [d.kind for d in res.diagnostics] == ["race"] and "argument 2" in res.diagnostics[0].message

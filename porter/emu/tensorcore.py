@@ -13,11 +13,14 @@ accumulator element i sits at row g + 8(i / 2), column 2t + i % 2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from porter.emu import ptxtypes, smemdesc
 from porter.emu.context import Context, Exec, builder, trap, types_of
-from porter.emu.decode import Op, Vec
+from porter.emu.decode import Imm, Op, Vec
 from porter.emu.diagnostics import Diagnostic
 from porter.emu.memory import SHARED_START
 from porter.emu.state import Cta
@@ -157,10 +160,46 @@ def _uniform(cta: Cta, op: Op, values: np.ndarray, what: str) -> int:
     return int(v[0])
 
 
+@dataclass
+class WarpgroupAsync:
+    """A warpgroup's wgmma operations not yet complete: the uncommitted ones, then the groups.
+
+    Under the min-PC schedule a wgmma completes when issued; under the others it completes when a
+    ``wgmma.wait_group`` covers its group, so a kernel that reads its accumulators (or overwrites
+    its shared-memory operands) before waiting sees what the hardware may show it.
+    """
+
+    uncommitted: list[Callable[[], None]] = field(default_factory=list)
+    groups: list[list[Callable[[], None]]] = field(default_factory=list)
+
+
+def warpgroup_async(cta: Cta, warpgroup: int) -> WarpgroupAsync:
+    return cta.ext.setdefault("wgmma", {}).setdefault(warpgroup, WarpgroupAsync())
+
+
+def _wgmma_sync(op: Op) -> Exec:
+    """wgmma.fence (nothing to do), commit_group and wait_group N."""
+    what = op.parts[1]
+    keep = op.operands[0].value if what == "wait_group" and isinstance(op.operands[0], Imm) else 0
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        for wg in np.unique(idx // 128):
+            state = warpgroup_async(cta, int(wg))
+            if what == "commit_group":
+                state.groups.append(state.uncommitted)
+                state.uncommitted = []
+            elif what == "wait_group":
+                while len(state.groups) > keep:
+                    for complete in state.groups.pop(0):
+                        complete()
+
+    return run
+
+
 @builder("wgmma")
 def _wgmma(op: Op, ctx: Context) -> Exec:
     if op.parts[1] in ("fence", "commit_group", "wait_group"):
-        return lambda cta, idx: None
+        return _wgmma_sync(op)
     if op.parts[1] != "mma_async" or "sp" in op.parts:
         raise ValueError(f"wgmma.{op.parts[1]}")
     shape = next(p for p in op.parts if p.startswith("m64n"))
@@ -195,29 +234,40 @@ def _wgmma(op: Op, ctx: Context) -> Exec:
         if idx.size % 128 or not (idx.reshape(-1, 128) % 128 == tid).all():
             raise trap(cta, op, "not-converged", f"wgmma needs whole warpgroups; run by {idx.size} threads")
         for wg in idx.reshape(-1, 128):
-            if reg_a:
-                a = np.zeros((64, k))
-                for r, read in enumerate(a_regs):
-                    lo, hi = halves(np.asarray(read(cta, wg)))
-                    row = 16 * w + g + 8 * (r % 2)
-                    col = 2 * t + 8 * (r // 2)
-                    a[row, col] = to_float(lo, at)
-                    a[row, col + 1] = to_float(hi, at)
-            else:
-                assert a_desc is not None
-                a = operand(cta, op, _uniform(cta, op, a_desc(cta, wg), "the A descriptor"), "sm_90", 64, k, at,
-                            trans_a)
-            b = operand(cta, op, _uniform(cta, op, b_desc(cta, wg), "the B descriptor"), "sm_90", n, k, bt, trans_b)
-            if neg_a:
-                a = -a
-            if neg_b:
-                b = -b
-            prod = a @ b.T
+            # Operand registers and descriptors are taken at issue; shared memory is read and the
+            # accumulators read and written when the wgmma completes (see WarpgroupAsync).
+            a_vals = [np.asarray(read(cta, wg)).copy() for read in a_regs]
+            a_value = None if reg_a else _uniform(cta, op, a_desc(cta, wg), "the A descriptor")
+            b_value = _uniform(cta, op, b_desc(cta, wg), "the B descriptor")
             accumulate = bool(np.asarray(scale_d(cta, wg)).reshape(-1)[0])
-            for i in range(n // 2):
-                val = prod[rows[i], cols[i]]
-                if accumulate:
-                    val = val + np.asarray(acc_r[i](cta, wg), np.float64)
-                acc_w[i](cta, wg, val.astype(np.float32))
+
+            def complete(wg: np.ndarray = wg, a_vals: list[np.ndarray] = a_vals, a_value: int | None = a_value,
+                         b_value: int = b_value, accumulate: bool = accumulate) -> None:
+                if a_value is None:
+                    a = np.zeros((64, k))
+                    for r, vals in enumerate(a_vals):
+                        lo, hi = halves(vals)
+                        row = 16 * w + g + 8 * (r % 2)
+                        col = 2 * t + 8 * (r // 2)
+                        a[row, col] = to_float(lo, at)
+                        a[row, col + 1] = to_float(hi, at)
+                else:
+                    a = operand(cta, op, a_value, "sm_90", 64, k, at, trans_a)
+                b = operand(cta, op, b_value, "sm_90", n, k, bt, trans_b)
+                if neg_a:
+                    a = -a
+                if neg_b:
+                    b = -b
+                prod = a @ b.T
+                for i in range(n // 2):
+                    val = prod[rows[i], cols[i]]
+                    if accumulate:
+                        val = val + np.asarray(acc_r[i](cta, wg), np.float64)
+                    acc_w[i](cta, wg, val.astype(np.float32))
+
+            if cta.launch.deferred:
+                warpgroup_async(cta, int(wg[0]) // 128).uncommitted.append(complete)
+            else:
+                complete()
 
     return run
