@@ -135,3 +135,30 @@ def test_with_the_barrier_the_schedules_agree() -> None:
     res = emulate(_kernel(fixed), "k", 1, 64, [np.zeros(1, np.uint32)],
                   schedule=["minpc", "round_robin", "random:1", "random:2"])
     assert res.ok and not res.diagnostics
+
+
+def test_tcgen05_ld_registers_used_before_wait_ld_is_a_race() -> None:
+    ptx = _kernel("""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, slot;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 32;
+    ld.shared.u32 %r2, [%r1];
+    mov.u32 %r3, %tid.x;
+    add.s32 %r4, %r3, 1000;
+    tcgen05.st.sync.aligned.32x32b.x1.b32 [%r2], {%r4};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r5}, [%r2];
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    tcgen05.wait::ld.sync.aligned;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 32;
+    ret;
+""", target="sm_100a")
+    out = np.zeros(32, np.uint32)
+    res = emulate(ptx, "k", 1, 32, [out], schedule=["minpc", "round_robin"])
+    assert [d.kind for d in res.diagnostics] == ["race"]
+    assert np.array_equal(out, np.arange(32) + 1000)  # minpc: the load completed when issued
+    fixed = ptx.replace("    tcgen05.wait::ld.sync.aligned;\n", "").replace(
+        "    mul.wide.u32 %rd2", "    tcgen05.wait::ld.sync.aligned;\n    mul.wide.u32 %rd2")
+    assert emulate(fixed, "k", 1, 32, [out], schedule=["minpc", "round_robin", "random:1"]).ok

@@ -12,7 +12,8 @@ allocated or outside the warp's lane quadrant (warp % 4).
 descriptors with the sm_100 layout (§3.2). An MMA runs (reads its shared-memory operands) when
 it completes: at issue under the min-PC schedule, at a later scheduling decision under the
 others, but always before the issuing thread's next ``tcgen05.commit`` arrives, and in issue
-order per thread. D[m][n] goes to lane m, column base + n for
+order per thread. Under those schedules a ``tcgen05.ld`` (``st``) reads (writes) TMEM and its
+registers only at the warp's next ``tcgen05.wait::ld`` (``::st``). D[m][n] goes to lane m, column base + n for
 M = 128, and to lane (m % 16) + 32 (m / 16) for M = 64 (CUTLASS's map, one source).
 """
 
@@ -44,6 +45,8 @@ class Tmem:
     allocations: dict[int, tuple[int, int]] = field(default_factory=dict)  # start -> (columns, line)
     relinquished: bool = False
     issued: dict[int, list[Callable[[], None]]] = field(default_factory=dict)  # thread -> MMAs not yet run
+    # (warp, "ld" | "st") -> tcgen05.ld/st not yet complete (per-warp schedules: until tcgen05.wait)
+    moves: dict[tuple[int, str], list[Callable[[], None]]] = field(default_factory=dict)
 
 
 def _flush(cta: Cta, thread: int) -> None:
@@ -88,13 +91,27 @@ def _cta_group(op: Op) -> None:
 def _tcgen05(op: Op, ctx: Context) -> Exec:
     _cta_group(op)
     what = op.parts[1]
-    if what.startswith(("fence", "wait")):
+    if what.startswith("wait::"):
+        return _wait(what.split("::", 1)[1])
+    if what.startswith("fence"):
         return lambda cta, idx: None
     build = {"alloc": _alloc, "dealloc": _dealloc, "relinquish_alloc_permit": _relinquish, "mma": _mma,
              "commit": _commit, "ld": _ld, "st": _st}.get(what)
     if build is None:
         raise ValueError(f"tcgen05.{what}")
     return build(op, ctx)
+
+
+def _wait(kind: str) -> Exec:
+    """tcgen05.wait::ld / ::st: the executing warps' earlier loads (stores) complete."""
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        moves = tmem(cta).moves
+        for warp in np.unique(idx // 32):
+            for complete in moves.pop((int(warp), kind), []):
+                complete()
+
+    return run
 
 
 def _alloc(op: Op, ctx: Context) -> Exec:
@@ -383,7 +400,8 @@ def _ldst(op: Op, ctx: Context, load: bool) -> Exec:
     t_off = addr_op.offset
     writers = [ctx.write(r, "b32") for r in regs] if load else []
     readers = [ctx.read(r, "b32") for r in regs] if not load else []
-    what = f"tcgen05.{'ld' if load else 'st'}"
+    kind = "ld" if load else "st"
+    what = f"tcgen05.{kind}"
 
     def run(cta: Cta, idx: np.ndarray) -> None:
         state = tmem(cta)
@@ -400,19 +418,28 @@ def _ldst(op: Op, ctx: Context, load: bool) -> Exec:
                 raise trap(cta, op, "tmem", f"{what} by warp {int(warp[0]) // 32} reaches TMEM lanes "
                            f"{int(lanes.min())}..{int(lanes.max())}; warp % 4 = {quadrant} may only touch lanes "
                            f"{32 * quadrant}..{32 * quadrant + 31}")
-            _region(cta, op, lanes, cols, reading=load, what=what)
             if load:
-                vals = state.data[lanes, cols]
-                if packed:
-                    vals = (vals[:, 0::2] & 0xFFFF) | ((vals[:, 1::2] & 0xFFFF) << 16)
-                for j, write in enumerate(writers):
-                    write(cta, warp, vals[:, j].astype(np.uint32))
+                def complete(warp: np.ndarray = warp, lanes: np.ndarray = lanes, cols: np.ndarray = cols) -> None:
+                    _region(cta, op, lanes, cols, reading=True, what=what)
+                    vals = state.data[lanes, cols]
+                    if packed:
+                        vals = (vals[:, 0::2] & 0xFFFF) | ((vals[:, 1::2] & 0xFFFF) << 16)
+                    for j, write in enumerate(writers):
+                        write(cta, warp, vals[:, j].astype(np.uint32))
             else:
                 vals = np.stack([np.asarray(r(cta, warp)).astype(np.uint32) for r in readers], axis=1)
                 if packed:
                     vals = np.stack([vals & 0xFFFF, vals >> 16], axis=2).reshape(32, -1)
-                state.data[lanes, cols] = vals
-                state.written[lanes, cols] = True
+
+                def complete(lanes: np.ndarray = lanes, cols: np.ndarray = cols, vals: np.ndarray = vals) -> None:
+                    _region(cta, op, lanes, cols, reading=False, what=what)
+                    state.data[lanes, cols] = vals
+                    state.written[lanes, cols] = True
+
+            if cta.launch.deferred:
+                state.moves.setdefault((int(warp[0]) // 32, kind), []).append(complete)
+            else:
+                complete()
 
     return run
 
