@@ -19,18 +19,59 @@ from porter.emu.access import load, shared_target, store
 from porter.emu.args import SWIZZLE_SPANS, TensorMap
 from porter.emu.context import Context, Exec, builder, trap
 from porter.emu.decode import Op, TensorAddr
-from porter.emu.memory import PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK, Buffer
+from porter.emu.memory import GLOBAL_BASE, PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK, SLOT_SHIFT, Buffer
 from porter.emu.smemdesc import swizzle
 from porter.emu.state import Cta
 from porter.emu.sync import complete_tx
 
+# The emulator's own layout of the 128 bytes of a tensor map that a kernel builds itself
+# (tensormap.replace in shared memory, tensormap.cp_fenceproxy to global memory). The hardware's
+# layout is not documented; nothing but these instructions and the TMA reads it.
+_FIELDS = {  # field -> (byte offset, bytes per entry)
+    "global_address": (0, 8), "rank": (8, 4), "elemtype": (12, 4), "interleave_layout": (16, 4),
+    "swizzle_mode": (20, 4), "fill_mode": (24, 4), "box_dim": (28, 4), "global_dim": (48, 4),
+    "element_stride": (68, 4), "global_stride": (88, 8),
+}
+_ITEMSIZE = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
+_SWIZZLES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}
 
-def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, int]:
+
+def _field(raw: bytes, name: str, index: int = 0) -> int:
+    off, size = _FIELDS[name]
+    start = off + index * size
+    return int.from_bytes(raw[start : start + size], "little")
+
+
+def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, Buffer, int]:
+    """The tensor map at generic address ``addr``, the buffer it maps and the tensor's byte offset in it."""
+    memory = cta.launch.memory
     found = cta.launch.tensormaps.get(addr - PARAM_WINDOW)
-    if found is None:
-        raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x} is not a CUtensorMap kernel parameter "
-                   "(tensor maps built in global memory are not emulated)")
-    return found
+    if found is not None:
+        tm, base = found
+        return tm, next(b for b in memory.buffers if b.base == base), 0
+    if addr < GLOBAL_BASE:
+        raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x}: neither a CUtensorMap kernel parameter nor "
+                   "one built in global memory with tensormap.replace")
+    raw = bytes(load(cta, "global", np.array([addr], np.uint64), 128, cta.current[:1], op.line).reshape(-1))
+    rank = _field(raw, "rank") + 1  # the field holds rank - 1, as tensormap.replace writes it
+    code = _field(raw, "elemtype")
+    if code not in _ITEMSIZE or _field(raw, "swizzle_mode") not in _SWIZZLES or _field(raw, "interleave_layout"):
+        raise trap(cta, op, "descriptor", f"tensor map at 0x{addr:x}: element type {code}, swizzle "
+                   f"{_field(raw, 'swizzle_mode')}, interleave {_field(raw, 'interleave_layout')} are not emulated")
+    if any(_field(raw, "element_stride", i) not in (0, 1) for i in range(rank)):
+        raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x}: element strides other than 1")
+    itemsize = _ITEMSIZE[code]
+    inner_first_dims = [_field(raw, "global_dim", i) for i in range(rank)]
+    inner_first_box = [_field(raw, "box_dim", i) for i in range(rank)]
+    strides = [_field(raw, "global_stride", i) for i in range(rank - 1)]
+    tm = TensorMap(-1, itemsize, tuple(inner_first_dims[::-1]), tuple(strides[::-1]), tuple(inner_first_box[::-1]),
+                   _SWIZZLES[_field(raw, "swizzle_mode")], oob_nan=bool(_field(raw, "fill_mode")))
+    start = _field(raw, "global_address")
+    slot = (start - GLOBAL_BASE) >> SLOT_SHIFT
+    if start < GLOBAL_BASE or slot >= len(memory.buffers):
+        raise trap(cta, op, "out-of-bounds", f"tensor map at 0x{addr:x} maps global address 0x{start:x}, in no buffer")
+    buf = memory.buffers[slot]
+    return tm, buf, start - buf.base
 
 
 def _rows(tm: TensorMap, coords: list[int]) -> list[np.ndarray]:
@@ -50,7 +91,7 @@ def _dst_addresses(dst: int, rows: int, row_bytes: int, span: int) -> np.ndarray
     return swizzle(pre, span, 0)
 
 
-def _box(tm: TensorMap, base: int, coords: list[int], cta: Cta, op: Op) -> tuple[np.ndarray, np.ndarray]:
+def _box(tm: TensorMap, buf: Buffer, start: int, coords: list[int], cta: Cta, op: Op) -> tuple[np.ndarray, np.ndarray]:
     """Byte indices (rows, box0, itemsize) into the buffer of every box element (clamped into the
     tensor), and which elements lie inside the tensor (the others read as the OOB fill)."""
     dims = tm.dims[::-1]
@@ -69,9 +110,7 @@ def _box(tm: TensorMap, base: int, coords: list[int], cta: Cta, op: Op) -> tuple
         row_off += np.clip(vals, 0, dims[d] - 1) * strides[d]
     x = np.arange(box[0], dtype=np.int64) + coords[0]
     col_ok = (x >= 0) & (x < dims[0])
-    memory = cta.launch.memory
-    buf = next(b for b in memory.buffers if b.base == base)
-    cols = row_off[:, None, None] + (np.clip(x, 0, dims[0] - 1) * e)[None, :, None] + np.arange(e)[None, None, :]
+    cols = start + row_off[:, None, None] + (np.clip(x, 0, dims[0] - 1) * e)[None, :, None] + np.arange(e)[None, None, :]
     if cols.size and int(cols.max()) >= buf.data.size:
         raise trap(cta, op, "out-of-bounds", f"tensor map reaches byte {int(cols.max())} of {buf.name}, past its "
                    f"{buf.data.size} bytes (dims or strides larger than the array)")
@@ -141,13 +180,12 @@ def _tensor(op: Op, ctx: Context) -> Exec:
         cs = [np.broadcast_to(np.asarray(c(cta, idx)), idx.shape) for c in coords]
         sm = smem(cta, idx)
         for i in range(idx.size):
-            tm, base = _tensormap(cta, op, int(taddr[i]))
+            tm, buf, start = _tensormap(cta, op, int(taddr[i]))
             if len(tm.box) != rank:
                 raise trap(cta, op, "descriptor", f"a {rank}-d TMA through a {len(tm.box)}-d tensor map")
             span = SWIZZLE_SPANS[tm.swizzle]
             row_bytes = tm.box[-1] * tm.itemsize
-            cols, ok = _box(tm, base, [int(c[i]) for c in cs], cta, op)
-            buf = next(b for b in cta.launch.memory.buffers if b.base == base)
+            cols, ok = _box(tm, buf, start, [int(c[i]) for c in cs], cta, op)
             nrows = cols.shape[0]
             box_bytes = int(np.prod(tm.box)) * tm.itemsize
             if load_dir:
@@ -188,5 +226,35 @@ def _tensor(op: Op, ctx: Context) -> Exec:
 
 @builder("tensormap")
 def _tensormap_edit(op: Op, ctx: Context) -> Exec:
-    raise ValueError("tensormap.replace / tensormap.cp_fenceproxy (device-side tensor maps)")
+    """``tensormap.replace.tile.FIELD.SPACE.b1024.bN [map], {index,} value`` and
+    ``tensormap.cp_fenceproxy.global.shared::cta... [dst], [src], 128`` (see _FIELDS)."""
+    if op.parts[1] == "cp_fenceproxy":
+        dst = ctx.address(op.operands[0], "global")
+        src = ctx.address(op.operands[1], "shared")
 
+        def copy(cta: Cta, idx: np.ndarray) -> None:
+            data = load(cta, "shared", src(cta, idx), 128, idx, op.line)
+            store(cta, "global", dst(cta, idx), data, idx, op.line)
+
+        return copy
+    if op.parts[1] != "replace" or op.parts[2] != "tile":
+        raise ValueError(f"tensormap.{'.'.join(op.parts[1:3])}")
+    name = op.parts[3]
+    if name not in _FIELDS:
+        raise ValueError(f"tensormap field {name}")
+    space = "shared" if any(p.startswith("shared") for p in op.parts) else "global"
+    where = ctx.address(op.operands[0], space)
+    indexed = len(op.operands) == 3
+    index = ctx.read(op.operands[1], "u32") if indexed else None
+    value = ctx.read(op.operands[-1], "b64" if op.parts[-1] == "b64" else "b32")
+    off, size = _FIELDS[name]
+
+    def replace(cta: Cta, idx: np.ndarray) -> None:
+        at = where(cta, idx).astype(np.uint64) + np.uint64(off)
+        if index is not None:
+            at = at + np.broadcast_to(np.asarray(index(cta, idx)), idx.shape).astype(np.uint64) * np.uint64(size)
+        v = np.broadcast_to(np.asarray(value(cta, idx)), idx.shape).astype(np.uint64)
+        data = np.ascontiguousarray(v).view(np.uint8).reshape(idx.size, 8)[:, :size]
+        store(cta, space, at, np.ascontiguousarray(data), idx, op.line)
+
+    return replace
