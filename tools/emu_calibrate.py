@@ -420,13 +420,43 @@ def launch_args(folder: Path, overrides: dict[str, Any], seed: int = 1) -> tuple
     return ptx, entry, args, 32 * int(launch["num_warps"]), int(meta.get("shared", 0))
 
 
+def triton_fixtures() -> list[tuple[str, tuple[int, ...], Any, tuple[int, ...]]]:
+    """The CPU-compiled Triton fixtures the emulator runs (tests/data/compiled/triton): device-side
+    tensor maps and a matmul in clusters of two CTAs, with arguments made here (their sources are
+    in tools/make_triton_fixtures.py). Each: (label, grid, () -> (ptx, entry, args, threads, shared),
+    arguments not to compare: the global scratch, which holds the tensor maps in each side's layout)."""
+    triton = ROOT / "tests" / "data" / "compiled" / "triton"
+    rng = np.random.default_rng(1)
+
+    def copy_tma() -> tuple[str, str, list[Any], int, int]:
+        m, n = 100, 128
+        x = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+        scratch = np.zeros(256 * 2 * 2, np.uint8)  # global_scratch_size 256 per program
+        return ((triton / "copy_tma.ptx").read_text(), "copy_tma",
+                [x, np.zeros((m, n), np.float32), np.int32(m), np.int32(n), scratch, None], 128, 16392)
+
+    def matmul_clusters() -> tuple[str, str, list[Any], int, int]:
+        m, n, k = 256, 256, 128
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+        return ((triton / "num_ctas2" / "matmul_kernel.ptx").read_text(), "matmul_kernel",
+                [a, b, np.zeros((m, n), np.float16), *(np.int32(v) for v in (m, n, k, k, n, n)), None, None], 128,
+                73728)
+
+    return [("tests/data/compiled/triton/copy_tma (M=100,N=128)", (2, 2), copy_tma, (4,)),
+            ("tests/data/compiled/triton/num_ctas2/matmul_kernel (256x256x128, clusters of 2)", (8,),
+             matmul_clusters, ())]
+
+
 def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for name, overrides, grid in LAUNCHES:
-        label = f"tests/data/compiled/triton_h200/{name} (launch.json)"
+    runs = [(f"tests/data/compiled/triton_h200/{name} (launch.json)", grid,
+             lambda name=name, overrides=overrides: launch_args(TRITON_H200 / name, overrides), ())
+            for name, overrides, grid in LAUNCHES] + triton_fixtures()
+    for label, grid, make, skip in runs:
         shown = "grid=" + "x".join(map(str, grid))
         try:
-            ptx, entry, args, threads, shared = launch_args(TRITON_H200 / name, overrides)
+            ptx, entry, args, threads, shared = make()
             on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
             started = time.perf_counter()
             res = emulate(ptx, entry, grid, threads, args, dynamic_smem=shared)
@@ -441,7 +471,7 @@ def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
             except Exception as err:
                 gpu_error = f"{type(err).__name__}: {err}"
         for i, arr in enumerate(args):
-            if not isinstance(arr, np.ndarray):
+            if not isinstance(arr, np.ndarray) or i in skip:
                 continue
             row: dict[str, Any] = {
                 "kernel": label, "sizes": shown, "output": f"arg{i}", "emu_seconds": round(seconds, 3),
