@@ -14,6 +14,7 @@ PORTER = Path(__file__).resolve().parent.parent / "porter"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("porter", "porter.errors", "porter.jsonable", "porter._toml", "porter._data", "porter.gitcmd")),
     ("toolchain", ("porter.ptx",)),
+    ("emulator", ("porter.emu",)),
     ("gate", ("porter.gate",)),
     ("verifiers", ("porter.pool",)),
     ("agent loop", ("porter.agent",)),

@@ -1,0 +1,699 @@
+"""Integer, floating-point, bit and comparison instructions (conversions are in convert.py).
+
+Integer arithmetic wraps as PTX does (NumPy arrays wrap silently); shifts clamp their amount;
+float32 add/sub/mul/fma/div honour the rounding modifier (:mod:`porter.emu.fp`) and ``.ftz``;
+the ``.approx`` functions (ex2, lg2, rcp, rsqrt, sqrt, sin, cos, tanh) are computed in float64
+and rounded once, which lies inside every documented ``.approx`` error bound (the GPU's results
+differ from them within that bound, not bit for bit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from porter.emu import ptxtypes
+from porter.emu.context import Context, Exec, builder, pred_pair_writers, type_suffix, types_of
+from porter.emu.decode import Op
+from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32
+from porter.emu.state import Cta
+
+ROUNDING = ("rn", "rz", "rm", "rp")
+
+
+def _mode(op: Op) -> str:
+    return next((p for p in op.parts if p in ROUNDING), "rn")
+
+
+def ftz_of(op: Op) -> Callable[[np.ndarray], np.ndarray]:
+    return ftz if "ftz" in op.parts else (lambda x: x)
+
+
+def arr(x: object, n: int, dtype: np.dtype) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype != dtype:
+        a = a.astype(dtype)
+    return np.broadcast_to(a, (n,)) if a.ndim == 0 else a
+
+
+def unary(op: Op, ctx: Context, fn: Callable[[np.ndarray], np.ndarray], t: str | None = None) -> Exec:
+    t = t or type_suffix(op)
+    d = ctx.write(op.operands[0], t)
+    a = ctx.read(op.operands[1], t)
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d(cta, idx, fn(arr(a(cta, idx), idx.size, ptxtypes.dtype(t))))
+
+    return run
+
+
+def _binary(op: Op, ctx: Context, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], t: str | None = None,
+            bt: str | None = None, dt: str | None = None) -> Exec:
+    t = t or type_suffix(op)
+    d = ctx.write(op.operands[0], dt or t)
+    a = ctx.read(op.operands[1], t)
+    b = ctx.read(op.operands[2], bt or t)
+    da, db = ptxtypes.dtype(t), ptxtypes.dtype(bt or t)
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d(cta, idx, fn(arr(a(cta, idx), idx.size, da), arr(b(cta, idx), idx.size, db)))
+
+    return run
+
+
+def _ternary(op: Op, ctx: Context, fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+             ts: tuple[str, str, str], dt: str) -> Exec:
+    d = ctx.write(op.operands[0], dt)
+    rs = [ctx.read(o, t) for o, t in zip(op.operands[1:4], ts, strict=True)]
+    dts = [ptxtypes.dtype(t) for t in ts]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        a, b, c = (arr(r(cta, idx), idx.size, dt_) for r, dt_ in zip(rs, dts, strict=True))
+        d(cta, idx, fn(a, b, c))
+
+    return run
+
+
+def _wide(t: str) -> str:
+    return t[0] + str(2 * ptxtypes.width(t))
+
+
+def _hi(a: np.ndarray, b: np.ndarray, t: str) -> np.ndarray:
+    w = ptxtypes.width(t)
+    if w < 64:
+        wide = ptxtypes.dtype(_wide(t))
+        return ((a.astype(wide) * b.astype(wide)) >> (w if t[0] == "s" else np.uint64(w))).astype(a.dtype)
+    prod = [(int(x) * int(y)) >> 64 for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+    mask = (1 << 64) - 1
+    return np.array([p & mask for p in prod], np.uint64).view(a.dtype)
+
+
+def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
+    t = type_suffix(op)
+    mode, fz = _mode(op), ftz_of(op)
+    sat = "sat" in op.parts
+    if t == "f32":
+        if kind == "add":
+            fn = lambda a, b: add_f32(fz(a), fz(b), mode)  # noqa: E731
+        elif kind == "sub":
+            fn = lambda a, b: add_f32(fz(a), -fz(b), mode)  # noqa: E731
+        else:
+            fn = lambda a, b: mul_f32(fz(a), fz(b), mode)  # noqa: E731
+    elif t in ("f64", "f16"):
+        fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[kind]
+    elif t in ("f16x2", "bf16x2", "bf16"):
+        return _packed(op, ctx, kind)
+    else:
+        raise ValueError(t)
+
+    def out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            r = fz(fn(a, b))
+        return np.clip(r, 0, 1) if sat else r
+
+    return _binary(op, ctx, out, t)
+
+
+def _packed(op: Op, ctx: Context, kind: str) -> Exec:
+    """f16x2 / bf16x2 / bf16 arithmetic: each 16-bit half computed in float32 and rounded back."""
+    t = type_suffix(op)
+    is_bf = t.startswith("bf")
+    halves = 2 if t.endswith("x2") else 1
+    n_in = {"fma": 3}.get(kind, 2)
+    d = ctx.write(op.operands[0], t)
+    rs = [ctx.read(o, t) for o in op.operands[1 : 1 + n_in]]
+    width = 32 if halves == 2 else 16
+
+    def split(v: np.ndarray) -> list[np.ndarray]:
+        u = v.astype(np.uint32)
+        parts = [u & 0xFFFF, u >> 16] if halves == 2 else [u & 0xFFFF]
+        return [ptxtypes.bf16_to_f32(p) if is_bf else p.astype(np.uint16).view(np.float16).astype(np.float32)
+                for p in parts]
+
+    def join(vals: list[np.ndarray]) -> np.ndarray:
+        bits = [ptxtypes.f32_to_bf16(v) if is_bf else ptxtypes.f32_to_f16(v) for v in vals]
+        out = bits[0].astype(np.uint32)
+        if halves == 2:
+            out = out | (bits[1].astype(np.uint32) << 16)
+        return out.astype(ptxtypes.UNSIGNED[width])
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        ins = [split(arr(r(cta, idx), idx.size, ptxtypes.UNSIGNED[width])) for r in rs]
+        res = []
+        for h in range(halves):
+            a = ins[0][h]
+            b = ins[1][h]
+            with np.errstate(all="ignore"):
+                if kind == "add":
+                    v = a + b
+                elif kind == "sub":
+                    v = a - b
+                elif kind == "mul":
+                    v = a * b
+                elif kind == "fma":
+                    v = (a.astype(np.float64) * b + ins[2][h]).astype(np.float32)
+                elif kind == "max":
+                    v = np.fmax(a, b)
+                elif kind == "min":
+                    v = np.fmin(a, b)
+                else:
+                    raise ValueError(kind)
+            res.append(v)
+        d(cta, idx, join(res))
+
+    return run
+
+
+@builder("add", "sub")
+def _addsub(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if t[0] in "fb" and t not in ("b32", "b64", "b16"):
+        return _float_binary(op, ctx, op.parts[0])
+    if "sat" in op.parts and t == "s32":
+        sign = 1 if op.parts[0] == "add" else -1
+        return _binary(op, ctx, lambda a, b: np.clip(a.astype(np.int64) + sign * b.astype(np.int64),
+                                                     -(2**31), 2**31 - 1).astype(np.int32))
+    if "cc" in op.parts or op.parts[0] in ("addc", "subc"):
+        raise ValueError("carry forms")
+    return _binary(op, ctx, np.add if op.parts[0] == "add" else np.subtract)
+
+
+@builder("mul")
+def _mul(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if t[0] == "f" or t.startswith("bf"):
+        return _float_binary(op, ctx, "mul")
+    if "wide" in op.parts:
+        wt = _wide(t)
+        wd = ptxtypes.dtype(wt)
+        return _binary(op, ctx, lambda a, b: a.astype(wd) * b.astype(wd), t, dt=wt)
+    if "hi" in op.parts:
+        return _binary(op, ctx, lambda a, b: _hi(a, b, t))
+    return _binary(op, ctx, np.multiply)
+
+
+@builder("mul24", "mad24")
+def _mul24(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+
+    def lo24(x: np.ndarray) -> np.ndarray:
+        if t[0] == "s":
+            return ((x.astype(np.int64) << 40) >> 40)
+        return x.astype(np.int64) & 0xFFFFFF
+
+    def prod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        p = lo24(a) * lo24(b)
+        return ((p >> 16) if "hi" in op.parts else p).astype(np.int64).astype(ptxtypes.UNSIGNED[32]).view(a.dtype)
+
+    if op.parts[0] == "mul24":
+        return _binary(op, ctx, prod)
+    return _ternary(op, ctx, lambda a, b, c: prod(a, b) + c, (t, t, t), t)
+
+
+@builder("mad")
+def _mad(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if t[0] == "f":
+        return _fma(op, ctx)
+    if "wide" in op.parts:
+        wt = _wide(t)
+        wd = ptxtypes.dtype(wt)
+        return _ternary(op, ctx, lambda a, b, c: a.astype(wd) * b.astype(wd) + c, (t, t, wt), wt)
+    if "hi" in op.parts:
+        return _ternary(op, ctx, lambda a, b, c: _hi(a, b, t) + c, (t, t, t), t)
+    return _ternary(op, ctx, lambda a, b, c: a * b + c, (t, t, t), t)
+
+
+@builder("fma")
+def _fma(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    mode, fz = _mode(op), ftz_of(op)
+    sat = "sat" in op.parts
+    if t in ("f16x2", "bf16x2", "bf16", "f16"):
+        return _packed(op, ctx, "fma")
+    if t == "f64":
+        def f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+            return a * b + c  # float64 fma: the double rounding here is documented as a limit
+        return _ternary(op, ctx, f64, (t, t, t), t)
+
+    def f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        r = fz(fma_f32(fz(a), fz(b), fz(c), mode))
+        return np.clip(r, 0, 1) if sat else r
+
+    return _ternary(op, ctx, f32, (t, t, t), t)
+
+
+@builder("div")
+def _div(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if t == "f32":
+        mode, fz = _mode(op), ftz_of(op)
+
+        def fdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                q = fz(a).astype(np.float64) / fz(b).astype(np.float64)
+            return fz(round_f32(q, 0.0, mode) if mode != "rn" else q.astype(np.float32))
+
+        return _binary(op, ctx, fdiv)
+    if t == "f64":
+        return _binary(op, ctx, lambda a, b: np.divide(a, b))
+
+    def idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        zero = b == 0
+        safe = np.where(zero, 1, b).astype(a.dtype)
+        if t[0] == "s":
+            q = (np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))) * np.sign(a.astype(np.int64)) * np.sign(
+                safe.astype(np.int64))
+            q = q.astype(a.dtype)
+        else:
+            q = a // safe
+        return np.where(zero, np.array(-1).astype(a.dtype) if t[0] == "s" else ~np.zeros_like(a), q).astype(a.dtype)
+
+    return _binary(op, ctx, idiv)
+
+
+@builder("rem")
+def _rem(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+
+    def irem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        safe = np.where(b == 0, 1, b).astype(a.dtype)
+        r = np.fmod(a.astype(np.int64), safe.astype(np.int64)).astype(a.dtype) if t[0] == "s" else a % safe
+        return np.where(b == 0, a, r).astype(a.dtype)
+
+    return _binary(op, ctx, irem)
+
+
+@builder("abs", "neg")
+def _absneg(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    fz = ftz_of(op)
+    if t in ("f16x2", "bf16x2", "bf16", "f16") and t != "f16":
+        w = ptxtypes.width(t)
+        sign = {16: 0x8000, 32: 0x80008000}[w]
+        mask = ptxtypes.UNSIGNED[w].type(sign)
+        if op.parts[0] == "neg":
+            return unary(op, ctx, lambda a: a ^ mask)
+        return unary(op, ctx, lambda a: a & ~mask)
+    if op.parts[0] == "neg":
+        return unary(op, ctx, lambda a: fz(np.negative(a)) if t[0] == "f" else np.negative(a))
+    return unary(op, ctx, lambda a: fz(np.abs(a)))
+
+
+def _fminmax(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], nan: bool, fz: Callable) -> Callable:
+    def out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = fz(a), fz(b)
+        r = fn(a, b)
+        zero = (a == 0) & (b == 0)
+        if np.any(zero):  # -0 < +0
+            neg = np.signbit(a) | np.signbit(b) if fn is np.fmin else np.signbit(a) & np.signbit(b)
+            r = np.where(zero, np.where(neg, -np.abs(r), np.abs(r)), r)
+        if nan:
+            r = np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), r)
+        return r.astype(a.dtype)
+
+    return out
+
+
+@builder("min", "max")
+def _minmax(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if t in ("f16x2", "bf16x2", "bf16"):
+        return _packed(op, ctx, op.parts[0])
+    if t[0] == "f":
+        fn = np.fmin if op.parts[0] == "min" else np.fmax
+        return _binary(op, ctx, _fminmax(fn, "NaN" in op.parts, ftz_of(op)))
+    return _binary(op, ctx, np.minimum if op.parts[0] == "min" else np.maximum)
+
+
+@builder("and", "or", "xor")
+def _logic(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op.parts[0]]
+    return _binary(op, ctx, fn, t)
+
+
+@builder("not", "cnot")
+def _not(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    if op.parts[0] == "cnot":
+        return unary(op, ctx, lambda a: (a == 0).astype(a.dtype))
+    return unary(op, ctx, np.logical_not if t == "pred" else np.invert)
+
+
+@builder("lop3")
+def _lop3(op: Op, ctx: Context) -> Exec:
+    d = ctx.write(op.operands[0], "b32")
+    rs = [ctx.read(o, "b32") for o in op.operands[1:5]]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        a, b, c = (arr(r(cta, idx), idx.size, np.dtype(np.uint32)) for r in rs[:3])
+        lut = int(np.asarray(rs[3](cta, idx)).reshape(-1)[0])
+        out = np.zeros(idx.size, np.uint32)
+        for i in range(8):
+            if lut >> i & 1:
+                term = (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+                out |= term
+        d(cta, idx, out)
+
+    return run
+
+
+def _shift_amount(b: np.ndarray, w: int) -> np.ndarray:
+    return np.minimum(b.astype(np.uint64), np.uint64(w))
+
+
+@builder("shl", "shr")
+def _shift(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    w = ptxtypes.width(t)
+    u = ptxtypes.UNSIGNED[w]
+    wide = np.dtype(np.uint64) if w < 64 else None
+
+    def shl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        n = _shift_amount(b, w)
+        if wide is not None:
+            return (a.view(u).astype(np.uint64) << n).astype(u).view(a.dtype)
+        return np.where(n >= 64, np.uint64(0), a.view(u) << np.minimum(n, np.uint64(63))).view(a.dtype)
+
+    def shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        n = _shift_amount(b, w)
+        if t[0] == "s":
+            return (a.astype(np.int64) >> np.minimum(n, np.uint64(63)).astype(np.int64)).astype(a.dtype)
+        if wide is not None:
+            return (a.view(u).astype(np.uint64) >> n).astype(u).view(a.dtype)
+        return np.where(n >= 64, np.uint64(0), a.view(u) >> np.minimum(n, np.uint64(63))).view(a.dtype)
+
+    return _binary(op, ctx, shl if op.parts[0] == "shl" else shr, t, bt="u32")
+
+
+@builder("shf")
+def _shf(op: Op, ctx: Context) -> Exec:
+    left, clamp = "l" in op.parts, "clamp" in op.parts
+
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        n = np.minimum(c, 32) if clamp else c & 31
+        n = n.astype(np.uint64)
+        pair = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+        if left:
+            return ((pair << n) >> np.uint64(32)).astype(np.uint32)
+        return ((pair >> n) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+    return _ternary(op, ctx, fn, ("b32", "b32", "u32"), "b32")
+
+
+@builder("bfe")
+def _bfe(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    w = ptxtypes.width(t)
+
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        pos = np.minimum(b.astype(np.int64) & 0xFF, w)
+        ln = np.minimum(c.astype(np.int64) & 0xFF, w)
+        x = a.astype(np.int64) if w == 32 else a.view(np.int64)
+        if t[0] == "u":
+            x = x & ((1 << w) - 1) if w < 64 else x
+        field = (x.view(np.uint64) >> pos.astype(np.uint64)) & ((np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1))
+        field = np.where(ln >= 64, x.view(np.uint64) >> pos.astype(np.uint64), field)
+        if t[0] == "s":
+            top = np.minimum(pos + ln - 1, w - 1)
+            sbit = (x.view(np.uint64) >> top.astype(np.uint64)) & np.uint64(1)
+            sbit = np.where(ln == 0, np.uint64(0), sbit)
+            ext = np.where(sbit == 1, ~((np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1)), np.uint64(0))
+            field = np.where(ln >= w, x.view(np.uint64), field | ext)
+        return field.astype(ptxtypes.UNSIGNED[w]).view(a.dtype)
+
+    return _ternary(op, ctx, fn, (t, "u32", "u32"), t)
+
+
+@builder("bfi")
+def _bfi(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    w = ptxtypes.width(t)
+    d = ctx.write(op.operands[0], t)
+    rs = [ctx.read(o, tt) for o, tt in zip(op.operands[1:5], (t, t, "u32", "u32"), strict=True)]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        a, b, c, e = (arr(r(cta, idx), idx.size, np.dtype(np.uint64)) for r in rs)
+        pos = np.minimum(c & np.uint64(0xFF), np.uint64(w))
+        ln = np.minimum(e & np.uint64(0xFF), np.uint64(w))
+        mask = ((np.uint64(1) << ln) - np.uint64(1)) << pos
+        mask = np.where(ln >= 64, ~np.uint64(0) << pos, mask)
+        out = (b & ~mask) | ((a << pos) & mask)
+        d(cta, idx, out.astype(ptxtypes.UNSIGNED[w]))
+
+    return run
+
+
+@builder("popc", "clz", "brev", "bfind")
+def _bits(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    w = ptxtypes.width(t)
+    name = op.parts[0]
+
+    def fn(a: np.ndarray) -> np.ndarray:
+        u = a.view(ptxtypes.UNSIGNED[w]).astype(np.uint64)
+        if name == "brev":
+            out = np.zeros_like(u)
+            for i in range(w):
+                out |= ((u >> np.uint64(i)) & np.uint64(1)) << np.uint64(w - 1 - i)
+            return out.astype(ptxtypes.UNSIGNED[w])
+        bits = np.array([[(int(x) >> i) & 1 for i in range(w)] for x in u.tolist()], np.uint8).reshape(-1, w)
+        if name == "popc":
+            return bits.sum(axis=1).astype(np.uint32)
+        high = np.where(bits.any(axis=1), w - 1 - np.argmax(bits[:, ::-1], axis=1), -1)
+        if name == "clz":
+            return np.where(high < 0, w, w - 1 - high).astype(np.uint32)
+        if t[0] == "s":  # bfind.s: the highest bit that differs from the sign bit
+            s = a.astype(np.int64)
+            flipped = np.where(s < 0, ~s, s).astype(np.uint64)
+            return _bits_high(flipped, w)
+        return np.where(high < 0, 0xFFFFFFFF, high).astype(np.uint32)
+
+    return _unary_to(op, ctx, fn, t, "b32" if name != "brev" else t)
+
+
+def _bits_high(u: np.ndarray, w: int) -> np.ndarray:
+    out = np.full(u.shape, 0xFFFFFFFF, np.uint32)
+    for i in range(w):
+        out = np.where((u >> np.uint64(i)) & np.uint64(1), np.uint32(i), out)
+    return out
+
+
+def _unary_to(op: Op, ctx: Context, fn: Callable[[np.ndarray], np.ndarray], t: str, dt: str) -> Exec:
+    d = ctx.write(op.operands[0], dt)
+    a = ctx.read(op.operands[1], t)
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d(cta, idx, fn(arr(a(cta, idx), idx.size, ptxtypes.dtype(t))))
+
+    return run
+
+
+@builder("prmt")
+def _prmt(op: Op, ctx: Context) -> Exec:
+    mode = next((p for p in op.parts[2:] if p in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), "")
+    if mode:
+        raise ValueError(f"prmt.{mode}")
+
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        src = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+        out = np.zeros(a.shape, np.uint32)
+        for i in range(4):
+            sel = (c.astype(np.uint32) >> np.uint32(4 * i)) & np.uint32(0xF)
+            byte = (src >> ((sel & 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)
+            sign = (byte >> np.uint64(7)) & np.uint64(1)
+            byte = np.where(sel & 8, sign * np.uint64(0xFF), byte)
+            out |= byte.astype(np.uint32) << np.uint32(8 * i)
+        return out
+
+    return _ternary(op, ctx, fn, ("b32", "b32", "b32"), "b32")
+
+
+_CMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}
+
+
+def _compare(cmp: str, t: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    if t[0] != "f":
+        if cmp in ("lo", "ls", "hi", "hs") and t[0] == "s":
+            return lambda a, b: _CMP[cmp](a.view(ptxtypes.UNSIGNED[a.dtype.itemsize * 8]),
+                                          b.view(ptxtypes.UNSIGNED[b.dtype.itemsize * 8]))
+        return _CMP[cmp]
+    if cmp == "num":
+        return lambda a, b: ~(np.isnan(a) | np.isnan(b))
+    if cmp == "nan":
+        return lambda a, b: np.isnan(a) | np.isnan(b)
+    if cmp.endswith("u") and cmp[:-1] in _CMP:
+        base = _CMP[cmp[:-1]]
+        return lambda a, b: base(a, b) | np.isnan(a) | np.isnan(b)
+    base = _CMP[cmp]
+    if cmp == "ne":
+        return lambda a, b: (a != b) & ~(np.isnan(a) | np.isnan(b))
+    return base
+
+
+@builder("setp", "set")
+def _setp(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    cmp = op.parts[1]
+    boolop = next((p for p in op.parts[2:] if p in ("and", "or", "xor")), None)
+    if t in ("f16x2", "bf16x2", "bf16", "f16") and t != "f16":
+        raise ValueError("packed compare")
+    fz = ftz_of(op)
+    fn = _compare(cmp, t)
+    a = ctx.read(op.operands[1], t)
+    b = ctx.read(op.operands[2], t)
+    c = ctx.read(op.operands[3], "pred") if boolop else None
+    combine = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop or "")
+    dt = ptxtypes.dtype(t)
+    if op.parts[0] == "set":
+        out_t = types_of(op)[0]
+        d = ctx.write(op.operands[0], out_t)
+
+        def run_set(cta: Cta, idx: np.ndarray) -> None:
+            with np.errstate(invalid="ignore"):
+                r = fn(fz(arr(a(cta, idx), idx.size, dt)), fz(arr(b(cta, idx), idx.size, dt)))
+            if combine is not None and c is not None:
+                r = combine(r, c(cta, idx))
+            d(cta, idx, np.where(r, np.float32(1.0), np.float32(0.0)) if out_t == "f32"
+              else np.where(r, 0xFFFFFFFF, 0).astype(ptxtypes.dtype(out_t)))
+
+        return run_set
+    p, q = pred_pair_writers(ctx, op.operands[0])
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        with np.errstate(invalid="ignore"):
+            r = fn(fz(arr(a(cta, idx), idx.size, dt)), fz(arr(b(cta, idx), idx.size, dt)))
+        r = np.broadcast_to(r, (idx.size,))
+        if combine is not None and c is not None:
+            cv = c(cta, idx)
+            p(cta, idx, combine(r, cv))
+            if q is not None:
+                q(cta, idx, combine(~r, cv))
+            return
+        p(cta, idx, r)
+        if q is not None:
+            q(cta, idx, ~r)
+
+    return run
+
+
+@builder("selp", "slct")
+def _selp(op: Op, ctx: Context) -> Exec:
+    ts = types_of(op)
+    t = ts[0]
+    d = ctx.write(op.operands[0], t)
+    a = ctx.read(op.operands[1], t)
+    b = ctx.read(op.operands[2], t)
+    dt = ptxtypes.dtype(t)
+    if op.parts[0] == "slct":
+        ct = ts[1]
+        c = ctx.read(op.operands[3], ct)
+        fz = ftz_of(op)
+
+        def run_slct(cta: Cta, idx: np.ndarray) -> None:
+            cv = arr(c(cta, idx), idx.size, ptxtypes.dtype(ct))
+            d(cta, idx, np.where(fz(cv) >= 0, arr(a(cta, idx), idx.size, dt), arr(b(cta, idx), idx.size, dt)))
+
+        return run_slct
+    c = ctx.read(op.operands[3], "pred")
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d(cta, idx, np.where(c(cta, idx), arr(a(cta, idx), idx.size, dt), arr(b(cta, idx), idx.size, dt)))
+
+    return run
+
+
+@builder("mov")
+def _mov(op: Op, ctx: Context) -> Exec:
+    from porter.emu.decode import Vec
+
+    t = type_suffix(op)
+    dst, src = op.operands[0], op.operands[1]
+    if isinstance(dst, Vec) or isinstance(src, Vec):
+        return _pack_unpack(op, ctx, t)
+    return unary(op, ctx, lambda a: a, t)
+
+
+def _pack_unpack(op: Op, ctx: Context, t: str) -> Exec:
+    """``mov.b64 {lo, hi}, x`` and ``mov.b64 x, {lo, hi}``: element 0 is the low part."""
+    from porter.emu.decode import Vec
+
+    dst, src = op.operands[0], op.operands[1]
+    w = ptxtypes.width(t)
+    if isinstance(src, Vec):
+        n = len(src.items)
+        pw = w // n
+        rs = [ctx.read(o, f"b{pw}") for o in src.items]
+        d = ctx.write(dst, t)
+
+        def pack(cta: Cta, idx: np.ndarray) -> None:
+            out = np.zeros(idx.size, np.uint64)
+            for i, r in enumerate(rs):
+                out |= arr(r(cta, idx), idx.size, ptxtypes.UNSIGNED[pw]).astype(np.uint64) << np.uint64(i * pw)
+            d(cta, idx, out.astype(ptxtypes.UNSIGNED[w]))
+
+        return pack
+    assert isinstance(dst, Vec)
+    n = len(dst.items)
+    pw = w // n
+    ws = [ctx.write(o, f"b{pw}") for o in dst.items]
+    a = ctx.read(src, t)
+
+    def unpack(cta: Cta, idx: np.ndarray) -> None:
+        v = arr(a(cta, idx), idx.size, ptxtypes.UNSIGNED[w]).astype(np.uint64)
+        for i, wr in enumerate(ws):
+            wr(cta, idx, ((v >> np.uint64(i * pw)) & np.uint64((1 << pw) - 1)).astype(ptxtypes.UNSIGNED[pw]))
+
+    return unpack
+
+
+_APPROX: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ex2": np.exp2, "lg2": np.log2, "rcp": lambda x: 1.0 / x, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+}
+
+
+@builder("ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos", "tanh")
+def _special_fn(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    fn = _APPROX[op.parts[0]]
+    fz = ftz_of(op)
+    mode = _mode(op)
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        raise ValueError(f"{op.parts[0]}.{t}")
+
+    def run(a: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            r = fn(fz(a).astype(np.float64))
+        if t == "f64":
+            return r
+        if "approx" in op.parts or mode == "rn":
+            return fz(r.astype(np.float32))
+        return fz(round_f32(r, 0.0, mode))
+
+    return unary(op, ctx, run, t)
+
+
+@builder("copysign")
+def _copysign(op: Op, ctx: Context) -> Exec:
+    return _binary(op, ctx, lambda a, b: np.copysign(b, a))
+
+
+@builder("testp")
+def _testp(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    what = op.parts[1]
+    tiny = np.finfo(ptxtypes.dtype(t)).tiny
+    tests = {
+        "finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,
+        "normal": lambda x: np.isfinite(x) & (np.abs(x) >= tiny),
+        "subnormal": lambda x: (np.abs(x) < tiny) & (x != 0),
+    }
+    d = ctx.write(op.operands[0], "pred")
+    a = ctx.read(op.operands[1], t)
+    return lambda cta, idx: d(cta, idx, tests[what](arr(a(cta, idx), idx.size, ptxtypes.dtype(t))))

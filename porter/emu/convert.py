@@ -1,0 +1,165 @@
+"""Conversions: cvt between integer and floating-point types (rounding, saturation, packing) and cvta.
+
+Float to integer rounds by the ``.rni/.rzi/.rmi/.rpi`` modifier and saturates to the range (NaN
+to 0); integer or wider float to float rounds by ``.rn/.rz/.rm/.rp``; ``cvt.rn.bf16x2.f32 d, a, b``
+and ``f16x2`` put ``a`` in the upper half. ``cvta`` moves shared addresses in and out of the
+generic window (:mod:`porter.emu.memory`); for the other spaces the address is the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.emu import ptxtypes
+from porter.emu.alu import ROUNDING, arr, ftz_of, unary
+from porter.emu.context import Context, Exec, builder, type_suffix, types_of
+from porter.emu.decode import Op
+from porter.emu.fp import round_f32
+from porter.emu.memory import SHARED_WINDOW
+from porter.emu.state import Cta
+
+_IRND = ("rni", "rzi", "rmi", "rpi")
+
+
+def _round_int(x: np.ndarray, mode: str) -> np.ndarray:
+    return {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](x)
+
+
+def _to_int(x: np.ndarray, t: str, mode: str) -> np.ndarray:
+    """Float to integer: rounded by ``mode``, saturated to the range, NaN to 0 (PTX cvt)."""
+    w = ptxtypes.width(t)
+    lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if t[0] == "s" else (0, 2**w - 1)
+    with np.errstate(invalid="ignore"):
+        r = _round_int(x.astype(np.float64), mode if mode in _IRND else "rzi")
+        r = np.where(np.isnan(r), 0, np.clip(r, lo, hi))
+    if w == 64 and t[0] == "u":
+        big = r >= 2**63
+        out = np.where(big, r - 2**63, r).astype(np.int64).view(np.uint64)
+        return np.where(big, out + np.uint64(2**63), out)
+    return r.astype(np.int64).astype(ptxtypes.dtype(t))
+
+
+def _src_float(raw: np.ndarray, at: str) -> np.ndarray:
+    if at == "bf16":
+        return ptxtypes.bf16_to_f32(raw)
+    return raw.astype(np.float32) if at == "f16" else raw
+
+
+@builder("cvt")
+def _cvt(op: Op, ctx: Context) -> Exec:
+    ts = types_of(op)
+    dt_, at = ts[0], ts[1]
+    sat = "sat" in op.parts
+    fz = ftz_of(op)
+    irnd = next((p for p in op.parts if p in _IRND), "")
+    frnd = next((p for p in op.parts if p in ROUNDING), "rn")
+    relu = "relu" in op.parts
+    if dt_ in ("bf16x2", "f16x2"):
+        return _cvt_pack(op, ctx, dt_, frnd, relu, sat)
+    if dt_ in ("e4m3x2", "e5m2x2") or at in ("e4m3x2", "e5m2x2", "tf32") or dt_ == "tf32":
+        raise ValueError(f"cvt {dt_} <- {at}")
+    d = ctx.write(op.operands[0], dt_)
+    a = ctx.read(op.operands[1], at)
+    dk, ak = ptxtypes.kind(dt_), ptxtypes.kind(at)
+    a_float = ak in ("f", "bf")
+    d_float = dk in ("f", "bf")
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        x = arr(a(cta, idx), idx.size, ptxtypes.dtype(at))
+        if a_float:
+            x = _src_float(x, at)
+            if at == "f32":
+                x = fz(x)
+        if d_float:
+            if not a_float:
+                if dt_ == "f32":
+                    xs = x.astype(np.float64)
+                    r = xs.astype(np.float32) if frnd == "rn" else round_f32(xs, x.astype(np.float64) - xs, frnd)
+                    if ptxtypes.width(at) == 64:  # int64 -> f64 loses bits; round from the exact int
+                        r = _int64_to_f32(x, frnd)
+                else:
+                    r = x.astype(np.float64)
+                    r = r.astype(np.float32) if dt_ in ("f16", "bf16") else r
+            else:
+                r = x
+                if irnd:
+                    r = _round_int(r.astype(np.float64), irnd).astype(r.dtype)
+            with np.errstate(all="ignore"):
+                if dt_ == "f32":
+                    if a_float and at == "f64":
+                        r = r.astype(np.float32) if frnd == "rn" else round_f32(r, 0.0, frnd)
+                    r = fz(np.asarray(r, np.float32))
+                    if sat:
+                        r = np.where(np.isnan(r), np.float32(0), np.clip(r, 0, 1)).astype(np.float32)
+                    d(cta, idx, r)
+                elif dt_ == "f64":
+                    d(cta, idx, np.asarray(r, np.float64))
+                elif dt_ == "f16":
+                    r = np.asarray(r, np.float32)
+                    if sat:
+                        r = np.clip(r, 0, 1)
+                    d(cta, idx, ptxtypes.f32_to_f16(r, frnd).view(np.float16))
+                else:  # bf16
+                    r = np.asarray(r, np.float32)
+                    if relu:
+                        r = np.where(np.isnan(r), r, np.maximum(r, 0))
+                    d(cta, idx, ptxtypes.f32_to_bf16(r, frnd))
+            return
+        if a_float:
+            d(cta, idx, _to_int(x, dt_, irnd or "rzi"))
+            return
+        if sat:
+            w = ptxtypes.width(dt_)
+            lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if dk == "s" else (0, 2**w - 1)
+            d(cta, idx, np.clip(x.astype(np.int64) if x.dtype != np.uint64 else x, lo, hi).astype(ptxtypes.dtype(dt_)))
+            return
+        # integer -> integer: sign- or zero-extend from the source type, then truncate.
+        d(cta, idx, x.astype(ptxtypes.dtype(dt_)))
+
+    return run
+
+
+def _int64_to_f32(x: np.ndarray, mode: str) -> np.ndarray:
+    big = x.astype(np.float64)
+    back = np.array([int(v) for v in x.tolist()], dtype=object) - np.array(
+        [int(v) for v in big.astype(object).tolist()], dtype=object)
+    err = np.array([float(v) for v in back], np.float64)
+    return round_f32(big, err, mode)
+
+
+def _cvt_pack(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool) -> Exec:
+    """``cvt.rn.bf16x2.f32 d, a, b``: a converted into the upper half, b into the lower."""
+    d = ctx.write(op.operands[0], "b32")
+    a = ctx.read(op.operands[1], "f32")
+    b = ctx.read(op.operands[2], "f32")
+    conv = ptxtypes.f32_to_bf16 if dt_ == "bf16x2" else ptxtypes.f32_to_f16
+
+    def half(x: np.ndarray) -> np.ndarray:
+        if relu:
+            x = np.where(np.isnan(x), x, np.maximum(x, 0)).astype(np.float32)
+        if sat:
+            x = np.clip(x, 0, 1).astype(np.float32)
+        return conv(x, mode).astype(np.uint32)
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        hi = half(arr(a(cta, idx), idx.size, np.dtype(np.float32)))
+        lo = half(arr(b(cta, idx), idx.size, np.dtype(np.float32)))
+        d(cta, idx, (hi << np.uint32(16)) | lo)
+
+    return run
+
+
+@builder("cvta")
+def _cvta(op: Op, ctx: Context) -> Exec:
+    t = type_suffix(op)
+    to = "to" in op.parts
+    shared = any(p.startswith("shared") for p in op.parts)
+    window = np.uint64(SHARED_WINDOW if shared else 0)
+    w = ptxtypes.width(t)
+
+    def fn(a: np.ndarray) -> np.ndarray:
+        u = a.astype(np.uint64)
+        r = u - window if to else u + window
+        return r.astype(ptxtypes.UNSIGNED[w])
+
+    return unary(op, ctx, fn, t)

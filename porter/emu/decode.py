@@ -1,0 +1,375 @@
+"""Decode one PTX entry into what the emulator executes: operands, labels and declarations.
+
+porter's parser (:mod:`porter.ptx.parser`) gives the entries, their parameters and every
+instruction with its opcode, guard, line and operand strings; it drops labels and declarations,
+which execution needs. This module reads those from the text between the entry's braces
+(labels become instruction indices) and from the module level (``.extern .shared`` for dynamic
+shared memory, ``.global``/``.const`` variables with their initialisers), and turns each operand
+string into a small typed value (:class:`Reg`, :class:`Imm`, :class:`Addr` ...).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+from dataclasses import dataclass, field
+
+from porter.ptx.model import Entry, Instruction, Param, PtxModule
+from porter.ptx.parser import parse_ptx
+
+
+class DecodeError(ValueError):
+    """An operand or declaration the emulator cannot read (names the PTX line)."""
+
+
+@dataclass(frozen=True)
+class Reg:
+    name: str
+    negate: bool = False  # `!%p1` as a predicate source
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An integer immediate, or a float immediate as its bits (``0f3F800000`` -> 0x3F800000)."""
+
+    value: int
+    is_float_bits: bool = False
+    width: int = 0  # 32 or 64 for float bit immediates
+
+
+@dataclass(frozen=True)
+class FloatLit:
+    """A decimal float literal (``1.0``): rare in generated PTX, kept as a Python float."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class Special:
+    """A special register: ``%tid.x``, ``%laneid``, ``%cluster_ctarank`` ..."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A variable or parameter name, with an optional byte offset (``smem+1024``)."""
+
+    name: str
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Vec:
+    items: tuple[Operand, ...]
+
+
+@dataclass(frozen=True)
+class Addr:
+    """``[base+offset]``: base a register, a symbol or nothing (an absolute address)."""
+
+    base: Reg | Sym | None
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class TensorAddr:
+    """``[map, {c0, c1}]``: a tensor map and box coordinates (cp.async.bulk.tensor)."""
+
+    base: Reg | Sym
+    coords: tuple[Operand, ...]
+
+
+@dataclass(frozen=True)
+class PredPair:
+    """``%p1|%p2``: setp's second, complementary destination."""
+
+    first: Reg
+    second: Reg
+
+
+@dataclass(frozen=True)
+class Sink:
+    """``_``: a destination whose value is discarded."""
+
+
+Operand = Reg | Imm | FloatLit | Special | Sym | Vec | Addr | TensorAddr | PredPair | Sink
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A ``.shared``/``.local``/``.global``/``.const`` variable; ``size`` None for ``name[]``."""
+
+    name: str
+    space: str  # "shared" | "local" | "global" | "const"
+    align: int
+    size: int | None
+    init: bytes = b""
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One decoded instruction: ``opcode`` split into ``parts`` at the dots."""
+
+    index: int
+    line: int
+    opcode: str
+    parts: tuple[str, ...]
+    guard: Reg | None
+    operands: tuple[Operand, ...]
+    text: str  # the instruction as written, for messages
+
+
+@dataclass
+class Program:
+    """An entry ready to run: its instructions, label targets, registers and variables."""
+
+    entry: Entry
+    ops: list[Op]
+    labels: dict[str, int]
+    registers: dict[str, str]  # name -> declared type (".b32", ".pred" ...)
+    variables: dict[str, Variable]
+    params: tuple[Param, ...]
+    arch: str
+    module: PtxModule = field(repr=False)
+
+
+_SPECIALS = re.compile(
+    r"%(tid|ntid|ctaid|nctaid|clusterid|nclusterid|cluster_ctaid|cluster_nctaid)(\.[xyz])?$"
+    r"|%(laneid|warpid|nwarpid|smid|nsmid|gridid|cluster_ctarank|cluster_nctarank|is_explicit_cluster"
+    r"|clock|clock64|globaltimer|lanemask_eq|lanemask_lt|lanemask_le|lanemask_gt|lanemask_ge"
+    r"|dynamic_smem_size|total_smem_size|envreg\d+)$"
+)
+_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)U?$")
+_FBITS = re.compile(r"0([fFdD])([0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"[+-]?[0-9]*\.[0-9]+([eE][+-]?[0-9]+)?$")
+_NAME = re.compile(r"[A-Za-z_$%][A-Za-z0-9_$.]*$")
+_LABEL = re.compile(r"^\s*([A-Za-z_$][A-Za-z0-9_$]*)\s*:")
+_REG_DECL = re.compile(r"\.reg\s+((?:\.v\d\s+)?\.\w+)\s+([^;]+);")
+_VAR_DECL = re.compile(
+    r"(?P<ext>\.extern\s+)?(?:\.(?:visible|weak|common)\s+)?\.(?P<space>shared|local|global|const)(?:::\w+)?\s+"
+    r"(?:\.align\s+(?P<align>\d+)\s+)?(?P<type>\.\w+)\s+(?P<name>[A-Za-z_$][\w$]*)"
+    r"(?P<dims>(?:\[\d*\])*)\s*(?:=\s*(?P<init>\{[^;]*\}|[^;]+))?;"
+)
+_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+
+
+def parse_int(text: str) -> int:
+    t = text.rstrip("U")
+    neg = t.startswith("-")
+    t = t.lstrip("+-")
+    if t.lower().startswith("0x"):
+        v = int(t, 16)
+    elif len(t) > 1 and t.startswith("0"):
+        v = int(t, 8)
+    else:
+        v = int(t)
+    return -v if neg else v
+
+
+def type_bytes(type_: str) -> int:
+    """Bytes of a PTX scalar type name (``.b32`` -> 4, ``.pred`` -> 1)."""
+    digits = "".join(c for c in type_ if c.isdigit())
+    return _TYPE_BYTES.get(digits, 1)
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return [s.strip() for s in out]
+
+
+def decode_operand(text: str) -> Operand:
+    """One operand string (blanks already removed by the parser) as a typed value."""
+    t = text.strip()
+    if t == "_":
+        return Sink()
+    if t.startswith("{") and t.endswith("}"):
+        return Vec(tuple(decode_operand(s) for s in _split_top(t[1:-1]) if s))
+    if t.startswith("[") and t.endswith("]"):
+        inner = t[1:-1]
+        parts = _split_top(inner)
+        if len(parts) == 2 and parts[1].startswith("{"):
+            base = decode_operand(parts[0])
+            coords = decode_operand(parts[1])
+            assert isinstance(coords, Vec)
+            if not isinstance(base, (Reg, Sym)):
+                raise DecodeError(f"bad tensor map operand {parts[0]!r}")
+            return TensorAddr(base, coords.items)
+        return _address(inner)
+    if "|" in t:
+        a, b = t.split("|", 1)
+        return PredPair(Reg(a), Reg(b))
+    if t.startswith("!"):
+        return Reg(t[1:], negate=True)
+    if _SPECIALS.match(t):
+        return Special(t[1:])
+    m = _FBITS.match(t)
+    if m:
+        return Imm(int(m.group(2), 16), True, 32 if m.group(1) in "fF" else 64)
+    if _INT.match(t):
+        return Imm(parse_int(t))
+    if _FLOAT.match(t):
+        return FloatLit(float(t))
+    if t.startswith("%"):
+        return Reg(t)
+    if "+" in t or "-" in t[1:]:
+        name, off = _symbol_offset(t)
+        return Sym(name, off)
+    if _NAME.match(t):
+        return Sym(t)
+    raise DecodeError(f"cannot read operand {t!r}")
+
+
+def _symbol_offset(t: str) -> tuple[str, int]:
+    m = re.match(r"([^+-]+)((?:[+-]+[0-9xXa-fA-F]+)*)$", t)
+    if not m:
+        raise DecodeError(f"cannot read operand {t!r}")
+    off = 0
+    for sign, num in re.findall(r"([+-]+)([0-9xXa-fA-F]+)", m.group(2)):
+        off += (-1 if sign.count("-") % 2 else 1) * parse_int(num)
+    return m.group(1), off
+
+
+def _address(inner: str) -> Addr:
+    inner = inner.strip()
+    if _INT.match(inner):
+        return Addr(None, parse_int(inner))
+    name, off = _symbol_offset(inner) if ("+" in inner or "-" in inner[1:]) else (inner, 0)
+    base: Reg | Sym = Reg(name) if name.startswith("%") else Sym(name)
+    return Addr(base, off)
+
+
+def _float_init(type_: str, values: list[str]) -> bytes:
+    fmt = {"f32": "<f", "f64": "<d"}.get(type_[1:])
+    out = bytearray()
+    size = type_bytes(type_)
+    for v in values:
+        if fmt and not _FBITS.match(v) and not _INT.match(v):
+            out += struct.pack(fmt, float(v))
+            continue
+        m = _FBITS.match(v)
+        n = int(m.group(2), 16) if m else parse_int(v)
+        out += (n & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    return bytes(out)
+
+
+def _variables(text: str, first: int, last: int, *, inside: bool) -> dict[str, Variable]:
+    """Variable declarations on lines [first, last] (module level: lines outside every entry)."""
+    found: dict[str, Variable] = {}
+    lines = text.split("\n")
+    chunk = "\n".join(lines[first - 1 : last])
+    for m in _VAR_DECL.finditer(chunk):
+        line = first + chunk.count("\n", 0, m.start())
+        if not inside and m.group("space") == "local":
+            continue
+        elem = type_bytes(m.group("type"))
+        dims = re.findall(r"\[(\d*)\]", m.group("dims"))
+        if dims and "" in dims:
+            size = None
+        else:
+            size = elem
+            for d in dims:
+                size *= int(d)
+        init = b""
+        if m.group("init"):
+            raw = m.group("init").strip().strip("{}")
+            values = [v.strip() for v in raw.replace("\n", " ").split(",") if v.strip()]
+            if all(_INT.match(v) or _FBITS.match(v) or _FLOAT.match(v) for v in values):
+                init = _float_init(m.group("type"), values)
+        align = int(m.group("align") or elem)
+        found[m.group("name")] = Variable(m.group("name"), m.group("space"), align, size, init, line)
+    return found
+
+
+def _registers(body: str) -> dict[str, str]:
+    regs: dict[str, str] = {}
+    for m in _REG_DECL.finditer(body):
+        type_ = m.group(1).split()[-1]
+        for item in m.group(2).split(","):
+            item = item.strip()
+            rng = re.match(r"([%\w$]+)<(\d+)>$", item)
+            if rng:
+                for i in range(int(rng.group(2))):
+                    regs.setdefault(f"{rng.group(1)}{i}", type_)
+            elif item:
+                regs.setdefault(item, type_)
+    return regs
+
+
+def _op(index: int, ins: Instruction) -> Op:
+    guard = None
+    if ins.predicate:
+        neg = ins.predicate.startswith("@!")
+        guard = Reg(ins.predicate.lstrip("@!"), negate=neg)
+    try:
+        operands = tuple(decode_operand(o) for o in ins.operands)
+    except DecodeError as err:
+        raise DecodeError(f"line {ins.line}: {err}") from None
+    text = f"{ins.predicate + ' ' if ins.predicate else ''}{ins.opcode} {', '.join(ins.operands)}".strip()
+    return Op(index, ins.line, ins.opcode, tuple(ins.opcode.split(".")), guard, operands, text)
+
+
+def _resolve(o: Operand, regs: dict[str, str]) -> Operand:
+    """Names declared as registers without a ``%`` (inline asm's ``.reg .pred p;``) become registers."""
+    if isinstance(o, Sym) and o.name in regs and o.offset == 0:
+        return Reg(o.name)
+    if isinstance(o, Vec):
+        return Vec(tuple(_resolve(i, regs) for i in o.items))
+    if isinstance(o, Addr) and isinstance(o.base, Sym) and o.base.name in regs:
+        return Addr(Reg(o.base.name), o.offset + o.base.offset)
+    if isinstance(o, TensorAddr):
+        base = _resolve(o.base, regs)
+        assert isinstance(base, (Reg, Sym))
+        return TensorAddr(base, tuple(_resolve(c, regs) for c in o.coords))
+    if isinstance(o, PredPair):
+        return PredPair(Reg(o.first.name), Reg(o.second.name))
+    return o
+
+
+def _with_registers(op: Op, regs: dict[str, str]) -> Op:
+    operands = tuple(_resolve(o, regs) for o in op.operands)
+    guard = op.guard
+    return Op(op.index, op.line, op.opcode, op.parts, guard, operands, op.text)
+
+
+def decode(ptx: str | PtxModule, entry: str) -> Program:
+    """The :class:`Program` of ``entry`` in ``ptx`` (text or an already parsed module)."""
+    module = parse_ptx(ptx) if isinstance(ptx, str) else ptx
+    ent = module.entry(entry)
+    text = module.text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    ops = [_op(i, ins) for i, ins in enumerate(ent.instructions)]
+    op_lines = [op.line for op in ops]
+    labels: dict[str, int] = {}
+    for lineno in range(ent.line, ent.end_line + 1):
+        m = _LABEL.match(lines[lineno - 1])
+        if m and not lines[lineno - 1].lstrip().startswith("//"):
+            labels[m.group(1)] = bisect.bisect_left(op_lines, lineno)
+    body = "\n".join(lines[ent.line - 1 : ent.end_line])
+    variables: dict[str, Variable] = {}
+    # Module level: every line outside the module's entries.
+    spans = sorted((e.line, e.end_line) for e in module.entries)
+    start = 1
+    for lo, hi in spans:
+        if lo > start:
+            variables.update(_variables(text, start, lo - 1, inside=False))
+        start = hi + 1
+    variables.update(_variables(text, start, len(lines), inside=False))
+    variables.update(_variables(text, ent.line, ent.end_line, inside=True))
+    registers = _registers(body)
+    ops = [_with_registers(op, registers) for op in ops]
+    return Program(ent, ops, labels, registers, variables, ent.params, module.arch, module)

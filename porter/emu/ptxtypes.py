@@ -1,0 +1,122 @@
+"""PTX scalar types as NumPy dtypes, and the raw-bit conversions between them.
+
+Registers hold raw bits (unsigned integers of the declared width, or bool for predicates); an
+instruction views them as its own type. ``bf16`` has no NumPy dtype: it stays as its 16 bits,
+and arithmetic on it goes through float32 (a bf16 is the top half of a float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+UNSIGNED = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+SIGNED = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+FLOAT = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+
+
+def width(t: str) -> int:
+    """Bits of a type name without the dot: ``u32`` -> 32, ``f16x2`` -> 32, ``pred`` -> 1."""
+    if t == "pred":
+        return 1
+    if t.endswith("x2"):
+        return 2 * int("".join(c for c in t[:-2] if c.isdigit()))
+    if t in ("e4m3x2", "e5m2x2"):
+        return 16
+    return int("".join(c for c in t if c.isdigit()) or 32)
+
+
+def kind(t: str) -> str:
+    """'u', 's', 'b', 'f' (float incl. f16/f32/f64), 'bf' (bf16), 'x2' (packed pairs), 'pred'."""
+    if t == "pred":
+        return "pred"
+    if t.endswith("x2"):
+        return "x2"
+    if t.startswith("bf16"):
+        return "bf"
+    if t.startswith("tf32"):
+        return "b"
+    return t[0]
+
+
+def dtype(t: str) -> np.dtype:
+    """The NumPy dtype an instruction of type ``t`` computes in (raw bits for bf16 and pairs)."""
+    k, w = kind(t), width(t)
+    if k == "pred":
+        return np.dtype(bool)
+    if k == "s":
+        return SIGNED[w]
+    if k == "f":
+        return FLOAT[w]
+    return UNSIGNED[w]
+
+
+def storage(decl: str) -> np.dtype:
+    """The storage dtype of a register declared with type ``decl`` (".b32" ...)."""
+    t = decl.lstrip(".")
+    if t == "pred":
+        return np.dtype(bool)
+    w = width(t)
+    return UNSIGNED[max(16, w) if w <= 16 else w]
+
+
+def as_type(raw: np.ndarray, t: str) -> np.ndarray:
+    """Raw register bits viewed (after truncation or zero extension) as type ``t``."""
+    if t == "pred":
+        return raw.astype(bool, copy=False)
+    w = width(t)
+    if raw.dtype == bool or raw.dtype.itemsize * 8 != w:
+        raw = raw.astype(UNSIGNED[w])
+    return raw.view(dtype(t))
+
+
+def to_storage(values: np.ndarray, t: str, store: np.dtype) -> np.ndarray:
+    """Values of type ``t`` as raw bits of the register storage ``store`` (sign-extending signed types)."""
+    if store.kind == "b":
+        return np.asarray(values).astype(bool)
+    v = np.asarray(values)
+    want = dtype(t)
+    if v.dtype != want:
+        v = v.astype(want)
+    if store.itemsize == want.itemsize:
+        return v.view(store) if v.dtype != store else v
+    if kind(t) == "s" and store.itemsize > want.itemsize:
+        return v.astype(SIGNED[store.itemsize * 8]).view(store)
+    return v.view(UNSIGNED[want.itemsize * 8]).astype(store)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
+    """float32 -> bf16 bits with rounding ``mode`` (rn: to nearest even; rz: toward zero)."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32)
+    nan = np.isnan(np.asarray(x, dtype=np.float32))
+    if mode == "rz":
+        out = b >> np.uint32(16)
+    else:
+        lsb = (b >> np.uint32(16)) & np.uint32(1)
+        out = (b + np.uint32(0x7FFF) + lsb) >> np.uint32(16)
+    out = out.astype(np.uint16)
+    if nan.any():
+        out = np.where(nan, np.uint16(0x7FFF), out)
+    return out
+
+
+def f32_to_f16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
+    """float32 -> float16 bits; NumPy rounds to nearest even, other modes adjust by one ulp."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = x.astype(np.float16)
+    if mode in ("rn", "rni"):
+        return h.view(np.uint16)
+    back = h.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        if mode == "rz":
+            fix = np.abs(back) > np.abs(x)
+            h = np.where(fix, np.nextafter(h, np.float16(0)), h)
+        elif mode == "rm":
+            h = np.where(back > x, np.nextafter(h, np.float16(-np.inf)), h)
+        elif mode == "rp":
+            h = np.where(back < x, np.nextafter(h, np.float16(np.inf)), h)
+    return h.astype(np.float16).view(np.uint16)

@@ -1,0 +1,63 @@
+"""tools/emu_calibrate.py's GPU side, on the fake device of tests/fake_cupy.py: the arguments the
+kernel gets (pointers to the right buffers, typed scalars), results copied back, rows computed.
+The real run is on the H200 (the command is in docs/emulator.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import fake_cupy
+import numpy as np
+import pytest
+from fake_cupy import at
+from test_emu_examples import _calibrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setattr(fake_cupy._Device, "compute_capability", "90", raising=False)
+    cal = _calibrate()
+    return cal
+
+
+def test_vector_add_rows_on_the_fake_device(fake_gpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cal = fake_gpu
+    seen = {}
+
+    def vector_add(grid: tuple[int, ...], block: tuple[int, ...], x: int, y: int, out: int, alpha: np.float32,
+                   n: np.int32) -> None:
+        seen.update(alpha=alpha, n=n, grid=grid, block=block)
+        k = int(n)
+        xs, ys = at(x, k, np.float32), at(y, k, np.float32)
+        exact = xs.astype(np.float64) * np.float64(alpha) + ys  # one rounding, as fma.rn
+        at(out, k, np.float32)[:] = exact.astype(np.float32)
+
+    monkeypatch.setitem(fake_cupy.KERNELS, "vector_add", vector_add)
+    monkeypatch.setattr(cal, "KERNELS", [(ROOT / "examples" / "vector_add", "kernel.ptx", {"n": 1000})])
+    gpu = cal.Gpu()
+    assert gpu.sm == "sm_90"
+    (row,) = cal.calibrate(gpu, tmp_path)
+    assert "gpu_error" not in row, row.get("gpu_error")
+    assert row["bitwise_equal"] and row["bitwise_equal_fraction"] == 1.0 and row["max_ulps_emu_vs_gpu"] == 0
+    assert row["emu_vs_reference_ok"] and row["gpu_vs_reference_ok"] and row["emu_vs_gpu_within_bound"]
+    assert isinstance(seen["alpha"], np.float32) and isinstance(seen["n"], np.int32) and int(seen["n"]) == 1000
+    assert seen["grid"] == (4, 1, 1) and seen["block"] == (256, 1, 1)
+
+
+def test_a_wrong_gpu_result_shows_in_the_row(fake_gpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cal = fake_gpu
+
+    def off_by_one_ulp(grid: tuple[int, ...], block: tuple[int, ...], x: int, y: int, out: int, alpha: np.float32,
+                       n: np.int32) -> None:
+        k = int(n)
+        exact = (at(x, k, np.float32).astype(np.float64) * np.float64(alpha) + at(y, k, np.float32)).astype(np.float32)
+        at(out, k, np.float32)[:] = np.nextafter(exact, np.float32(np.inf))
+
+    monkeypatch.setitem(fake_cupy.KERNELS, "vector_add", off_by_one_ulp)
+    monkeypatch.setattr(cal, "KERNELS", [(ROOT / "examples" / "vector_add", "kernel.ptx", {"n": 33})])
+    (row,) = cal.calibrate(cal.Gpu(), tmp_path)
+    assert not row["bitwise_equal"] and row["max_ulps_emu_vs_gpu"] == 1 and row["emu_vs_gpu_within_bound"]
