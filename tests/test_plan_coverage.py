@@ -69,3 +69,20 @@ def test_the_examples_plans_reach_every_size_class_and_stay_bounded() -> None:
             assert sum(spec.buffer_bytes(p, sizes) for p in buffers) <= 2 << 30
         residues = {unannounced_sizes(spec, seed)[next(iter(spec.sizes))] % 8 for seed in range(64)}
         assert len(residues) > 1, name
+
+
+_EXAMPLE_SPECS = sorted(p for p in (ROOT / "examples").glob("*/porter.toml"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_EXAMPLE_SPECS), st.integers(0, 2**40), st.booleans())
+def test_drawn_size_sets_keep_every_symbol_on_the_lattice_the_sweep_implies(path, seed, thorough) -> None:
+    """A leading dimension every listed set keeps a multiple of 8 (``ldb = "N"``, with ``round_up(N, 8)``
+    where N is odd) stays one in every drawn set: the large GEMM case once drew N = 3388652 with
+    ldb = N, out of the kernel's contract, and the honest kernel failed on the H200."""
+    spec = load_spec(path)
+    sets = [*spec.size_sets(), spec.default_sizes()]
+    steps = {name: int(np.gcd.reduce([s[name] for s in sets])) for name in spec.sizes}
+    for drawn in (unannounced_sizes(spec, seed), large_sizes(spec, seed, thorough=thorough)):
+        if drawn is not None:
+            assert all(drawn[name] % step == 0 for name, step in steps.items()), (drawn, steps)

@@ -26,7 +26,7 @@ LARGE_ELEMENTS = 1 << 24  # some buffer of the large case passes this many eleme
 THOROUGH_BYTES = 1 << 31  # ... and, in a thorough check, this many bytes (32-bit byte offsets overflow)
 BUDGET_BYTES = 2 << 30  # the large case's buffers together stay below this (a check stays bounded)
 THOROUGH_BUDGET_BYTES = 12 << 30
-FLOPS_FACTOR = 4  # with [cost] flops, the large case costs at most 4x the largest listed size set
+FLOPS_FACTOR = 4  # with [cost] flops, the large case costs at most 4x the sweep's largest size set
 _TRIES = 64
 
 
@@ -190,10 +190,12 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     FLOPs of the largest listed size set. None when no symbol can be drawn so (see :func:`skipped_unannounced`)."""
     if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
+    implied = _implied(spec)
     free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
-    listed = [*spec.size_sets(), spec.default_sizes()]
     smallest = min(spec.size_sets(), key=lambda sizes: _bytes(spec, sizes))
-    flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in listed)
+    # The sweep's sets, not the timed one: the reference of every sweep set is computed in every check,
+    # and one of a few times that cost stays cheap (attention's reference holds S x S scores).
+    flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in spec.size_sets())
     budget = THOROUGH_BUDGET_BYTES if thorough else BUDGET_BYTES
     rng = stream(seed, 4, {}, "large")
     best = None  # the largest size set above the sweep's inside every bound: run when no symbol reaches the mark
@@ -202,10 +204,17 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         base = {k: smallest[k] for k in free if k != name}
         most = spec.max_sizes.get(name, 1 << 40)
         value = min(most, int(hi * rng.uniform(2, 4)))
+        grown = False  # a size inside the bounds was found, and the next ones double it
         for _ in range(tries):
-            sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
-            if sizes is None or _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
+            sizes = _on_lattice(spec, implied, rng, {**base}, name, value, step)
+            if sizes is None:
                 break
+            if _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
+                if grown or value <= hi + step:
+                    break  # the last size inside the bounds was the largest
+                value = max(hi + step, value * 2 // 3)  # the first draw was past a bound: back off toward the sweep
+                continue
+            grown = True
             if sizes[name] > hi:
                 if _passes(spec, sizes, thorough):
                     return sizes
@@ -215,6 +224,18 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
                 break
             value = min(most, value * 2)
     return best
+
+
+def _on_lattice(spec: Spec, implied: dict[str, tuple[int, int, int]], rng: np.random.Generator,
+                base: dict[str, int | str], name: str, value: int, step: int, tries: int = 16) -> dict[str, int] | None:
+    """``name`` near ``value`` at a drawn residue, the others from ``base``, such that every symbol,
+    derived ones too, stays on the lattice the sweep implies (a leading dimension ``ldb = "N"`` that
+    every listed set keeps a multiple of 8 keeps N so); None when no residue drawn does."""
+    for _ in range(tries):
+        sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
+        if sizes is not None and all(sizes[k] % lattice == 0 for k, (_, _, lattice) in implied.items()):
+            return sizes
+    return None
 
 
 def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | None:
