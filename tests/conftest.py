@@ -96,6 +96,16 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    """Write ``files`` (repository path: text) into ``repo`` and commit everything; the new commit."""
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
 def small_vector_add(folder: Path, *, marker: str = "") -> tuple[Path, Path]:
     """vector_add with a small sweep (fast on a CPU); the kernel with a ``.global`` named ``marker``."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import NoGpuRunner, git, plain_git
+from conftest import NoGpuRunner, commit, git, plain_git
 
 import porter.ci.bot
 from porter.ci.bot import (
@@ -45,15 +45,6 @@ SPEC = f"{FOLDER}/porter.toml"
 
 
 _plain_git = pytest.fixture(autouse=True)(plain_git)
-
-
-def commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
 
 
 @pytest.fixture

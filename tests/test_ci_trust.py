@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NoGpuRunner, git, plain_git, small_vector_add
+from conftest import NoGpuRunner, commit, git, plain_git, small_vector_add
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai_stub import OpenAIStub, chat
@@ -33,14 +33,6 @@ KERNEL = f"{FOLDER}/kernel.ptx"
 SPEC = f"{FOLDER}/porter.toml"
 
 _plain_git = pytest.fixture(autouse=True)(plain_git)
-
-
-def commit(repo: Path, message: str, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
 
 
 def kernel_text(marker: str = "") -> str:
