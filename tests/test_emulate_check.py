@@ -102,3 +102,18 @@ def test_the_cli_prints_the_gate(wrong_vector_add: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED - emulation: at n=1" in r.stdout
     assert any(line.split()[:2] == ["emulation", "failed"] for line in r.stdout.splitlines()), r.stdout
+
+
+def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vector_add: Path, toolchain) -> None:
+    """The fake GPU computes the reference for any kernel: there the wrong kernel passes, and only
+    --emulate (extra evidence where the GPU runs the candidate) catches it."""
+    from porter.gate.runner.fake import FakeGpu
+
+    spec = load_spec(wrong_vector_add)
+    kernel = wrong_vector_add / "kernel.ptx"
+    gpu = FakeGpu()
+    plain = run_check(kernel, spec, CheckOptions(timing=False), toolchain=toolchain, runner=gpu.runner())
+    assert plain.status == "passed" and plain.gate("emulation") is None
+    asked = run_check(kernel, spec, CheckOptions(timing=False, emulate=True), toolchain=toolchain, runner=gpu.runner())
+    assert asked.gate("equivalence").status == "passed" and asked.gate("emulation").status == "failed"
+    assert asked.status == "failed" and judge(asked).exit_code == 1

@@ -221,7 +221,7 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
         atol, rtol = case.spec.tolerance(p.name, case.sizes)
         limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
         checks.append(compare(p.name, got[p.name], ref[p.name], atol=atol, rtol=rtol, limit=limit))
-    reasons = [f"{c.name}: {format_comparison(c)}" for c in checks if not c.passed]
+    reasons = [f"{c.name}: {c.mismatches} of {c.total} elements wrong" for c in checks if not c.passed]
     modified = [p.name for p in case.spec.params if p.kind == "buffer" and p.role == "in"
                 and not np.array_equal(_view(case, p.name).view(np.uint8), np.asarray(case.host[p.name]).view(np.uint8))]
     if modified:
@@ -265,8 +265,9 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
                 return Gate("emulation", "error", f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
             if judged.status != "passed":
                 where = f"{size_label(sizes)}; seed {seed}"
+                wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
                 return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
-                            tuple(f"[{size_label(c.sizes)}; seed {c.seed}] equivalent" for c in results))
+                            (*wrong, *(f"[{size_label(c.sizes)}; seed {c.seed}] equivalent" for c in results)))
             results.append(judged)
     shapes = "; ".join(dict.fromkeys(_label(spec, c.sizes) for c in results))
     details = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
