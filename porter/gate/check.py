@@ -14,7 +14,9 @@ Order of work, each step feeding the Verdict:
    restored state and digested: a timed launch whose outputs differ from the verified ones fails.
 Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
 can run the candidate, steps 3-6 are ``not run`` with the reason, never passed (except that
-native instructions absent from the SASS are judged absent without a GPU).
+native instructions absent from the SASS are judged absent without a GPU); there, and anywhere
+with ``emulate``, the candidate runs in porter's PTX emulator (:mod:`porter.gate.emulated`): the
+``emulation`` gate, which can fail a check but never pass one.
 """
 
 from __future__ import annotations
