@@ -177,6 +177,10 @@ def check(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     cluster: Annotated[str | None, typer.Option(metavar="ADDRESS", help=CLUSTER_HELP)] = None,
+    emulate: Annotated[
+        bool | None, typer.Option("--emulate/--no-emulate", help="Also run the candidate in porter's PTX emulator at "
+                                  "small size sets (default: only where no GPU here can run it). Never a pass alone.")
+    ] = None,
 ) -> None:
     """Assemble a candidate, prove it equivalent over the sweep, and time it. Exit 0 passed, 1 failed,
     2 bad input, 3 not run / environment."""
@@ -191,7 +195,8 @@ def check(
     loaded = services.find_spec(candidate, spec)
     options = CheckOptions(arch=arch, against=against, golden=golden, seeds=_seeds(seeds, seed), timing=timing,
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
-                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry)
+                           time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry,
+                           emulate=emulate)
     verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster)
     if as_json:
         _emit_json(verdict)

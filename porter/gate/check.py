@@ -14,7 +14,9 @@ Order of work, each step feeding the Verdict:
    restored state and digested: a timed launch whose outputs differ from the verified ones fails.
 Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
 can run the candidate, steps 3-6 are ``not run`` with the reason, never passed (except that
-native instructions absent from the SASS are judged absent without a GPU).
+native instructions absent from the SASS are judged absent without a GPU); there, and anywhere
+with ``emulate``, the candidate runs in porter's PTX emulator (:mod:`porter.gate.emulated`): the
+``emulation`` gate, which can fail a check but never pass one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
+from porter.gate.emulated import emulation_gate
 from porter.gate.golden import REPLAYABLE, GoldenCase, Manifest, check_golden, load_golden
 from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
@@ -83,6 +86,9 @@ class CheckOptions:
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
     # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
     thorough: bool = False
+    # Run the candidate in porter's PTX emulator too (the emulation gate). None: where no GPU here
+    # can run it. Evidence only: a check that emulated but ran nothing on a GPU stays `not run`.
+    emulate: bool | None = None
 
 
 def check_inputs(spec: Spec, options: CheckOptions) -> None:
@@ -392,7 +398,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if device is None:
         gates.append(Gate("equivalence", "not run", why_not))
         more, extras = _unmeasured(options, why_not, target, signature)
-        gates.extend(more)
+        gates.extend(more + _emulated(spec, module, options, extras))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
                         warnings=tuple(warnings), **_extra(base))
     # An explicit --arch is a claim about that target: only its own cubin may stand for it.
@@ -401,7 +407,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if run_cubin is None:
         gates.append(Gate("equivalence", "not run", run_note))
         more, extras = _unmeasured(options, run_note, target, signature)
-        gates.extend(more)
+        gates.extend(more + _emulated(spec, module, options, extras))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
                         gpu=device.describe(), warnings=tuple(warnings), **extras, **_extra(base))
     if run_note:
@@ -481,6 +487,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     cases = judging.results()
     _case_warnings(cases, warnings)
     gates.append(_equivalence_gate(cases, len(plan)))
+    if options.emulate:  # extra evidence beside the GPU's: a wrong result in emulation fails the check
+        gates.append(emulation_gate(spec, module.text, seeds))
     gates.extend(later)
     if timed_run is not None and gates_passed(gates, "equivalence"):
         timing_gate, timings, speed = timed_run
@@ -489,6 +497,15 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                     cases=tuple(cases), timings=timings, warnings=tuple(warnings), judged_share=judged_share(cases),
                     **speed, **extras,
                     **_extra(base))
+
+
+def _emulated(spec: Spec, module: PtxModule, options: CheckOptions, extras: dict[str, Any]) -> list[Gate]:
+    """Where no GPU here runs the candidate: the emulation gate, unless ``--no-emulate``; the seeds
+    it drew go into ``extras`` (the Verdict's seeds reproduce its inputs)."""
+    if options.emulate is False:
+        return []
+    extras["seeds"] = check_seeds(options.seeds)
+    return [emulation_gate(spec, module.text, extras["seeds"])]
 
 
 def _fault_reason(fault: WorkerFault) -> str:

@@ -59,6 +59,7 @@ _TOP_KEYS = (
     "values",
     "kernels",
     "sweep",
+    "emulate",
     "params",
     "launch",
     "reference",
@@ -340,6 +341,7 @@ class Spec:
     kernels: tuple[KernelStep, ...] = ()  # a hot loop of several kernels (empty: entry + launch)
     max_tile: int = DEFAULT_MAX_TILE  # the largest tile along any size symbol: drawn sizes cover its residues
     max_sizes: dict[str, int] = field(default_factory=dict)  # the largest value of a size symbol a check may draw
+    emulate: tuple[dict[str, int | str], ...] = ()  # [[emulate]]: overrides, one per size set run in emulation
 
     @property
     def path(self) -> Path:
@@ -382,6 +384,12 @@ class Spec:
     def size_sets(self) -> list[dict[str, int]]:
         """The equivalence sweep's size sets, resolved; just the defaults when there is no sweep."""
         return [sizes for _, sizes in self._labelled_size_sets()]
+
+    def emulated_size_sets(self) -> list[dict[str, int]]:
+        """The ``[[emulate]]`` size sets, resolved (empty: porter chooses from the sweep, see
+        :func:`porter.gate.emulated.emulated_size_sets`)."""
+        return [resolve_sizes(self.sizes, over, where=f"{self.source}: emulate[{i}]")
+                for i, over in enumerate(self.emulate)]
 
     def _labelled_size_sets(self) -> list[tuple[str, dict[str, int]]]:
         if not self.sweep:
@@ -696,6 +704,8 @@ class Spec:
         if self.sweep:
             for label, sizes in self._labelled_size_sets():
                 self.check_sizes(sizes, context=label)
+        for i, sizes in enumerate(self.emulated_size_sets()):
+            self.check_sizes(sizes, context=f"emulate[{i}]")
         for case in self.value_cases():
             context = f"inputs.cases {case.name!r}"
             where = self.size_sets() if case.name == WIDE and not case.at else [self.value_case_sizes(case)]
@@ -993,6 +1003,7 @@ class _Parser:
         valued = known + tuple(v.name for v in values)
         reference = self.reference(data["reference"]) if "reference" in data else None
         sweep = self.sweep(data.get("sweep", []), known)
+        emulate = self.sweep(data.get("emulate", []), known, "emulate")
         params = self.params(data.get("params"), known, valued, reference)
         for v in values:
             if any(p.name == v.name for p in params):
@@ -1037,6 +1048,7 @@ class _Parser:
             kernels=kernels,
             max_tile=max_tile,
             max_sizes=dict(max_sizes),
+            emulate=emulate,
         )
         spec.validate()
         return spec
@@ -1146,12 +1158,13 @@ class _Parser:
         resolve_sizes(table, {}, where=f"{self.source}: sizes")
         return dict(table), tuple(table)
 
-    def sweep(self, raw: object, known: tuple[str, ...]) -> tuple[dict[str, int | str], ...]:
+    def sweep(self, raw: object, known: tuple[str, ...], name: str = "sweep") -> tuple[dict[str, int | str], ...]:
+        """``[[sweep]]`` (or ``[[emulate]]``, written alike): size overrides, one table per size set."""
         if not isinstance(raw, list):
-            raise self.error("sweep", "must be an array of tables, written [[sweep]]")
+            raise self.error(name, f"must be an array of tables, written [[{name}]]")
         entries = []
         for i, entry in enumerate(raw):
-            key = f"sweep[{i}]"
+            key = f"{name}[{i}]"
             table = self.table(entry, key)
             for name, value in table.items():
                 if name not in known:

@@ -1,0 +1,274 @@
+"""Emulated cases: a candidate run in porter's PTX emulator (:mod:`porter.emu`), judged as a GPU run is.
+
+This is the bridge from a spec to the emulator: a case's inputs are porter's own
+(:func:`porter.gate.inputs.make_args`: the same seed, sizes and values give the same inputs as a
+GPU case), laid out in memory shape with padding, outputs poisoned, tensor maps built from the
+spec's geometry, and the hot loop's steps (one entry, or a ``[[kernels]]`` sequence with its
+zeroings) launched in order. The outputs are compared with the spec's Python reference by
+:func:`porter.gate.compare.compare` within the spec's tolerances.
+
+The emulation gate (``porter check --emulate``, and by default where no GPU can run the
+candidate) runs :func:`emulated_size_sets` under two seeds. It is evidence, never a pass: a check
+that only emulated stays ``not run`` (docs/emulator.md, "In the gate").
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from porter.emu import EmuResult, TensorMap, emulate
+from porter.errors import InputError
+from porter.gate.compare import compare, format_comparison
+from porter.gate.inputs import make_args
+from porter.gate.plan import free_symbols_of
+from porter.gate.spec import Spec, declared_spec, load_spec
+from porter.gate.usercode import load_callable
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, size_label
+
+BUDGET_S = 30.0  # emulation stops starting cases once this much time has gone
+DEFAULT_SETS = 3  # size sets chosen from the sweep when the spec declares no [[emulate]]
+RAGGED = 8  # a size is ragged when it is not a multiple of this
+
+
+@dataclass
+class Step:
+    """One launch of the hot loop (or a zeroing of buffers, ``entry`` empty)."""
+
+    entry: str
+    args: tuple[str, ...]
+    zero: tuple[str, ...]
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    shared: int = 0
+    cluster: tuple[int, int, int] = (1, 1, 1)
+
+
+@dataclass
+class Case:
+    """A run of the hot loop as the gate would make it: buffers and scalars by name, the steps."""
+
+    spec: Spec
+    ptx: str
+    sizes: dict[str, int]
+    values: dict[str, Any]  # buffers (arrays in memory shape), scalars, by param name
+    steps: list[Step]
+    host: dict[str, Any]  # make_args' inputs and scalars, for the reference
+
+    def arguments(self, step: Step) -> list[Any]:
+        """The emulator's arguments of one step, in the entry's parameter order."""
+        out: list[Any] = []
+        for name in step.args:
+            p = self.spec.param(name)
+            if p.kind == "tensormap":
+                assert p.tensormap is not None
+                target = self.spec.param(p.tensormap.tensor)
+                assert target.dtype is not None
+                out.append(TensorMap.from_geometry(step.args.index(target.name), target.dtype.itemsize,
+                                                   self.spec.tensormap_geometry(p, self.sizes)))
+            else:
+                out.append(self.values[name])
+        return out
+
+
+def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: str = "") -> Case:
+    """The emulator's view of ``ptx`` run under ``spec`` (its porter-launch lines already applied)
+    at resolved ``sizes``, with the inputs of seed ``seed`` and value case ``values``."""
+    host = make_args(spec, sizes, seed, values)
+    memory: dict[str, Any] = {}
+    for p in spec.params:
+        if p.kind == "buffer":
+            assert p.dtype is not None
+            shape = spec.memory_shape(p, sizes)
+            if p.role == "out":
+                word = np.dtype(f"u{p.dtype.itemsize}")
+                memory[p.name] = np.full(shape, p.dtype.poison_bits, word).view(p.dtype.numpy)
+            else:
+                view = np.asarray(host[p.name])
+                arr = np.zeros(shape, view.dtype)
+                arr[tuple(slice(0, s) for s in view.shape)] = view
+                memory[p.name] = arr
+        elif p.kind == "scratch":
+            n = spec.scratch_bytes(p, sizes)
+            memory[p.name] = np.zeros(n, np.uint8) if n else None
+        elif p.kind == "scalar":
+            memory[p.name] = host[p.name]
+    steps = []
+    for step in spec.sequence():
+        if not step.entry:
+            steps.append(Step("", (), tuple(step.zero)))
+            continue
+        dims = spec.launch_dims(sizes, step=step)
+        steps.append(Step(step.entry, tuple(step.args), (), dims.grid, dims.block, dims.shared,
+                          dims.cluster or (1, 1, 1)))
+    return Case(spec, ptx, sizes, memory, steps, host)
+
+
+def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None, seed: int = 1,
+             values: str = "") -> Case:
+    """:func:`case_of` for the spec in ``example`` and the kernel in ``ptx_file`` (its porter-launch
+    lines applied), at ``sizes`` over ``[sizes]`` (None: the defaults)."""
+    text = ptx_file.read_text()
+    spec, _ = declared_spec(load_spec(example), text, source=ptx_file.name)
+    resolved = spec.timing_sizes(sizes) if sizes is not None else spec.default_sizes()  # derived sizes filled in
+    return case_of(spec, text, resolved, seed, values)
+
+
+def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
+    """Every step of the hot loop in the emulator, in order; stops after a step that failed."""
+    results = []
+    for step in case.steps:
+        if not step.entry:
+            for name in step.zero:
+                case.values[name][...] = 0
+            continue
+        res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
+                      cluster=step.cluster, **kw)
+        results.append(res)
+        if not res.ok:
+            break
+    return results
+
+
+def outputs(case: Case) -> dict[str, np.ndarray]:
+    """The output buffers (their views, without padding) after a run, by name."""
+    out = {}
+    for p in case.spec.params:
+        if p.is_output:
+            shape = case.spec.shape(p, case.sizes)
+            out[p.name] = np.asarray(case.values[p.name])[tuple(slice(0, s) for s in shape)]
+    return out
+
+
+def reference(case: Case) -> dict[str, np.ndarray]:
+    """The spec's Python reference on the case's inputs (as the worker gives them), in float64."""
+    ref = case.spec.reference
+    assert ref is not None and ref.callable is not None
+    fn = load_callable(str(ref.callable.path), ref.callable.function)
+    given = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.host.items()}
+    # References use CuPy when it imports; at these sizes NumPy is quick, and it needs no GPU.
+    hidden = sys.modules.get("cupy")
+    sys.modules["cupy"] = None  # type: ignore[assignment]  # makes `import cupy` raise ImportError
+    try:
+        result = fn(given, dict(case.sizes))
+    finally:
+        if hidden is None:
+            del sys.modules["cupy"]
+        else:
+            sys.modules["cupy"] = hidden
+    return {k: np.asarray(v, np.float64) for k, v in result.items()}
+
+
+def within(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    """Whether ``got`` meets the spec's tolerance for output ``name`` around ``ref``; the largest difference."""
+    atol, rtol = case.spec.tolerance(name, case.sizes)
+    g = got.astype(np.float64)
+    ok = bool(np.all(np.abs(g - ref) <= atol + rtol * np.abs(ref)))
+    return ok, float(np.nanmax(np.abs(g - ref))) if g.size else 0.0
+
+
+# ----------------------------------------------------------------------------- the gate
+
+
+def _bytes(spec: Spec, sizes: dict[str, int]) -> int:
+    return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
+
+
+def _fits(spec: Spec, sizes: dict[str, int]) -> bool:
+    """Whether the candidate's spec takes ``sizes`` (a TMA kernel's port may not take every sweep set)."""
+    try:
+        spec.check_sizes(sizes)
+    except InputError:
+        return False
+    return True
+
+
+def emulated_size_sets(spec: Spec) -> list[dict[str, int]]:
+    """Where a check emulates: the spec's ``[[emulate]]`` size sets, else :data:`DEFAULT_SETS` of
+    the sweep's: the one with the most ragged varied size symbols (not a multiple of
+    :data:`RAGGED`; the smallest such), then the smallest by buffer bytes until there are three."""
+    if spec.emulate:
+        return spec.emulated_size_sets()
+    sets = sorted((s for s in spec.size_sets() if _fits(spec, s)), key=lambda s: _bytes(spec, s))
+    varied = [k for k in free_symbols_of(spec) if isinstance(spec.sizes[k], int)]
+    ragged = max(sets, key=lambda s: sum(s[k] % RAGGED != 0 for k in varied), default=None)
+    chosen = [ragged] if ragged is not None and any(ragged[k] % RAGGED for k in varied) else []
+    for sizes in sets:
+        if len(chosen) >= DEFAULT_SETS:
+            break
+        if sizes not in chosen:
+            chosen.append(sizes)
+    return sorted(chosen, key=lambda s: _bytes(spec, s))
+
+
+def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
+    """One emulated case's judgement: the emulator's fatal finding, else porter's comparison of
+    every output with the reference (and of every input with what it was)."""
+    sizes = dict(case.sizes)
+    fatal = [d for r in results for d in r.diagnostics if d.fatal or d.kind == "race"]
+    if fatal:
+        status = "not run" if fatal[0].kind == "unsupported" else "failed"
+        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}")  # type: ignore[arg-type]
+    ref = reference(case)
+    got = outputs(case)
+    checks: list[OutputCheck] = []
+    for p in case.spec.outputs:
+        atol, rtol = case.spec.tolerance(p.name, case.sizes)
+        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+        checks.append(compare(p.name, got[p.name], ref[p.name], atol=atol, rtol=rtol, limit=limit))
+    reasons = [f"{c.name}: {c.mismatches} of {c.total} elements wrong" for c in checks if not c.passed]
+    modified = [p.name for p in case.spec.params if p.kind == "buffer" and p.role == "in"
+                and not np.array_equal(_view(case, p.name).view(np.uint8), np.asarray(case.host[p.name]).view(np.uint8))]
+    if modified:
+        reasons.append("wrote its input: " + ", ".join(modified))
+    return CaseResult(sizes=sizes, seed=seed, status="failed" if reasons else "passed",  # type: ignore[arg-type]
+                      reason="; ".join(reasons), outputs=tuple(checks), inputs_modified=tuple(modified))
+
+
+def _label(spec: Spec, sizes: dict[str, int]) -> str:
+    """A size set by its own symbols (derived ones, such as a leading dimension, left out)."""
+    return size_label({k: v for k, v in sizes.items() if not isinstance(spec.sizes.get(k), str)})
+
+
+def _view(case: Case, name: str) -> np.ndarray:
+    shape = case.spec.shape(case.spec.param(name), case.sizes)
+    return np.ascontiguousarray(np.asarray(case.values[name])[tuple(slice(0, s) for s in shape)])
+
+
+def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: float = BUDGET_S) -> Gate:
+    """The ``emulation`` gate: the candidate over :func:`emulated_size_sets` x ``seeds`` in the
+    emulator. Failed at the first wrong case; ``not run`` where the emulator lacks an instruction
+    (or the spec has no Python reference); cases past the time budget are left out and named."""
+    ref = spec.reference
+    if ref is None or ref.callable is None:
+        return Gate("emulation", "not run", "emulation compares with the spec's Python reference; this spec has none")
+    sets = emulated_size_sets(spec)
+    if not sets:
+        return Gate("emulation", "not run", "no size set of the sweep fits the candidate's launch")
+    start = time.perf_counter()
+    results: list[CaseResult] = []
+    skipped = []
+    for sizes in sets:
+        for seed in seeds:
+            if time.perf_counter() - start > budget_s:
+                skipped.append(f"{size_label(sizes)} (seed {seed})")
+                continue
+            case = case_of(spec, ptx, sizes, seed)
+            try:
+                judged = _judge(case, run_emulated(case), seed)
+            except Exception as err:  # the emulator's or the reference's fault, not the kernel's
+                return Gate("emulation", "error", f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
+            if judged.status != "passed":
+                where = f"{size_label(sizes)}; seed {seed}"
+                wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
+                return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
+                            (*wrong, *(f"[{size_label(c.sizes)}; seed {c.seed}] equivalent" for c in results)))
+            results.append(judged)
+    shapes = "; ".join(dict.fromkeys(_label(spec, c.sizes) for c in results))
+    details = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
+    return Gate("emulation", "passed", f"equivalent in emulation ({len(results)} cases, shapes {shapes})", details)

@@ -1,0 +1,119 @@
+"""porter check --emulate: the candidate run in porter's PTX emulator at small size sets, on this
+CPU machine, as the `emulation` gate. Emulation is evidence, never a pass: a candidate only
+emulated is `not run` (exit 3); a wrong result in emulation is `failed` (exit 1); an instruction
+the emulator lacks leaves the gate `not run`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from porter.emu import Diagnostic, EmuResult
+from porter.gate import emulated
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.spec import declared_spec, load_spec
+from porter.gate.verdict import Verdict, judge
+from porter.jsonable import from_jsonable, to_jsonable
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTOR_ADD = ROOT / "examples" / "vector_add"
+GEMM = ROOT / "examples" / "gemm_bf16"
+
+
+def check(candidate: Path, folder: Path, toolchain, **options) -> Verdict:
+    return run_check(candidate, load_spec(folder), CheckOptions(timing=False, **options), toolchain=toolchain,
+                     runner=None)
+
+
+@pytest.fixture
+def wrong_vector_add(tmp_path: Path) -> Path:
+    """examples/vector_add with x * alpha + y computed as x - y."""
+    folder = tmp_path / "vector_add"
+    shutil.copytree(VECTOR_ADD, folder)
+    kernel = folder / "kernel.ptx"
+    text = kernel.read_text()
+    assert "fma.rn.f32 \t%f4, %f2, %f1, %f3;" in text
+    kernel.write_text(text.replace("fma.rn.f32 \t%f4, %f2, %f1, %f3;", "sub.f32 \t%f4, %f2, %f3;"))
+    return folder
+
+
+def test_vector_add_is_equivalent_in_emulation_and_still_not_run(toolchain) -> None:
+    verdict = check(VECTOR_ADD / "kernel.ptx", VECTOR_ADD, toolchain, emulate=True, seeds=(7, 8))
+    gate = verdict.gate("emulation")
+    assert gate is not None and gate.status == "passed", gate
+    assert gate.summary == "equivalent in emulation (6 cases, shapes n=1; n=33; n=1000)"
+    assert verdict.status == "not run" and judge(verdict).exit_code == 3  # never passed without the GPU
+    assert verdict.gate("equivalence").status == "not run"
+    assert verdict.seeds == (7, 8)
+    assert from_jsonable(Verdict, to_jsonable(verdict)) == verdict
+
+
+def test_without_a_gpu_emulation_runs_by_default_and_no_emulate_turns_it_off(toolchain) -> None:
+    assert check(VECTOR_ADD / "kernel.ptx", VECTOR_ADD, toolchain).gate("emulation").status == "passed"
+    assert check(VECTOR_ADD / "kernel.ptx", VECTOR_ADD, toolchain, emulate=False).gate("emulation") is None
+
+
+def test_a_wrong_kernel_fails_in_emulation(wrong_vector_add: Path, toolchain) -> None:
+    verdict = check(wrong_vector_add / "kernel.ptx", wrong_vector_add, toolchain, emulate=True)
+    gate = verdict.gate("emulation")
+    assert gate is not None and gate.status == "failed"
+    assert gate.summary.startswith("at n=1; seed ") and "out:" in gate.summary and "wrong" in gate.summary
+    assert verdict.status == "failed" and judge(verdict).exit_code == 1
+    assert verdict.reason.startswith("emulation: ")
+    assert from_jsonable(Verdict, to_jsonable(verdict)) == verdict
+
+
+def test_an_unsupported_instruction_leaves_the_gate_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    unsupported = Diagnostic("unsupported", 49, "instruction not emulated: frobnicate.f32", fatal=True)
+    monkeypatch.setattr(emulated, "emulate", lambda *a, **k: EmuResult(buffers={}, diagnostics=[unsupported]))
+    spec = load_spec(VECTOR_ADD)
+    gate = emulated.emulation_gate(spec, (VECTOR_ADD / "kernel.ptx").read_text(), (1, 2))
+    assert gate.status == "not run" and "not emulated: frobnicate.f32" in gate.summary
+
+
+def test_emulate_size_sets_of_the_spec_replace_the_default_choice() -> None:
+    spec = load_spec(VECTOR_ADD)
+    assert emulated.emulated_size_sets(spec) == [{"n": 1}, {"n": 33}, {"n": 1000}]
+    declared = replace(spec, emulate=({"n": 77},))
+    assert emulated.emulated_size_sets(declared) == [{"n": 77}]
+    gate = emulated.emulation_gate(declared, (VECTOR_ADD / "kernel.ptx").read_text(), (1, 2))
+    assert gate.summary == "equivalent in emulation (2 cases, shapes n=77)"
+
+
+def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
+    kernel = GEMM / "kernel_sm100a.ptx"
+    spec, _ = declared_spec(load_spec(GEMM), kernel.read_text(), source=kernel.name)
+    assert [s["M"] for s in emulated.emulated_size_sets(spec)] == [1, 77, 128]  # smallest, most ragged, one tile
+    verdict = check(kernel, GEMM, toolchain, emulate=True, arch="sm_100a")
+    gate = verdict.gate("emulation")
+    assert gate is not None and gate.status == "passed", gate
+    assert gate.summary.startswith("equivalent in emulation (6 cases, shapes M=1, N=8, K=8; M=77, N=77, K=40;")
+    assert verdict.status == "not run" and judge(verdict).exit_code == 3
+
+
+def test_the_cli_prints_the_gate(wrong_vector_add: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "porter", "check", str(wrong_vector_add / "kernel.ptx"), "--emulate",
+                        "--no-gpu"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAILED - emulation: at n=1" in r.stdout
+    assert any(line.split()[:2] == ["emulation", "failed"] for line in r.stdout.splitlines()), r.stdout
+
+
+def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vector_add: Path, toolchain) -> None:
+    """The fake GPU computes the reference for any kernel: there the wrong kernel passes, and only
+    --emulate (extra evidence where the GPU runs the candidate) catches it."""
+    from porter.gate.runner.fake import FakeGpu
+
+    spec = load_spec(wrong_vector_add)
+    kernel = wrong_vector_add / "kernel.ptx"
+    gpu = FakeGpu()
+    plain = run_check(kernel, spec, CheckOptions(timing=False), toolchain=toolchain, runner=gpu.runner())
+    assert plain.status == "passed" and plain.gate("emulation") is None
+    asked = run_check(kernel, spec, CheckOptions(timing=False, emulate=True), toolchain=toolchain, runner=gpu.runner())
+    assert asked.gate("equivalence").status == "passed" and asked.gate("emulation").status == "failed"
+    assert asked.status == "failed" and judge(asked).exit_code == 1
