@@ -184,7 +184,7 @@ def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float) -> dic
         diff = np.abs(emu.astype(np.float64) - gpu.astype(np.float64))
         both_nan = np.isnan(emu.astype(np.float64)) & np.isnan(gpu.astype(np.float64))
         diff = np.where(both_nan, 0.0, diff)
-        in_bound = diff <= atol + rtol * np.abs(gpu.astype(np.float64))
+        in_bound = (diff <= atol + rtol * np.abs(gpu.astype(np.float64))) | (same == other)  # equal infinities too
     return {
         "bitwise_equal_fraction": float(np.mean(same == other)) if same.size else 1.0,
         "bitwise_equal": bool(np.array_equal(same, other)),

@@ -164,12 +164,19 @@ def reference(case: Case) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, np.float64) for k, v in result.items()}
 
 
-def within(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
-    """Whether ``got`` meets the spec's tolerance for output ``name`` around ``ref``; the largest difference."""
+def judged(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> OutputCheck:
+    """``got`` against ``ref`` for output ``name`` as the gate judges a GPU case: the spec's tolerance,
+    and elements whose reference the output's dtype cannot hold left out."""
     atol, rtol = case.spec.tolerance(name, case.sizes)
-    g = got.astype(np.float64)
-    ok = bool(np.all(np.abs(g - ref) <= atol + rtol * np.abs(ref)))
-    return ok, float(np.nanmax(np.abs(g - ref))) if g.size else 0.0
+    p = next(q for q in case.spec.outputs if q.name == name)
+    limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+    return compare(name, got, ref, atol=atol, rtol=rtol, limit=limit)
+
+
+def within(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    """Whether ``got`` passes :func:`judged`; the largest difference over the judged elements."""
+    check = judged(case, name, got, ref)
+    return check.passed, check.max_abs_err
 
 
 # ----------------------------------------------------------------------------- the gate
@@ -218,9 +225,7 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     got = outputs(case)
     checks: list[OutputCheck] = []
     for p in case.spec.outputs:
-        atol, rtol = case.spec.tolerance(p.name, case.sizes)
-        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
-        checks.append(compare(p.name, got[p.name], ref[p.name], atol=atol, rtol=rtol, limit=limit))
+        checks.append(judged(case, p.name, got[p.name], ref[p.name]))
     reasons = [f"{c.name}: {c.mismatches} of {c.total} elements wrong" for c in checks if not c.passed]
     modified = [p.name for p in case.spec.params if p.kind == "buffer" and p.role == "in"
                 and not np.array_equal(_view(case, p.name).view(np.uint8), np.asarray(case.host[p.name]).view(np.uint8))]
