@@ -93,7 +93,8 @@ def failing(r: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
 def test_the_spec_names_one_of_several_entries_and_that_one_is_checked(folder: Path) -> None:
     r = porter("check", "kernels.ptx", "--no-gpu", "--json", cwd=folder)
     assert r.returncode == 3, r.stderr  # interface and assembly pass; no GPU here to run it
-    assert gates(r) == {"interface": "passed", "assemble": "passed", "equivalence": "not run", "entry": "axpy_inplace"}
+    assert gates(r) == {"interface": "passed", "assemble": "passed", "equivalence": "not run", "emulation": "passed",
+                        "entry": "axpy_inplace"}
 
 
 def test_entry_checks_a_variant_in_the_same_module_against_the_same_spec(folder: Path) -> None:

@@ -136,14 +136,14 @@ def _resume(run_dir: Path, toolchain):
 def test_resuming_a_not_run_port_without_the_gpu_adds_no_identical_recheck(tmp_path: Path, toolchain) -> None:
     first = run_port(GEMM / "kernel_sm80.ptx", load_spec(GEMM / "porter.toml"), "sm_90a", toolchain=toolchain,
                      runner=NoGpuRunner(), model=ReplayModel(GEMM / "scripted_session.toml"), runs_root=tmp_path)
-    assert first.status == "not run on target hardware" and len(first.candidates) == 3
+    assert first.status == "not run on target hardware" and len(first.candidates) == 4
     for _ in range(2):  # each resume on a machine without the GPU checks the last candidate again, and adds nothing
         again = _resume(first.run_dir, toolchain)
-        assert [c.origin for c in again.candidates] == ["retarget", "model", "model"]
-        assert again.status == "not run on target hardware" and again.best.index == 2
-        assert again.stop_reason.startswith("checked again on this machine: candidate 2 assembles for sm_90a")
+        assert [c.origin for c in again.candidates] == ["retarget", "model", "model", "model"]
+        assert again.status == "not run on target hardware" and again.best.index == 3
+        assert again.stop_reason.startswith("checked again on this machine: candidate 3 assembles for sm_90a")
     assert sorted(p.name for p in (first.run_dir / "candidates").iterdir()) == [
-        "00.json", "00.ptx", "01.json", "01.ptx", "02.json", "02.ptx"]
+        "00.json", "00.ptx", "01.json", "01.ptx", "02.json", "02.ptx", "03.json", "03.ptx"]
 
 
 def test_resuming_a_port_whose_retarget_could_not_run_adds_no_identical_recheck(tmp_path: Path, toolchain) -> None:

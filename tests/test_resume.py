@@ -102,7 +102,7 @@ def test_the_gemm_scripted_port_resumes_to_the_same_end_without_a_gpu(tmp_path, 
                    runs_root=tmp_path / "b", budget=Budget(max_rounds=1))
     resumed = _resume(cut.run_dir, toolchain, NoGpuRunner())
     assert _ending(resumed) == _ending(whole)
-    assert resumed.status == "not run on target hardware" and resumed.best.index == 2
+    assert resumed.status == "not run on target hardware" and resumed.best.index == 3
 
 
 def test_a_run_recorded_without_the_gpu_resumes_where_it_is_and_passes(tmp_path, toolchain):

@@ -44,20 +44,24 @@ def test_no_model_gives_the_retarget_baseline_and_says_so(tmp_path, toolchain):
 def test_scripted_session_walks_the_repair_path_on_the_cpu(tmp_path, toolchain):
     result, events = _port(tmp_path, toolchain, ReplayModel(SCRIPT))
     origins = [(c.origin, c.verdict.gate("assemble").status) for c in result.candidates]
-    assert origins == [("retarget", "passed"), ("model", "failed"), ("model", "passed")]
+    assert origins == [("retarget", "passed"), ("model", "failed"), ("model", "passed"), ("model", "passed")]
     # The first reply's ptxas error went back to the model with the offending line.
     first_feedback = result.candidates[1].feedback
     assert "m64n64k8" in first_feedback
-    # No GPU here: the loop stops at the first candidate with HGMMA in its SASS, and claims no more.
+    # No GPU here: the second reply, wrong in every tile, is failed in emulation and told so; the
+    # loop stops at the first candidate with HGMMA in its SASS that is equivalent in emulation.
+    assert result.candidates[2].verdict.gate("emulation").status == "failed"
+    assert "emulation" in result.candidates[2].feedback
     assert result.status == "not run on target hardware"
-    assert result.best.index == 2 and result.best.verdict.signature_sass["HGMMA"] > 0
-    assert result.spend["rounds"] == 2
+    assert result.best.index == 3 and result.best.verdict.signature_sass["HGMMA"] > 0
+    assert result.best.verdict.gate("emulation").status == "passed"
+    assert result.spend["rounds"] == 3
     assert any(kind == "format-error" for kind, _ in events) is False
     # Everything was recorded as it happened.
     run = find_run(tmp_path / "runs", result.run_id)
     assert (run / "result.json").is_file() and len(list((run / "messages").glob("*.md"))) >= 5
     (summary,) = list_runs(tmp_path / "runs")
-    assert summary.status == "not run on target hardware" and summary.candidates == 3
+    assert summary.status == "not run on target hardware" and summary.candidates == 4
 
 
 def test_budget_stops_before_a_call_that_would_exceed_it(tmp_path, toolchain):
@@ -81,10 +85,11 @@ def test_export_writes_repair_pairs_only_towards_candidates_verified_on_hardware
     assert "no later candidate passed on hardware" in no_pairs_reason(result.run_dir, include_unverified=False)
     pairs = list(repair_pairs(result.run_dir, include_unverified=True))
     by_source = {pair["metadata"]["from"]: pair for pair in pairs}
-    assert set(by_source) == {0, 1}  # the baseline and the reply that did not assemble both led to candidate 2
-    assert all(pair["metadata"]["to"] == 2 for pair in pairs)
+    # Each failure is paired with the next candidate that got further: the reply that did not assemble
+    # with the one that did (failed in emulation), the baseline and that one with the last.
+    assert {k: pair["metadata"]["to"] for k, pair in by_source.items()} == {0: 3, 1: 2, 2: 3}
     first = by_source[1]
-    assert first["metadata"]["verified"] is False and first["metadata"]["to_status"] == "not run on target hardware"
+    assert first["metadata"]["verified"] is False and first["metadata"]["to_status"] == "failed"
     assert first["metadata"]["model"] == "replay:scripted_session.toml" and first["metadata"]["from_status"] == "failed"
     assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
     assert "m64n64k8" in first["messages"][1]["content"]  # the failing candidate and its feedback
@@ -150,7 +155,7 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     result = output["result"]
     assert result["status"] == "not run on target hardware"
     assert output["review"] is None  # not passed, and no --branch-on-failure: no branch
-    assert (env_root / ".porter" / "runs" / result["run_id"] / "candidates" / "02.ptx").is_file()
+    assert (env_root / ".porter" / "runs" / result["run_id"] / "candidates" / "03.ptx").is_file()
     events = [json.loads(line)["event"] for line in r.stderr.splitlines() if line.startswith("{")]
     assert events[0] == "start" and events[-1] == "done"
     listed = subprocess.run([sys.executable, "-m", "porter", "runs", "--root", str(env_root)], capture_output=True,
@@ -159,9 +164,9 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     # The run replays on "another machine": here, with the same verdicts, from the clone's own spec.
     replayed = subprocess.run([sys.executable, "-m", "porter", "replay", result["run_id"][:20], "--root", str(env_root),
                                "--no-gpu"], capture_output=True, text=True, cwd=ROOT)
-    # Two candidates reproduce their record; the third could not run here either: not run, exit 3.
+    # Three candidates reproduce their record; the last could not run here either: not run, exit 3.
     assert replayed.returncode == 3, replayed.stdout + replayed.stderr
-    assert replayed.stdout.count("same") == 2 and "not run   not run  not run" in replayed.stdout
+    assert replayed.stdout.count("same") == 3 and "not run   not run  not run" in replayed.stdout
     exported = subprocess.run([sys.executable, "-m", "porter", "export", result["run_id"], "--root", str(env_root)],
                               capture_output=True, text=True, cwd=ROOT)
     assert exported.returncode == 0 and exported.stdout == ""  # nothing passed on hardware here...
@@ -169,7 +174,7 @@ def test_cli_port_json_with_the_scripted_model(tmp_path):
     exported = subprocess.run([sys.executable, "-m", "porter", "export", result["run_id"], "--root", str(env_root),
                                "--include-unverified"], capture_output=True, text=True, cwd=ROOT)
     pairs = [json.loads(line) for line in exported.stdout.splitlines()]  # ... unless asked for, marked
-    assert len(pairs) == 2 and all(p["messages"][2]["role"] == "assistant" for p in pairs)
+    assert len(pairs) == 3 and all(p["messages"][2]["role"] == "assistant" for p in pairs)
     assert not any(p["metadata"]["verified"] for p in pairs)
 
 

@@ -1158,13 +1158,13 @@ class _Parser:
         resolve_sizes(table, {}, where=f"{self.source}: sizes")
         return dict(table), tuple(table)
 
-    def sweep(self, raw: object, known: tuple[str, ...], name: str = "sweep") -> tuple[dict[str, int | str], ...]:
+    def sweep(self, raw: object, known: tuple[str, ...], table_name: str = "sweep") -> tuple[dict[str, int | str], ...]:
         """``[[sweep]]`` (or ``[[emulate]]``, written alike): size overrides, one table per size set."""
         if not isinstance(raw, list):
-            raise self.error(name, f"must be an array of tables, written [[{name}]]")
+            raise self.error(table_name, f"must be an array of tables, written [[{table_name}]]")
         entries = []
         for i, entry in enumerate(raw):
-            key = f"{name}[{i}]"
+            key = f"{table_name}[{i}]"
             table = self.table(entry, key)
             for name, value in table.items():
                 if name not in known:

@@ -254,6 +254,7 @@ def achievements(v: Verdict) -> list[str]:
     said = {"passed": "yes", "failed": "NO", "not run": "not run", "error": "error"}
     lines = ["achieved:"]
     for name, what in (("assemble", f"assembles for {v.arch}"), ("equivalence", "equal to the reference over the sweep"),
+                       ("emulation", "equal to the reference in emulation (CPU, small shapes; not hardware)"),
                        ("native", f"{v.arch}'s own tensor-core instructions executed"), ("timing", "timed")):
         gate = v.gate(name)
         if gate is not None:

@@ -29,6 +29,7 @@ GATE_CLAIMS = {
     "interface": "the parameters match the spec",
     "assemble": "assembles with ptxas",
     "equivalence": "equal to the reference over the sweep",
+    "emulation": "equal to the reference in emulation (on the CPU, at small shapes: evidence, not hardware)",
     "native": "the target's own tensor-core instructions executed",
     "sanitize": "memory, race, init and sync sanitizers clean",
     "timing": "timed",
