@@ -152,6 +152,9 @@ class GitRepo:
         followed (the final one and any folder link), as a checkout would; its ``path`` is the real
         one. InputError when a link leaves the repository (an absolute target, or ``..`` above the
         root), when links loop, or when nothing is there."""
+        direct = self.entry(rev, path)
+        if direct is not None and not direct.is_link:
+            return direct  # a tree holds no path through a link: none of its folders is one
         done: list[str] = []
         todo = [p for p in path.split("/") if p]
         followed = 0

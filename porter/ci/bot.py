@@ -65,6 +65,7 @@ from porter.ci.change import (
     SpecFrom,
     SpeedCheck,
     Target,
+    deleted_kernels,
     is_kernel,
     is_spec,
     material_edits,
@@ -72,7 +73,7 @@ from porter.ci.change import (
     spec_candidates,
 )
 from porter.ci.interface import interface_change
-from porter.ci.revision import write_file, write_folder
+from porter.ci.revision import write_file, write_spec_folder
 from porter.errors import EnvironmentProblem, InputError, PorterError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.runner.client import GpuRunner, Runner, opened
@@ -149,7 +150,7 @@ def plan(
                      | {c.old_path for c in changes if c.status == "R" and c.old_path and is_spec(c.old_path)})
     targets: dict[str, Target] = {}
     skipped: dict[str, Skipped] = {}
-    notes: list[str] = [f"{c.path}: deleted in this change" for c in changes if c.status == "D" and is_kernel(c.path)]
+    notes: list[str] = [f"{path}: deleted in this change" for path in deleted_kernels(changes)]
     for change in changes:
         if change.status == "D" or not is_kernel(change.path):
             continue
@@ -258,7 +259,7 @@ def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, a
     return next((code for code in _EXIT_SEVERITY if code in codes), 0)
 
 
-def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], notes: Sequence[str] = (), *,
+def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], deleted: Sequence[str] = (), *,
              allow_unchecked: bool = False) -> str:
     unchecked = ""
     if skipped:
@@ -267,7 +268,6 @@ def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], notes: Seq
     if not kernels:
         if skipped:
             return f"no kernel to check; {unchecked}"
-        deleted = [n.removesuffix(": deleted in this change") for n in notes if n.endswith(": deleted in this change")]
         return f"no kernel to check: deleted in this change: {', '.join(deleted)}" if deleted else "no kernel changed"
     config = [k for k in kernels if k.config_error]
     if config:
@@ -338,10 +338,7 @@ def trusted_spec(git: GitRepo, target: Target, run: _Run) -> Path:
     run's temporary folder: the spec revision's copy, or for a spec new in this change (only with
     ``--trust-head``) the head's. Its folder comes along: reference, derive functions, goldens."""
     revision, folder = (run.head, "newspec") if target.spec_new else (run.spec_revision, "spec")
-    spec_file = run.tmp / folder / target.spec
-    if not spec_file.exists():
-        write_folder(git, revision, str(PurePosixPath(target.spec).parent), run.tmp / folder)
-    return spec_file
+    return write_spec_folder(git, revision, target.spec, run.tmp / folder)
 
 
 def _check_target(target: Target, run: _Run) -> CiKernel:
@@ -509,14 +506,15 @@ def check_change(
         known.update(skipped=skipped, notes=notes)
         if not targets:
             return CiOutcome(exit_code((), skipped, allow_unchecked=allow_unchecked),
-                             headline((), skipped, notes, allow_unchecked=allow_unchecked),
+                             headline((), skipped, deleted_kernels(changes), allow_unchecked=allow_unchecked),
                              wall_s=time.perf_counter() - start, **known)
         kernels = _check_all(targets, git, head_sha, base_sha, spec_rev, toolchain or find_toolchain(),
                              runner_factory, max_slowdown, sanitize, allow_interface_change)
     except PorterError as err:
         return CiOutcome(err.exit_code, str(err), wall_s=time.perf_counter() - start, **known)
     return CiOutcome(exit_code(kernels, skipped, allow_unchecked=allow_unchecked),
-                     headline(kernels, skipped, notes, allow_unchecked=allow_unchecked), kernels=kernels,
+                     headline(kernels, skipped, deleted_kernels(changes), allow_unchecked=allow_unchecked),
+                     kernels=kernels,
                      wall_s=time.perf_counter() - start, **known)
 
 
@@ -554,9 +552,8 @@ def _named_material(git: GitRepo, base: str, changes: Sequence[Change], specs: C
         folder = str(PurePosixPath(spec).parent)
         if git.entry(base, spec) is None:
             continue
-        write_folder(git, base, folder, tmp)
         try:
-            loaded = load_spec(tmp / spec, allow_todo=True)
+            loaded = load_spec(write_spec_folder(git, base, spec, tmp), allow_todo=True)
         except InputError:
             continue  # a base spec that does not load: the kernels it governs say so when checked
         root = (tmp / folder).resolve()

@@ -146,6 +146,11 @@ def is_kernel(path: str) -> bool:
     return path.endswith(".ptx")
 
 
+def deleted_kernels(changes: Sequence[Change]) -> tuple[str, ...]:
+    """The kernels ``changes`` delete."""
+    return tuple(c.path for c in changes if c.status == "D" and is_kernel(c.path))
+
+
 def material_edits(changes: Sequence[Change], specs: Collection[str],
                    named: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
     """For each spec, the files of its material that ``changes`` touch (added, edited, removed, or

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from porter.ci.change import CiKernel, CiOutcome, CiPort, spec_candidates
-from porter.ci.revision import write_file, write_folder
+from porter.ci.revision import write_file, write_folder, write_spec_folder
 from porter.errors import PorterError
 from porter.gate.runner.client import opened
 from porter.gitcmd import GitRepo
@@ -41,13 +41,11 @@ def _spec_at_head(repo: Path, kernel: str, checked_with: str) -> Path:
 def trusted_tree(git: GitRepo, outcome: CiOutcome, kernel: CiKernel, root: Path) -> tuple[Path, Path]:
     """Write under ``root`` what porting ``kernel`` may read: its spec folder from the revision that
     judged it, the base revision's agents, and the head's kernel. Returns (kernel file, spec file)."""
-    spec_revision = outcome.head if kernel.spec_new else outcome.spec_revision
-    if not (root / kernel.spec).is_file():
-        write_folder(git, spec_revision, str(PurePosixPath(kernel.spec).parent), root)
+    spec_file = write_spec_folder(git, outcome.head if kernel.spec_new else outcome.spec_revision, kernel.spec, root)
     if not (root / AGENTS).exists():
         (root / AGENTS).mkdir(parents=True)
         write_folder(git, outcome.base, AGENTS, root)
-    return write_file(git, outcome.head, kernel.path, root), root / kernel.spec
+    return write_file(git, outcome.head, kernel.path, root), spec_file
 
 
 def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,

@@ -3,7 +3,7 @@ ci`` reads a revision. The user's work tree is never read, and nothing lands out
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from porter.errors import InputError
 from porter.gitcmd import GitRepo
@@ -27,6 +27,15 @@ def write_file(git: GitRepo, rev: str, path: str, root: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(git.blob(found.obj))
     return dest
+
+
+def write_spec_folder(git: GitRepo, rev: str, spec: str, root: Path) -> Path:
+    """The spec file ``spec`` of ``rev`` under ``root``, with its folder (reference, derive code,
+    goldens) written once: a second call for a spec of the same folder writes nothing."""
+    spec_file = root / spec
+    if not spec_file.exists():
+        write_folder(git, rev, str(PurePosixPath(spec).parent), root)
+    return spec_file
 
 
 def write_folder(git: GitRepo, rev: str, folder: str, root: Path) -> None:
