@@ -174,7 +174,7 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, i
         sizes = _resolved(spec, overrides)
         if sizes is None:
             continue
-        inside = all(lo <= sizes[k] <= hi and sizes[k] % step == 0 for k, (lo, hi, step) in implied.items())
+        inside = _keeps_lattice(sizes, implied) and all(lo <= sizes[k] <= hi for k, (lo, hi, _) in implied.items())
         if inside and tuple(sorted(sizes.items())) not in listed:
             return sizes
     return None
@@ -187,7 +187,8 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     other symbol at the sweep's smallest size set (so that the reference stays cheap); inside
     ``kernel.max_sizes``, ``kernel.require``, the lattice the sweep implies, the size budget
     (:data:`BUDGET_BYTES` of buffers) and, with ``[cost] flops``, :data:`FLOPS_FACTOR` times the
-    FLOPs of the largest listed size set. None when no symbol can be drawn so (see :func:`skipped_unannounced`)."""
+    FLOPs of the sweep's largest size set; when no symbol reaches the mark, the largest size set
+    above the sweep's inside those bounds. None when none fits (see :func:`skipped_unannounced`)."""
     if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
     implied = _implied(spec)
@@ -206,7 +207,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         value = min(most, int(hi * rng.uniform(2, 4)))
         grown = False  # a size inside the bounds was found, and the next ones double it
         for _ in range(tries):
-            sizes = _on_lattice(spec, implied, rng, {**base}, name, value, step)
+            sizes = _on_lattice(spec, implied, rng, base, name, value, step)
             if sizes is None:
                 break
             if _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
@@ -233,9 +234,14 @@ def _on_lattice(spec: Spec, implied: dict[str, tuple[int, int, int]], rng: np.ra
     every listed set keeps a multiple of 8 keeps N so); None when no residue drawn does."""
     for _ in range(tries):
         sizes = _resolved(spec, {**base, name: with_residue(rng, value, step, spec.max_tile)})
-        if sizes is not None and all(sizes[k] % lattice == 0 for k, (_, _, lattice) in implied.items()):
+        if sizes is not None and _keeps_lattice(sizes, implied):
             return sizes
     return None
+
+
+def _keeps_lattice(sizes: dict[str, int], implied: dict[str, tuple[int, int, int]]) -> bool:
+    """Every symbol of ``sizes`` a multiple of the step the listed sets keep it at."""
+    return all(sizes[k] % step == 0 for k, (_, _, step) in implied.items())
 
 
 def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | None:
