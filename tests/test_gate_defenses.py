@@ -102,7 +102,9 @@ def test_the_plan_checks_the_timed_and_profiled_sizes_and_the_value_cases() -> N
     plan = check_plan(spec, (11, 12), timed=timed, profiled=spec.default_sizes())
     sweep = [c for c in plan if c.why == "sweep"]
     assert len(sweep) == 2 * len(spec.size_sets())
-    assert [(c.sizes, c.seed) for c in plan if c.why == "timed"] == [({"n": 16777216}, 11), ({"n": 4096}, 11)]
+    # every timed size set under every seed: timing rotates through the input sets checked there
+    assert [(c.sizes, c.seed) for c in plan if c.why == "timed"] == [
+        ({"n": 16777216}, 11), ({"n": 16777216}, 12), ({"n": 4096}, 11), ({"n": 4096}, 12)]
     assert not [c for c in plan if c.why == "profiled"]  # the default sizes are already planned
     assert [c.values for c in plan if c.values] == ["wide"]
     assert len({c.key() for c in plan}) == len(plan)
@@ -175,12 +177,27 @@ def test_timed_launches_must_reproduce_the_verified_digests() -> None:
     key = Case({"n": 8}, 1).key()
     reply = {"names": ["candidate", "library"], "digests": [[7, 7, 7, 9], None], "outputs_per_launch": 1,
              "guards": [[], []]}
-    problems = _timed_outputs_problems(reply, key, {key: [7]}, "n=8")
+    problems = _timed_outputs_problems(reply, [key], {key: [7]}, "n=8")
     assert len(problems) == 1 and "1 of 4 timed launches" in problems[0] and "launch 4" in problems[0]
-    assert _timed_outputs_problems({**reply, "digests": [[7] * 4, None]}, key, {key: [7]}, "n=8") == []
+    assert _timed_outputs_problems({**reply, "digests": [[7] * 4, None]}, [key], {key: [7]}, "n=8") == []
     guarded = {**reply, "digests": [[7] * 4, None], "guards": [["out: 4 bytes written past its end"], []]}
-    assert "during the timed launches" in _timed_outputs_problems(guarded, key, {key: [7]}, "n=8")[0]
-    assert "could not be held" in _timed_outputs_problems(reply, key, {}, "n=8")[0]
+    assert "during the timed launches" in _timed_outputs_problems(guarded, [key], {key: [7]}, "n=8")[0]
+    assert "could not be held" in _timed_outputs_problems(reply, [key], {}, "n=8")[0]
+
+
+def test_each_timed_launch_is_held_to_the_input_set_it_ran_on() -> None:
+    """Launch r ran on set r % 2: a kernel that gives set 0's answer on set 1 (it cached it) fails."""
+    first, second = Case({"n": 8}, 1).key(), Case({"n": 8}, 2).key()
+    verified = {first: [7], second: [5]}
+    rotating = {"names": ["candidate"], "digests": [[7, 5, 7, 5]], "repeat_digests": [7, 7], "outputs_per_launch": 1,
+                "guards": [[]]}
+    assert _timed_outputs_problems(rotating, [first, second], verified, "n=8") == []
+    cached = {**rotating, "digests": [[7, 7, 7, 7]]}
+    problems = _timed_outputs_problems(cached, [first, second], verified, "n=8")
+    assert len(problems) == 1 and "2 of 4 timed launches" in problems[0] and "launch 2" in problems[0]
+    # the repeat phase runs on the first set only
+    assert "repeated launches" in _timed_outputs_problems({**rotating, "repeat_digests": [7, 5]}, [first, second],
+                                                          verified, "n=8")[0]
 
 
 class ScriptedRunner:

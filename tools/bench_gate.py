@@ -101,7 +101,7 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
 
         cubin, _ = runnable_cubin(read_ptx(kernel), None, runner.start(), find_toolchain(), kernel.name)
         reply = runner.call("time", 300.0, spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(),
-                            seed=0, contenders=[{"name": "candidate", "kind": "kernel", "cubin": cubin,
+                            seeds=[0], contenders=[{"name": "candidate", "kind": "kernel", "cubin": cubin,
                                                  "entry": spec.entry}], budget_s=2.0)
         alone_ms = statistics.median(reply["times_ms"][0])
     for kind in phases[-1]:

@@ -451,8 +451,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         return _reference_job(spec, options, reference_cubin, source_entry,
                               (golden, golden_cases[index]) if golden is not None else None, source_launch)
 
-    def reference_for(sizes: dict[str, int]) -> dict[str, Any] | None:
-        key = Case(sizes, seeds[0]).key()
+    def reference_for(sizes: dict[str, int], seed: int) -> dict[str, Any] | None:
+        key = Case(sizes, seed).key()
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
     judging = _run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
@@ -481,9 +481,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     speed: dict[str, float | None] = {}
     timed_run = None
     if options.timing and not judging.failed_so_far():
+        drawn = drawn_timed_sizes(spec, plan, timed, seeds[0])
         timed_run = _timing(spec, runner, device, run_cubin, entry_name, launch,
-                            (source_cubin, source_entry, source_launch), options, seeds[0], digests, timed,
-                            reference_for)
+                            (source_cubin, source_entry, source_launch), options, seeds, digests,
+                            [*timed, *([drawn] if drawn is not None else [])], reference_for)
     cases = judging.results()
     _case_warnings(cases, warnings)
     gates.append(_equivalence_gate(cases, len(plan)))
@@ -748,17 +749,31 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
     return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({size_label(r.sizes)})" for r in ran), tuple(details))
 
 
+def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]], seed: int) -> dict[str, int] | None:
+    """The size set timed beside the named ones: of the size sets this check drew for itself (the
+    unannounced and the large one, checked at ``seed``), the costliest. Nobody learns it before
+    the check runs, so a kernel tuned to the timed shape alone cannot choose where it is timed."""
+    drawn = [c.sizes for c in plan if c.why in ("unannounced", "large") and c.seed == seed and not c.values
+             and c.sizes not in timed]
+    if not drawn:
+        return None
+    return max(drawn, key=lambda sizes: (spec.flops(sizes) or 0.0, spec.bytes(sizes) or 0.0,
+                                         sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")))
+
+
 def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
-            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seed: int,
+            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seeds: tuple[int, ...],
             verified: dict[tuple, list[int]], timed: list[dict[str, int]],
-            reference_for: Callable[[dict[str, int]], dict[str, Any] | None] = lambda sizes: None,
+            reference_for: Callable[[dict[str, int], int], dict[str, Any] | None] = lambda sizes, seed: None,
             ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
-    at each size set asked for; the speedups are those of the first.
+    at each size set in ``timed`` (the named ones, then the drawn one); the headline speed-ups are
+    the lowest over them, so that a kernel fast only at the shape it is timed at gains nothing.
 
-    What is timed must be what was verified: every timed launch of the candidate must leave the
-    outputs (by digest) that its checked launch at the same sizes and seed left, its guard bands
-    intact, and no timing may beat the roofline unless the spec calls its cost approximate.
+    What is timed must be what was verified: timing rotates through every input set checked at
+    the size set (one per seed), and every timed launch of the candidate must leave the outputs
+    (by digest) that its checked launch on the same set left, its guard bytes intact; no timing
+    may beat the roofline unless the spec calls its cost approximate.
     """
     contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
                                          "launch": launch}]
@@ -775,31 +790,35 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     parts: list[str] = []
     problems: list[str] = []
     notes: list[str] = []
-    speed: dict[str, float | None] = {}
+    ratios: dict[str, list[float]] = {"source": [], "library": []}
     # Outputs declared nondeterministic cannot be held to a digest: each timed launch's are
     # compared with the reference, on the GPU, within the spec's tolerance.
     held = tuple(p.name for p in spec.outputs if not p.deterministic)
     for sizes in timed:
         label = size_label(sizes)
-        reference = reference_for(sizes) if held else None
-        if held and reference is None:
+        checked = [seed for seed in seeds if verified.get(Case(sizes, seed).key())]
+        if not checked:
+            problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+            continue
+        references = [reference_for(sizes, seed) for seed in checked] if held else None
+        if references is not None and None in references:
             problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
                             "(no checked case there)")
         try:
             reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
-                                seed=seed, contenders=contenders, budget_s=options.timing_budget_s,
-                                reference=reference)
+                                seeds=checked, contenders=contenders, budget_s=options.timing_budget_s,
+                                references=references)
         except WorkerFault as fault:
             return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "
-                          "correct",)), tuple(timings), speed)
+                          "correct",)), tuple(timings), _headline(ratios))
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
         here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
                 for name, samples in zip(reply["names"], reply["times_ms"], strict=True)]
         timings.extend(here)
         by_name = {t.name: t for t in here}
         cand = by_name["candidate"]
-        problems += _timed_outputs_problems(reply, Case(sizes, seed).key(), verified, label,
+        problems += _timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in checked], verified, label,
                                             tuple(p.name for p in spec.outputs), held)
         if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
             said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
@@ -809,47 +828,56 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
             else:
                 problems.append(said + "; either the kernel skips work or [cost] overstates it "
                                 "(set cost.approximate = true if the cost model is an estimate)")
-        if not speed:
-            speed = {
-                "speedup_vs_source": by_name["source"].median_ms / cand.median_ms if "source" in by_name else None,
-                "speedup_vs_library": by_name["library"].median_ms / cand.median_ms if "library" in by_name else None,
-            }
-        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}) at {label}"]
+        for other in ratios:
+            if other in by_name:
+                ratios[other].append(by_name[other].median_ms / cand.median_ms)
+        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}, {len(checked)} input sets) at {label}"]
         if cand.roofline_fraction is not None:
             part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
         for other in ("source", "library"):
             if other in by_name:
                 part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
         parts.append(", ".join(part_text))
+    if len(parts) > 1:
+        notes.append("the headline speed-ups are the lowest over these size sets")
+    speed = _headline(ratios)
     if problems:
         return Gate("timing", "failed", problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
     return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
 
 
-def _timed_outputs_problems(reply: dict[str, Any], key: tuple, verified: dict[tuple, list[int]], label: str,
-                            outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
-    """How the candidate's timed launches differ from its verified launch at the same case.
+def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:
+    """The verdict's speed-ups: each the lowest measured (None where that contender never ran)."""
+    return {f"speedup_vs_{other}": min(found) if found else None for other, found in ratios.items()}
 
-    Each launch leaves one number per output (``outputs``, in order): a digest, which must be the
-    verified launch's, or for an output declared nondeterministic (``held``) the count of its
-    elements outside the reference's tolerance, which must be 0 (the verified launch's entry)."""
+
+def _timed_outputs_problems(reply: dict[str, Any], keys: list[tuple], verified: dict[tuple, list[int]], label: str,
+                            outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
+    """How the candidate's timed launches differ from its verified launches on the same input sets.
+
+    Timed launch ``r`` ran on input set ``r % len(keys)`` (the case ``keys[r % len(keys)]``); the
+    repeat phase on the first. Each launch leaves one number per output (``outputs``, in order): a
+    digest, which must be the verified launch's, or for an output declared nondeterministic
+    (``held``) the count of its elements outside the reference's tolerance, which must be 0 (the
+    verified launch's entry)."""
     problems = []
     names = reply["names"]
     guards = reply.get("guards", [[] for _ in names])[names.index("candidate")]
     if guards:
         problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
-    expected = verified.get(key)
+    expected = [verified.get(key) for key in keys]
     digests = reply.get("digests", [None])[names.index("candidate")]
-    if not expected or digests is None:
+    if not keys or not all(expected) or digests is None:
         problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
         return problems
-    per = reply.get("outputs_per_launch", len(expected))
-    for what, found in (("timed launches", digests), ("repeated launches (globals kept)", reply.get("repeat_digests", []))):
+    per = reply.get("outputs_per_launch", len(expected[0] or []))
+    for what, found, sets in (("timed launches", digests, len(keys)),
+                              ("repeated launches (globals kept)", reply.get("repeat_digests", []), 1)):
         launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
-        differ = [i for i, got in enumerate(launches) if list(got) != list(expected)]
+        differ = [i for i, got in enumerate(launches) if list(got) != list(expected[i % sets] or [])]
         if differ:
-            first = launches[differ[0]]
-            slots = [k for k in range(min(len(first), len(expected))) if first[k] != expected[k]]
+            first, want = launches[differ[0]], expected[differ[0] % sets] or []
+            slots = [k for k in range(min(len(first), len(want))) if first[k] != want[k]]
             which = [outputs[k] + (f" ({first[k]} elements outside the reference's tolerance)" if outputs[k] in held
                                    else "") for k in slots if k < len(outputs)]
             named = f", in {', '.join(which)}" if which else ""

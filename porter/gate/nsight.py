@@ -56,13 +56,15 @@ class LaunchJob:
     launches: int = 1  # kernel launches in one run of the hot loop (ncu profiles them all)
     device: int = 0  # the CUDA device index to launch on (the checked worker's GPU)
 
-    def write(self, folder: Path) -> Path:
+    def write(self, folder: Path, placing: str) -> Path:
+        """The job file for launch_once, its buffers placed ``placing`` (see porter.gate.layout)."""
         cubin_path = folder / "kernel.cubin"
         cubin_path.write_bytes(self.cubin)
         job = folder / "job.json"
         job.write_text(json.dumps({"cubin_path": str(cubin_path), "entry": self.entry,
                                    "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed,
-                                   "launch": self.launch, "result_path": str(folder / "result.json")}))
+                                   "launch": self.launch, "result_path": str(folder / "result.json"),
+                                   "placing": placing}))
         return job
 
 
@@ -264,7 +266,7 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="porter-ncu-") as tmp:
         folder = Path(tmp)
-        job_path = job.write(folder)
+        job_path = job.write(folder, "flush")  # as a checked case's first run and every timed launch lie
         report = folder / "report"
         command = [str(ncu), "--clock-control", "none", "--target-processes", "all",
                    "-k", f"regex:^({'|'.join(re.escape(e) for e in job.entries or (job.entry,))})$",
@@ -353,7 +355,7 @@ def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> San
         raise EnvironmentProblem(f"unknown sanitizer tool {tool!r}")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="porter-sanitizer-") as tmp:
-        job_path = job.write(Path(tmp))
+        job_path = job.write(Path(tmp), "exact")  # the sanitizer sees each buffer's true bounds
         command = [str(sanitizer), "--tool", tool, "--print-limit", "20", "--target-processes", "all"]
         if tool == "racecheck":
             command += ["--racecheck-report", "hazard"]

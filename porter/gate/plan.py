@@ -53,19 +53,21 @@ def check_seeds(seeds: tuple[int, ...] = ()) -> tuple[int, ...]:
 
 def check_plan(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]] | None = None,
                profiled: dict[str, int] | None = None, thorough: bool = False) -> list[Case]:
-    """Every case a check runs: the sweep x seeds, each timed or profiled size set not already in
-    it (first seed: what is timed is what was verified), one size set inside the sweep's ranges
+    """Every case a check runs: the sweep x seeds, each timed size set x seeds (timing rotates
+    through those input sets: what is timed is what was verified), the profiled size set (first
+    seed) when not already in it, one size set inside the sweep's ranges
     that the spec does not list, one above them (:func:`large_sizes`), and the value cases (first
     seed; porter's own at a size set of the sweep drawn per check)."""
-    plan = [Case(sizes, seed) for sizes in spec.size_sets() for seed in seeds]
-    seen = {c.key() for c in plan}
-    extra = [(sizes, "timed") for sizes in timed or []] + ([(profiled, "profiled")] if profiled else [])
+    extra = [(profiled, "profiled")] if profiled else []
     extra += [(drawn, why) for drawn, why in ((unannounced_sizes(spec, seeds[0]), "unannounced"),
                                               (large_sizes(spec, seeds[0], thorough=thorough), "large"))
               if drawn is not None]
-    for sizes, why in extra:
-        case = Case(sizes, seeds[0], why=why)
-        if case.key() not in seen:
+    plan: list[Case] = []
+    seen: set[tuple] = set()
+    for case in [*(Case(sizes, seed) for sizes in spec.size_sets() for seed in seeds),
+                 *(Case(sizes, seed, why="timed") for sizes in timed or [] for seed in seeds),
+                 *(Case(sizes, seeds[0], why=why) for sizes, why in extra)]:
+        if case.key() not in seen:  # the first of each size set and seed
             plan.append(case)
             seen.add(case.key())
     for value_case in spec.value_cases():

@@ -43,6 +43,10 @@ DEFAULT_WIDE = 4.0  # porter's own wider-range value case scales every float fil
 WIDE = "wide"  # the name of porter's own value case: wider (or shifted) fills, perturbed float constants
 PERTURB = 1.5  # porter's value case multiplies each fixed float scalar and value by a factor in [1/1.5, 1.5]
 DEFAULT_NATIVE_SHARE = 0.9  # share of cost.flops the target's own instructions must execute
+# A buffer's start is aligned to this many bytes unless its spec says otherwise (``align``): what
+# every CUDA allocator gives and what a 16-byte access (ld.global.v4.b32, cp.async 16) needs. porter
+# aligns no further than the contract says (see porter.gate.layout).
+DEFAULT_ALIGN = 16
 DEFAULT_MAX_TILE = 256  # the largest tile a kernel is assumed to use along any size symbol (kernel.max_tile)
 DOMAINS = ("real", "positive", "nonnegative")
 
@@ -71,7 +75,8 @@ _TOP_KEYS = (
     "todo",
 )
 _PARAM_KEYS = {
-    "buffer": ("name", "kind", "dtype", "shape", "role", "fill", "ld", "derive", "deterministic", "domain", "finite"),
+    "buffer": ("name", "kind", "dtype", "shape", "role", "fill", "ld", "derive", "deterministic", "domain", "finite",
+               "align"),
     "scalar": ("name", "kind", "dtype", "value", "range", "const"),
     "scratch": ("name", "kind", "bytes"),
     "tensormap": ("name", "kind", "tensor", "dims", "box", "swizzle"),
@@ -190,6 +195,11 @@ class ParamSpec:
     deterministic: bool = True  # False: an output accumulated in no fixed order (atomics)
     domain: Domain = Domain()  # the values a float input may hold (drawn across all of them)
     const: bool = False  # a fixed scalar compiled into the kernel: never perturbed
+    align: int = DEFAULT_ALIGN  # bytes a buffer's start is aligned to: the contract's, and no more
+
+    def alignment(self) -> int:
+        """The bytes this buffer's start is aligned to: the spec's ``align``, at least one element."""
+        return max(self.align, self.dtype.itemsize if self.dtype is not None else 1)
 
     @property
     def is_output(self) -> bool:
@@ -1212,6 +1222,9 @@ class _Parser:
             if target is None:
                 raise self.error(f"{key}.tensor", f"must name a buffer param (got {p.tensormap.tensor!r}; "
                                  f"buffers: {', '.join(buffers) or 'none'})")
+            if target.align < 16:
+                raise self.error(f"{key}.tensor", f"buffer {target.name!r} has align = {target.align}, but a tensor "
+                                 "map's global address must be 16-byte aligned (align = 16 or more)")
             if len(p.tensormap.dims) != len(target.shape):
                 raise self.error(f"{key}.dims", f"has {len(p.tensormap.dims)} extents but buffer "
                                  f"{target.name!r} has {len(target.shape)} axes")
@@ -1280,7 +1293,16 @@ class _Parser:
         if span is not None and not domain.contains(*span):
             raise self.error(f"{key}.fill", f"{fill} leaves the input's domain ({table.get('domain', 'real')})")
         return ParamSpec(name, kind, dtype, shape=shape, role=role, fill=fill, ld=ld, derive=derive,
-                         deterministic=deterministic, domain=domain)
+                         deterministic=deterministic, domain=domain, align=self.align(table, dtype, key))
+
+    def align(self, table: Mapping[str, Any], dtype: DType, key: str) -> int:
+        """A buffer's ``align``: a power of two of bytes, at least one element."""
+        value = table.get("align", max(DEFAULT_ALIGN, dtype.itemsize))
+        if isinstance(value, bool) or not isinstance(value, int) or value < dtype.itemsize or value & (value - 1) \
+                or value > 4096:
+            raise self.error(f"{key}.align", f"must be a power of two of bytes from the element's {dtype.itemsize} "
+                             f"to 4096 (got {value!r})")
+        return value
 
     def flag(self, table: Mapping[str, Any], name: str, key: str) -> bool:
         value = table.get(name, False)

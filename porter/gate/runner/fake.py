@@ -230,21 +230,26 @@ class FakeGpu:
                 "fence": ""}
 
     def _time(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Ten launches per contender, rotating through the job's input sets as the worker does."""
         spec = self._spec(job["spec_path"])
         names = [c["name"] for c in job["contenders"]]
+        seeds = job["seeds"]
         reps = 10
-        digests = []
+        digests: list[list[int] | None] = []
+        repeat: list[int] = []
         for c in job["contenders"]:
             if c["kind"] != "kernel":
                 digests.append(None)
                 continue
-            outs = self._kernel(spec, job["sizes"], job["seed"], "", self._wrong(c["cubin"], job["seed"]))
-            digests.append(self._digests(outs) * reps)
+            per_set = [self._digests(self._kernel(spec, job["sizes"], seed, "", self._wrong(c["cubin"], seed)))
+                       for seed in seeds]
+            digests.append([d for r in range(reps) for d in per_set[r % len(seeds)]])
+            repeat = repeat or per_set[0] * reps
         time.sleep(self.time_s)
         times = {"candidate": 1.0, "source": 2.0, "library": 1.25}
-        candidate = digests[0] or []
         return {"names": names, "times_ms": [[times.get(n, 1.0)] * reps for n in names], "digests": digests,
-                "repeat_digests": candidate, "outputs_per_launch": len(spec.outputs), "guards": [[] for _ in names]}
+                "repeat_digests": repeat, "outputs_per_launch": len(spec.outputs), "guards": [[] for _ in names],
+                "seeds": list(seeds)}
 
 
 class FakeGpuRunner:

@@ -2,9 +2,11 @@
 
 ``ncu`` and ``compute-sanitizer`` profile or check a program, not a function call, so porter
 hands them ``python -m porter.gate.runner.launch_once JOB.json``. The job names a cubin, the entry,
-the spec, the sizes and the seed (a hot loop of several kernels runs them all, in order). Buffers are allocated at their exact sizes with CuPy's memory
-pool off, so that the sanitizer's bounds checks see each buffer's true end (porter's own guard
-bands would hide an off-by-one write from it). The launch starts from the same restored state as
+the spec, the sizes and the seed (a hot loop of several kernels runs them all, in order), and
+where the buffers lie (:mod:`porter.gate.layout`): ``flush`` for the profiler, as checked and
+timed launches lie; ``exact`` for the sanitizers, each buffer a cudaMalloc of its own size with
+CuPy's pool off, so that their bounds checks see each buffer's true end (guard bytes would hide
+an off-by-one write from them). The launch starts from the same restored state as
 the worker's, and its outputs' digests go to the job's ``result_path``: a kernel that behaves
 otherwise when profiled than when checked is caught (an output declared nondeterministic
 leaves 0 there: it is not held to a digest). Exit 0 after a clean launch, 1 on a CUDA error.
@@ -24,13 +26,15 @@ def main(job_path: str) -> int:
     from porter.gate.runner.worker import Launch, WorkerState, output_digests
 
     job = json.loads(Path(job_path).read_text())
-    cp.cuda.set_allocator(None)  # plain cudaMalloc per buffer: exact bounds for memcheck
-    state = WorkerState(cp, fenced=False, folder=Path(job_path).parent)
+    placing = job.get("placing", "exact")
+    if placing == "exact":
+        cp.cuda.set_allocator(None)  # plain cudaMalloc per buffer: exact bounds for memcheck
+    state = WorkerState(cp, fenced=placing != "exact", folder=Path(job_path).parent)
     spec = state.spec(job["spec_path"], job.get("launch"), job.get("entry"))
     sizes = {k: int(v) for k, v in job["sizes"].items()}
     seed = int(job["seed"])
     module = state.module(Path(job["cubin_path"]).read_bytes())
-    launch = Launch(state, spec, sizes, make_args(spec, sizes, seed), seed, guard=0)
+    launch = Launch(state, spec, sizes, make_args(spec, sizes, seed), seed, placing)
     try:
         launch.reset()
         launch.run(module)

@@ -6,11 +6,12 @@ touches the GPU lives here, so the parent never imports CuPy.
 A candidate is treated as an adversary that would pass by remembering, recognising or skipping.
 Every launch starts with its inputs uploaded afresh, its outputs set to an initial state (NaN
 poison, or random finite values: each case runs under both), scratch random and every SM's
-shared memory overwritten. Consecutive cases at the same sizes reuse the same buffers with new
-data, and module ``.global`` variables carry from case to case, as in a program that calls the
-kernel again and again; before every timed launch they are restored to their load-time image.
-Inputs are handed over read-only; buffers sit between random guard patterns inside fenced
-address space (an access far outside faults), and every buffer is scrubbed before it is freed,
+shared memory overwritten with random words. Consecutive cases at the same sizes reuse the same
+buffers with new data, and module ``.global`` variables carry from case to case, as in a program
+that calls the kernel again and again; before every timed launch they are restored to their
+load-time image. Where buffers lie is drawn per run from one family for every kind of launch
+(:mod:`porter.gate.layout`); inputs are handed over read-only where fenced; random guard bytes
+surround every buffer, and every buffer is scrubbed before it is freed,
 so that no kernel can find another kernel's results (the reference's above all) in recycled
 memory. Timed launches are digested, so that what was timed can be held to what was verified.
 """
@@ -27,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from porter.gate import layout
+from porter.gate.layout import Placement
 from porter.gate.runner.transfer import Parking, parking_directory
+from porter.gate.spec import DEFAULT_ALIGN
 from porter.gate.usercode import load_callable
 from porter.install import install_hint
 
-GUARD_BYTES = 64 * 1024
 SCRUB = 0x3C
 
 # CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
@@ -83,23 +86,23 @@ def is_sticky(err: BaseException) -> bool:
 
 
 class DeviceBuffer:
-    """A device allocation with guard bands: [guard | data | guard], data 64 KiB-aligned from the base.
+    """A device allocation laid out as ``placement`` says (see :mod:`porter.gate.layout`):
+    ``[lead | data | tail]``, the lead and tail holding a random pattern (new for every buffer, so
+    a kernel cannot write "the canary" back) that is compared after each launch.
 
-    The guard bands hold a random pattern (new for every buffer), so a kernel cannot write "the
-    canary" back. With ``fenced``, the allocation sits in its own reservation of unmapped address
-    space (``porter.gate.runner.isolated``): an access beyond the mapped pages faults at any distance;
-    the mapped pages past the data all count as guard band. With ``read_only`` too, the kernel
-    gets ``kernel_ptr``, a mapping through which it can only read.
+    A ``fenced`` allocation sits in its own reservation of unmapped address space
+    (``porter.gate.runner.isolated``): an access beyond the mapped pages faults at any distance.
+    With ``read_only`` too, the kernel gets ``kernel_ptr``, a mapping through which it can only read.
+    A ``plain`` one comes from CuPy's pool, near porter's other buffers.
     """
 
-    def __init__(self, cp: Any, nbytes: int, guard: int, rng: np.random.Generator, *, fenced: bool = False,
-                 read_only: bool = False) -> None:
+    def __init__(self, cp: Any, nbytes: int, placement: Placement, seed: int, *, read_only: bool = False) -> None:
         self.cp = cp
         self.nbytes = nbytes
-        self.guard = guard
+        self.lead = placement.lead
         self._fence = None
-        total = nbytes + 2 * guard
-        if fenced:
+        total = placement.size(nbytes)
+        if placement.family == "fenced":
             from porter.gate.runner.isolated import IsolatedAllocation
 
             self._fence = IsolatedAllocation(total, cp.cuda.Device().id)
@@ -107,25 +110,21 @@ class DeviceBuffer:
             self.raw = cp.ndarray((self._fence.size,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
         else:
             self.raw = cp.empty(total, dtype=cp.uint8)
-        self.data = self.raw[guard : guard + nbytes]
+        self.data = self.raw[self.lead : self.lead + nbytes]
         # What the kernel is handed: for an input, a read-only mapping of the same memory.
-        self.kernel_ptr = (self._fence.read_only_alias() + guard if self._fence is not None and read_only
+        self.kernel_ptr = (self._fence.read_only_alias() + self.lead if self._fence is not None and read_only
                            else self.ptr)
-        after = self.raw.size - guard - nbytes
-        self.patterns = (cp.asarray(rng.integers(0, 256, guard, dtype=np.uint8)),
-                         cp.asarray(rng.integers(0, 256, after, dtype=np.uint8)))
+        self.pattern = random_bytes(cp, self.raw.size, seed)
         self.fill_guards()
 
     @property
     def ptr(self) -> int:
-        return self.raw.data.ptr + self.guard
+        return int(self.raw.data.ptr) + self.lead
 
     def fill_guards(self) -> None:
-        before, after = self.patterns
-        if before.size:
-            self.raw[: self.guard] = before
-        if after.size:
-            self.raw[self.guard + self.nbytes :] = after
+        end = self.lead + self.nbytes
+        self.raw[: self.lead] = self.pattern[: self.lead]
+        self.raw[end:] = self.pattern[end:]
 
     def upload(self, host: np.ndarray) -> None:
         if self.nbytes:
@@ -140,15 +139,15 @@ class DeviceBuffer:
         return self.data.get()
 
     def guard_violation(self, name: str) -> str:
-        """Writes into the guard bands, described, or '' when they are intact (compared on the GPU)."""
+        """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
         problems = []
-        before, after = self.patterns
-        if before.size:
-            bad = self.cp.flatnonzero(self.raw[: self.guard] != before)
+        end = self.lead + self.nbytes
+        if self.lead:
+            bad = self.cp.flatnonzero(self.raw[: self.lead] != self.pattern[: self.lead])
             if bad.size:
-                problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.guard - int(bad[-1])} bytes before)")
-        if after.size:
-            bad = self.cp.flatnonzero(self.raw[self.guard + self.nbytes :] != after)
+                problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.lead - int(bad[-1])} bytes before)")
+        if end < self.raw.size:
+            bad = self.cp.flatnonzero(self.raw[end:] != self.pattern[end:])
             if bad.size:
                 problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
         return f"{name}: " + "; ".join(problems) if problems else ""
@@ -162,10 +161,21 @@ class DeviceBuffer:
             self._fence = None
 
 
+def random_bytes(cp: Any, nbytes: int, seed: int) -> Any:
+    """``nbytes`` random bytes made on the GPU (a guard pattern of a few megabytes costs no upload)."""
+    return cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+
+
 _SUPPORT_SOURCE = r"""
-extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned int pattern) {
+// Random words (a 64-bit mix of the key and the word's place): nothing a kernel could recognise.
+extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned long long key) {
     extern __shared__ unsigned int porter_shared[];
-    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) porter_shared[i] = pattern ^ i;
+    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) {
+        unsigned long long z = key + (blockIdx.x * (unsigned long long)words + i) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        porter_shared[i] = (unsigned int)(z ^ (z >> 31));
+    }
 }
 
 // A position-weighted 64-bit sum of n bytes (wrapping): equal contents give equal digests, in
@@ -243,7 +253,7 @@ class WorkerState:
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
         self._support: Any = None
-        self._case: tuple[tuple, Launch] | None = None
+        self._cases: dict[int, tuple[tuple, Launch]] = {}  # run -> (key, its buffers)
         self._inputs: dict[tuple, dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
         if fenced:
             from porter.gate.runner.isolated import available
@@ -255,6 +265,21 @@ class WorkerState:
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def placement(self, placing: str, nbytes: int, align: int, rng: np.random.Generator,
+                  family: layout.Family) -> Placement:
+        """Where a buffer of ``nbytes`` lies in a launch placed ``placing`` (see ``Launch``); plain
+        with random guards where fences are unavailable."""
+        if placing == "exact":
+            return layout.exact()
+        if not self.fenced:
+            return layout.drawn(rng, nbytes, align, 1, "plain")
+        from porter.gate.runner.isolated import granularity
+
+        page = granularity(self.cp.cuda.Device().id)
+        if placing == "flush":
+            return layout.flush(nbytes, align, page)
+        return layout.drawn(rng, nbytes, align, page, family)
 
     def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
         """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
@@ -275,23 +300,27 @@ class WorkerState:
         return found
 
     def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
-                    kernel_key: tuple) -> Launch:
-        """The candidate's buffers for a case: those of the last case when it ran the same kernel at
-        the same sizes (rebound to the new inputs), so that consecutive cases are consecutive calls
-        on the same memory with new data; fresh ones otherwise."""
+                    kernel_key: tuple, run: int = 0) -> Launch:
+        """The candidate's buffers for run ``run`` of a case (the first flush, the others drawn:
+        see :mod:`porter.gate.layout`): those of the same run of the last case when it ran the same
+        kernel at the same sizes (rebound to the new inputs), so that consecutive cases are
+        consecutive calls on the same memory with new data; fresh ones otherwise."""
         key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
-        if self._case is not None and self._case[0] == key:
-            self._case[1].rebind(host_args)
-            return self._case[1]
-        self.drop_case_launch()
-        launch = Launch(self, spec, sizes, host_args, seed)
-        self._case = (key, launch)
+        held = self._cases.get(run)
+        if held is not None and held[0] == key:
+            held[1].rebind(host_args, seed)
+            return held[1]
+        if held is not None:
+            held[1].release()
+        launch = Launch(self, spec, sizes, host_args, seed, "flush" if run == 0 else "drawn")
+        self._cases[run] = (key, launch)
         return launch
 
     def drop_case_launch(self) -> None:
-        if self._case is not None:
-            self._case[1].release()
-            self._case = None
+        """Release every run's buffers (even after a fault: each is forgotten before it is released)."""
+        while self._cases:
+            _, (_, launch) = self._cases.popitem()
+            launch.release()
 
     def spec(self, path: str, launch: dict[str, Any] | None = None, entry: str | None = None) -> Any:
         """The spec at ``path`` (parsed once per file version), with a candidate's own launch if
@@ -343,10 +372,12 @@ class WorkerState:
         return self._support
 
     def scrub_shared(self) -> None:
-        """Overwrite the shared memory of every SM, so that nothing a launch left there is read by
-        the next (shared memory is not cleared between kernels)."""
+        """Overwrite the shared memory of every SM with random words, new for every launch, so that
+        nothing a launch left there is read by the next (shared memory is not cleared between
+        kernels) and no kernel can recognise porter's harness by what it finds there."""
         scrub, _, most, sms = self._support_module()
-        scrub((2 * sms,), (256,), (np.uint32(most // 4), np.uint32(0x5C3A9E17)), shared_mem=most)
+        key = np.uint64(int.from_bytes(os.urandom(8), "little"))
+        scrub((2 * sms,), (256,), (np.uint32(most // 4), key), shared_mem=most)
 
     def digest(self, data: Any, out: Any, slot: int) -> None:
         """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed)."""
@@ -362,7 +393,7 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
     magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
     the next exponent down. An output's initial contents that no kernel can tell from a result."""
-    raw = cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+    raw = random_bytes(cp, nbytes, seed)
     if not dtype.is_float or nbytes % dtype.itemsize:
         return raw
     words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
@@ -394,8 +425,10 @@ class Launch:
     """
 
     def __init__(self, state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
-                 seed: int, guard: int = GUARD_BYTES) -> None:
-        """``guard=0`` gives exact-size plain allocations, for compute-sanitizer's bounds checks."""
+                 seed: int, placing: str = "flush") -> None:
+        """``placing`` says where the buffers lie (see :mod:`porter.gate.layout`): ``flush`` (each
+        ends at unmapped memory), ``drawn`` (a family and offsets drawn from ``seed``) or ``exact``
+        (plain allocations of exactly the data, for compute-sanitizer's bounds checks)."""
         from porter.gate.inputs import GUARDS, stream
         from porter.gate.runner.padding import Padding
 
@@ -406,31 +439,44 @@ class Launch:
         self.held: dict[str, Any] = {}  # nondeterministic outputs held to the reference (see hold)
         self._pristine: dict[str, Any] = {}
         self._tables: dict[str, Any] = {}
-        fenced = state.fenced and guard > 0
-        for index, p in enumerate(spec.params):  # buffers first: a tensormap may describe a buffer listed after it
+        where = stream(seed, GUARDS, sizes, "layout")
+        family = layout.draw_family(where, state.fenced)
+        for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
             nbytes = 0
+            align = p.alignment() if p.kind == "buffer" else DEFAULT_ALIGN
             if p.kind == "buffer":
                 memory = spec.memory_shape(p, sizes)
                 nbytes = int(np.prod(memory, dtype=np.int64)) * p.dtype.itemsize
                 padding = Padding.of(memory, spec.shape(p, sizes), p.dtype.itemsize)
                 if padding is not None:
                     self.padding[p.name] = padding
-                    rng = stream(seed, GUARDS, sizes, index, "padding")
-                    pattern = rng.integers(0, 256, nbytes, dtype=np.uint8)
-                    self._pristine[f"padding:{p.name}"] = (pattern, cp.asarray(pattern))
             elif p.kind == "scratch":
                 nbytes = spec.scratch_bytes(p, sizes)
             if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
-                self.buffers[p.name] = DeviceBuffer(cp, nbytes, guard, stream(seed, GUARDS, sizes, index), fenced=fenced,
+                placement = state.placement(placing, nbytes, align, where, family)
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, int(where.integers(2**62)),
                                                     read_only=p.kind == "buffer" and p.role == "in")
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
-        self.rebind(host_args)
+        self.rebind(host_args, seed)
 
-    def rebind(self, host_args: dict[str, Any]) -> None:
+    def rebind(self, host_args: dict[str, Any], seed: int) -> None:
         """New inputs and scalars in the same buffers: the next case of the same sizes runs where
-        the last one ran, as a program calls a kernel again and again on new data."""
+        the last one ran, as a program calls a kernel again and again on new data. What else the
+        state before a launch holds (padding patterns, the outputs' random contents, scratch) is
+        drawn from ``seed``, so that a case's launches are the same wherever its buffers came from."""
+        from porter.gate.inputs import GUARDS, stream
+
+        cp = self.state.cp
         self.host_args = host_args
+        if seed != self.seed or not self._pristine:
+            self.seed = seed
+            self._pristine = {}
+            for index, p in enumerate(self.spec.params):
+                if p.name in self.padding:
+                    rng = stream(seed, GUARDS, self.sizes, index, "padding")
+                    pattern = rng.integers(0, 256, self.buffers[p.name].nbytes, dtype=np.uint8)
+                    self._pristine[f"padding:{p.name}"] = (pattern, cp.asarray(pattern))
         self._pristine = {k: v for k, v in self._pristine.items()
                           if k.startswith(("initial:", "scratch:", "padding:"))}
         args: dict[str, Any] = {}
@@ -651,7 +697,9 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
              reference: dict[str, Any], values: str = "", initials: tuple[str, ...] = INITIAL_STATES,
              launch: dict[str, Any] | None = None, first: bool = False) -> dict[str, Any]:
     """One case of the sweep: run the candidate's hot loop once per initial output state on the
-    same fresh inputs, each run from a fully restored state (see ``Launch.reset``).
+    same fresh inputs, each run from a fully restored state (see ``Launch.reset``) and in buffers
+    of its own: the first run's end at unmapped memory, the second's lie as the case's seed draws
+    (see :mod:`porter.gate.layout`).
 
     ``launch`` is the candidate's own launch directive (or its own sequence of kernels); the
     reference (a source kernel included) always runs with the spec's own launch; ``first`` marks
@@ -667,7 +715,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     module = state.module(cubin)
     if first:  # a check starts from the module as loaded, whatever an earlier check left in it
         module.restore()
-    candidate = state.case_launch(spec, sizes, host_args, seed, (cubin, entry, repr(launch)))
+    kernel_key = (cubin, entry, repr(launch))
     per_run: list[dict[str, np.ndarray] | None] = []
     guards: list[str] = []
     modified: list[str] = []
@@ -675,6 +723,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     start = time.perf_counter()
     try:
         for k, initial in enumerate(initials):
+            candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
             candidate.reset(initial)
             try:
                 candidate.run(module)
@@ -683,9 +732,9 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
                 if k == 0:
                     raise
                 # Keep the CUDA error's name in the text: it decides whether the worker restarts.
-                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}; "
-                                   f"the launch from {initials[0]} completed: the kernel depends on the output's "
-                                   "initial contents)") from err
+                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}, "
+                                   f"its buffers placed otherwise; the launch from {initials[0]} completed: the kernel "
+                                   "depends on the output's initial contents or on where its buffers lie)") from err
             if k == 0:
                 digests = output_digests(state, candidate)
             outs, g, m = candidate.collect()
@@ -698,7 +747,7 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
         try:
             state.drop_case_launch()
         except Exception:
-            state._case = None
+            state._cases.clear()
         raise
     if guards:  # the patterns are spent: the next case gets fresh buffers
         state.drop_case_launch()
@@ -730,42 +779,50 @@ def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) ->
     return views
 
 
-def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed: int,
+def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds: list[int],
              contenders: list[dict[str, Any]], budget_s: float = 2.0, max_reps: int = 200,
-             min_reps: int = 10, reference: dict[str, Any] | None = None) -> dict[str, Any]:
+             min_reps: int = 10, references: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
 
-    Interleaving makes ratios between contenders survive clock and thermal drift. Every timed
-    launch starts from the same restored state as a checked one (fresh poison in the outputs,
-    inputs and module globals restored, shared memory overwritten: all outside the timed events),
-    and a kernel contender's outputs are digested after every launch, so the caller can hold each
-    timed launch to the outputs that were verified. Then the candidate runs a repeat phase (see
-    below), and the guard bands are checked. A contender's launch is one run of its hot loop,
-    every kernel of a sequence inside the timed events. With ``reference`` (the case's, as the
-    case job had it), the candidate's nondeterministic outputs are held to it (see
+    Interleaving makes ratios between contenders survive clock and thermal drift. Repetition ``r``
+    runs on input set ``r % len(seeds)`` (each set drawn from its seed, each checked by the caller),
+    so no launch finds the inputs the last one had. Every timed launch starts from the same restored
+    state as a checked one (fresh poison in the outputs, inputs and module globals restored, shared
+    memory overwritten: all outside the timed events) in buffers placed as a checked case's first
+    run places them, and a kernel contender's outputs are digested after every launch, so the
+    caller can hold each timed launch to the outputs verified for its set. Then the candidate runs
+    a repeat phase (see below), and the guard bytes are checked. A contender's launch is one run of
+    its hot loop, every kernel of a sequence inside the timed events. With ``references`` (one per
+    seed, as the case jobs had them), the candidate's nondeterministic outputs are held to them (see
     :mod:`porter.gate.runner.hold`).
     """
     cp = state.cp
     state.drop_case_launch()
     spec = state.spec(spec_path)
-    host_args = state.inputs(spec, sizes, seed)
+    inputs = [state.inputs(spec, sizes, seed) for seed in seeds]
     flush = state.flush_buffer()
-    steps: list[tuple[Launch, LoadedModule | None, Any]] = []
+    # steps[contender][set]: (its launch, its module or None for a library callable, one run)
+    steps: list[list[tuple[Launch, LoadedModule | None, Any]]] = []
     launches: list[Launch] = []
     try:
         for c in contenders:
-            launch = Launch(state, state.spec(spec_path, c.get("launch"), c.get("entry")), sizes, host_args, seed)
-            launches.append(launch)
-            if c["kind"] == "kernel":
-                module = state.module(c["cubin"])
-                steps.append((launch, module, lambda launch=launch, module=module: launch.run(module)))
-            else:
-                fn = load_callable(c["path"], c["function"])
-                views = _baseline_args(cp, spec, sizes, launch)
-                steps.append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
+            own = state.spec(spec_path, c.get("launch"), c.get("entry"))
+            steps.append([])
+            for seed, host_args in zip(seeds, inputs, strict=True):
+                launch = Launch(state, own, sizes, host_args, seed)
+                launches.append(launch)
+                if c["kind"] == "kernel":
+                    module = state.module(c["cubin"])
+                    steps[-1].append((launch, module, lambda launch=launch, module=module: launch.run(module)))
+                else:
+                    fn = load_callable(c["path"], c["function"])
+                    views = _baseline_args(cp, spec, sizes, launch)
+                    steps[-1].append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
 
-        if reference is not None and any(not p.deterministic for p in spec.outputs):
-            launches[0].hold(_reference(state, spec, sizes, seed, "", host_args, reference))
+        if references and any(not p.deterministic for p in spec.outputs):
+            for (launch, _, _), seed, host_args, reference in zip(steps[0], seeds, inputs, references, strict=True):
+                if reference is not None:
+                    launch.hold(_reference(state, spec, sizes, seed, "", host_args, reference))
 
         def prepare(launch: Launch, kernel: LoadedModule | None) -> None:
             # Module globals back to their load-time image: nothing a kernel remembered (a cache
@@ -776,15 +833,13 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
             flush.fill(0)
 
         # Warm-up (module load, cuBLAS handle, clocks), then estimate one round's time.
-        for launch, kernel, run in steps:
-            prepare(launch, kernel)
-            run()
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        for launch, kernel, run in steps:
-            prepare(launch, kernel)
-            run()
-        cp.cuda.Device().synchronize()
+        for _ in range(2):
+            t0 = time.perf_counter()
+            for own_steps in steps:
+                launch, kernel, run = own_steps[0]
+                prepare(launch, kernel)
+                run()
+            cp.cuda.Device().synchronize()
         round_s = max(time.perf_counter() - t0, 1e-6)
         reps = int(min(max_reps, max(min_reps, budget_s / round_s)))
         events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
@@ -793,7 +848,7 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
         for r in range(reps):
             order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
             for i in order:
-                launch, kernel, run = steps[i]
+                launch, kernel, run = steps[i][r % len(seeds)]
                 prepare(launch, kernel)
                 start, end = events[i][r]
                 start.record()
@@ -803,10 +858,10 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
                     launch.digest_outputs(digests[i], r * outputs)
         cp.cuda.Device().synchronize()
         times = [[cp.cuda.get_elapsed_time(s, e) for s, e in evs] for evs in events]
-        # The repeat phase (not timed): the candidate launched again and again without restoring
-        # its globals, as a program calls it, each launch from fresh poison and digested: a kernel
-        # that counts its calls and skips (or breaks) after a few is caught here.
-        launch, kernel, run = steps[0]
+        # The repeat phase (not timed): the candidate launched again and again on the first set
+        # without restoring its globals, as a program calls it, each launch from fresh poison and
+        # digested: a kernel that counts its calls and skips (or breaks) after a few is caught here.
+        launch, kernel, run = steps[0][0]
         repeats = min(reps, REPEAT_LAUNCHES)
         repeat = cp.zeros(repeats * outputs, dtype=cp.uint64)
         for r in range(repeats):
@@ -814,14 +869,15 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seed:
             run()
             launch.digest_outputs(repeat, r * outputs)
         cp.cuda.Device().synchronize()
-        guards = [launch.guard_problems() for launch in launches]
+        guards = [[g for launch, _, _ in own_steps for g in launch.guard_problems()] for own_steps in steps]
         digest_lists = [None if d is None else [int(x) for x in d.get()] for d in digests]
         repeat_list = [int(x) for x in repeat.get()]
     finally:
         for launch in launches:
             launch.release()
     return {"times_ms": times, "names": [c["name"] for c in contenders], "digests": digest_lists,
-            "repeat_digests": repeat_list, "outputs_per_launch": len(spec.outputs), "guards": guards}
+            "repeat_digests": repeat_list, "outputs_per_launch": len(spec.outputs), "guards": guards,
+            "seeds": list(seeds)}
 
 
 def job_outputs(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int],

@@ -1,0 +1,79 @@
+"""Where each buffer of a launch lies in memory, drawn so that no kernel can tell where it runs.
+
+A kernel can read its pointers: their values, their distances, their alignment, what lies past
+a buffer's end. If porter placed buffers one way when checking and another when timing or
+profiling, a candidate could behave well only where it is judged. So every launch porter makes
+(checked, timed, profiled, sanitized) takes its placement from one family:
+
+- ``fenced``: each buffer in a reservation of its own, with unmapped address space on both sides
+  (far from every other buffer);
+- ``plain``: each buffer inside an ordinary allocation from the memory pool (near the others),
+  guard bytes on each side;
+
+and in each, the start is aligned to the contract's ``align`` and no further (a random multiple
+of it past the allocation's start), so alignment beyond the contract's is never constant.
+
+Every checked case runs twice (see ``worker.INITIAL_STATES``). The first run is **flush**:
+fenced, every buffer ending at the unmapped boundary (within ``align`` bytes of it, exactly at it
+when the buffer's size is a multiple of its alignment), so that an access one element past the end
+faults at every size. The second run draws its family and offsets from the case's seed. Timed
+and profiled launches are flush; compute-sanitizer's launch is plain with nothing before or after
+the data (``exact``), which the drawn run's plain family includes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+GUARD_SPAN = 64 * 1024  # the most guard bytes porter draws on either side of a buffer
+
+Family = Literal["fenced", "plain"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One buffer's place: its family, the bytes of the allocation before its data (``lead``) and
+    after it (``tail``). ``lead + nbytes + tail`` is the allocation's size (for ``fenced``, whole
+    pages)."""
+
+    family: Family
+    lead: int
+    tail: int
+
+    def size(self, nbytes: int) -> int:
+        return self.lead + nbytes + self.tail
+
+
+def _round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+def flush(nbytes: int, align: int, page: int) -> Placement:
+    """Fenced, the data as close to the end of the mapped pages as its alignment lets it be."""
+    size = max(page, _round_up(nbytes, page))
+    lead = (size - nbytes) // align * align
+    return Placement("fenced", lead, size - nbytes - lead)
+
+
+def exact() -> Placement:
+    """Plain, nothing around the data: what compute-sanitizer needs to see a buffer's true bounds."""
+    return Placement("plain", 0, 0)
+
+
+def drawn(rng: np.random.Generator, nbytes: int, align: int, page: int, family: Family) -> Placement:
+    """A placement of ``family`` with random guard spans: the lead a random multiple of ``align``
+    (0 included), the tail random (0 included; for ``fenced``, whatever rounds the pages up)."""
+    lead = int(rng.integers(0, GUARD_SPAN // align + 1)) * align
+    if family == "plain":
+        return Placement("plain", lead, int(rng.integers(0, GUARD_SPAN + 1)))
+    size = max(page, _round_up(lead + nbytes + int(rng.integers(0, GUARD_SPAN + 1)), page))
+    return Placement("fenced", lead, size - lead - nbytes)
+
+
+def draw_family(rng: np.random.Generator, fenced_available: bool) -> Family:
+    """One launch's family: fenced or plain, even odds (plain only, where fences are unavailable)."""
+    return "fenced" if fenced_available and rng.integers(0, 2) == 0 else "plain"
+

@@ -1,0 +1,164 @@
+"""Where buffers lie (porter.gate.layout): nothing a kernel reads of its pointers singles out a kind of launch.
+
+The pure placements are checked as properties over sizes, alignments and pages; the worker's use
+of them runs on the fake device of tests/fake_cupy.py, with kernels that behave only where they
+find what porter used to give them (over-aligned pointers) or that remember an earlier answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import fake_cupy  # noqa: E402
+from fake_cupy import at  # noqa: E402
+
+from porter.errors import InputError  # noqa: E402
+from porter.gate import layout  # noqa: E402
+from porter.gate.runner.worker import Launch, WorkerState, job_case, job_time  # noqa: E402
+from porter.gate.spec import load_spec  # noqa: E402
+
+VECTOR_ADD = Path(__file__).resolve().parents[1] / "examples" / "vector_add" / "porter.toml"
+
+_aligns = st.sampled_from([2, 4, 8, 16, 32, 128, 4096])
+_pages = st.sampled_from([4096, 65536, 2 << 20])
+
+
+@settings(max_examples=300, deadline=None)
+@given(nbytes=st.integers(0, 1 << 26), align=_aligns, page=_pages)
+def test_a_flush_buffer_ends_at_unmapped_memory_as_closely_as_its_alignment_allows(nbytes: int, align: int,
+                                                                                   page: int) -> None:
+    place = layout.flush(nbytes, align, page)
+    assert place.family == "fenced"
+    assert place.size(nbytes) % page == 0 and place.lead >= 0
+    assert place.lead % align == 0  # the start keeps the contract's alignment (pages are multiples of it)
+    assert 0 <= place.tail < align  # one element past the end is unmapped unless alignment forbids it
+    if nbytes % align == 0:
+        assert place.tail == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(nbytes=st.integers(0, 1 << 24), align=_aligns, page=_pages, seed=st.integers(0, 2**32),
+       family=st.sampled_from(["fenced", "plain"]))
+def test_a_drawn_buffer_keeps_the_contract_alignment_and_no_more(nbytes: int, align: int, page: int, seed: int,
+                                                                 family: layout.Family) -> None:
+    place = layout.drawn(np.random.default_rng(seed), nbytes, align, page, family)
+    assert place.family == family and place.lead % align == 0
+    assert 0 <= place.lead <= layout.GUARD_SPAN and place.tail >= 0
+    if family == "fenced":
+        assert place.size(nbytes) % page == 0
+
+
+@pytest.mark.parametrize("align", [4, 16, 256])
+def test_alignment_beyond_the_contract_is_never_constant(align: int) -> None:
+    """Over draws, leads land both on and off every multiple of twice the alignment."""
+    leads = [layout.drawn(np.random.default_rng(seed), 1000, align, 2 << 20, "plain").lead for seed in range(64)]
+    assert {lead % (2 * align) for lead in leads} == {0, align}
+
+
+def test_the_spec_states_a_buffers_alignment_and_rejects_an_impossible_one(tmp_path: Path) -> None:
+    spec = load_spec(VECTOR_ADD)
+    assert [p.alignment() for p in spec.params if p.kind == "buffer"] == [16, 16, 16]
+    text = VECTOR_ADD.read_text().replace('name = "y"\nkind = "buffer"', 'name = "y"\nkind = "buffer"\nalign = 4', 1)
+    (tmp_path / "ref.py").write_text((VECTOR_ADD.parent / "ref.py").read_text())
+    (tmp_path / "porter.toml").write_text(text)
+    assert load_spec(tmp_path / "porter.toml").param("y").alignment() == 4
+    (tmp_path / "porter.toml").write_text(text.replace("align = 4", "align = 2"))
+    with pytest.raises(InputError, match=r"params\[1\]\.align.*power of two of bytes from the element's 4"):
+        load_spec(tmp_path / "porter.toml")
+    (tmp_path / "porter.toml").write_text(text.replace("align = 4", "align = 24"))
+    with pytest.raises(InputError, match=r"params\[1\]\.align"):
+        load_spec(tmp_path / "porter.toml")
+
+
+# --- the worker, on the fake device ---------------------------------------------------------------
+
+def _vector_add(*, picky: bool = False, memory: dict[str, Any] | None = None) -> Any:
+    """out = alpha * x + y. ``picky``: right only when every pointer is 32-byte aligned (more than the
+    contract's 16). ``memory``: once armed, answers with the first result it computes, whatever it is given."""
+
+    def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        count = int(n)
+        result = (np.float32(alpha) * at(x, count, np.float32) + at(y, count, np.float32)).astype(np.float32)
+        if picky and any(int(p) % 32 for p in (x, y, out)):
+            result = result + np.float32(1)
+        if memory is not None and memory.get("armed"):
+            result = memory.setdefault("answer", result)
+        at(out, count, np.float32)[:] = result
+
+    return body
+
+
+def _state(body: Any) -> WorkerState:
+    fake_cupy.KERNELS.clear()
+    fake_cupy.KERNELS["vector_add"] = body
+    state = WorkerState(fake_cupy, fenced=False)
+    state._flush = fake_cupy.empty(1024, fake_cupy.uint8)
+    return state
+
+
+def _case(state: WorkerState, seed: int, n: int = 1000) -> dict[str, Any]:
+    return job_case(state, cubin=b"fake", entry="vector_add", spec_path=str(VECTOR_ADD), sizes={"n": n}, seed=seed,
+                    reference={"kind": "python", "path": str(VECTOR_ADD.parent / "ref.py"), "function": "vector_add"})
+
+
+def _wrong(reply: dict[str, Any]) -> bool:
+    """Some run's outputs differ from the reference where f32 holds it (porter's inputs include the
+    special values and magnitudes near the range's ends)."""
+    ref = np.asarray(reply["reference"]["out"], dtype=np.float64)
+    held = np.isfinite(ref.astype(np.float32)) | np.isnan(ref)
+    runs = [reply["outputs"][0] if run is None else run for run in reply["outputs"]]
+    return any(not np.allclose(run["out"][held], ref[held], rtol=1e-5, atol=1e-5, equal_nan=True) for run in runs)
+
+
+def test_a_kernel_right_only_on_over_aligned_pointers_goes_wrong_in_some_checked_run() -> None:
+    state = _state(_vector_add(picky=True))
+    try:
+        assert any(_wrong(_case(state, seed)) for seed in range(1, 9))
+    finally:
+        state.close()
+    honest = _state(_vector_add())
+    try:
+        assert not any(_wrong(_case(honest, seed)) for seed in range(1, 9))
+    finally:
+        honest.close()
+
+
+def test_the_sanitizers_launch_holds_exactly_the_data() -> None:
+    state = _state(_vector_add())
+    spec = load_spec(VECTOR_ADD)
+    from porter.gate.inputs import make_args
+
+    launch = Launch(state, spec, {"n": 33}, make_args(spec, {"n": 33}, 5), 5, "exact")
+    try:
+        assert all(buf.lead == 0 and buf.raw.size == buf.nbytes == 33 * 4 for buf in launch.buffers.values())
+    finally:
+        launch.release()
+        state.close()
+
+
+def test_every_timed_launch_runs_on_a_checked_input_set_in_turn() -> None:
+    """Timing rotates through the checked sets: launch r's digests are those verified on set r % 2,
+    and a kernel that keeps answering with the first set's outputs leaves the wrong ones."""
+    for memory, rotates in ((None, True), ({}, False)):
+        state = _state(_vector_add(memory=memory))
+        try:
+            verified = [_case(state, seed, 4097)["digests"] for seed in (11, 12)]
+            if memory is not None:
+                memory["armed"] = True  # from the timing run on
+            reply = job_time(state, spec_path=str(VECTOR_ADD), sizes={"n": 4097}, seeds=[11, 12],
+                             contenders=[{"name": "candidate", "kind": "kernel", "cubin": b"fake",
+                                          "entry": "vector_add"}], budget_s=0.0, min_reps=4)
+        finally:
+            state.close()
+        launches = reply["digests"][0]
+        assert len(launches) == 4
+        assert (launches == [verified[r % 2][0] for r in range(4)]) is rotates
