@@ -143,3 +143,12 @@ def candidates(tmp_path: Path, n: int, *, marker: str = "") -> list[Path]:
         path.write_text(retarget(kernel.read_text(), "sm_90", min_version="7.8") + f"\n// candidate {k}\n")
         paths.append(path)
     return paths
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With PORTER_FAILURE_LOG set, each failure's report is appended there as it happens: a GPU
+    tier cut short by its machine's time limit still leaves what failed and why."""
+    path = os.environ.get("PORTER_FAILURE_LOG")
+    if path and report.failed:
+        with open(path, "a") as log:
+            log.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext[-4000:]}\n")
