@@ -113,7 +113,7 @@ class SanitizerReport:
     ran: bool
     errors: int
     findings: tuple[SanitizerFinding, ...]
-    reason: str = ""  # why it did not run
+    reason: str = ""  # why it did not run; when it ran, the launch's own error if it left no digests
     wall_s: float = 0.0
     sizes: dict[str, int] = field(default_factory=dict)  # the size set it ran at
     digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)
