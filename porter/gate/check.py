@@ -8,8 +8,9 @@ Order of work, each step feeding the Verdict:
    (wider inputs); each case runs once per initial output state (NaN poison, random values);
 4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
    and what share of the spec's FLOPs did they do?
-5. sanitize (``--sanitize``): memcheck on the smallest and the middle case; racecheck, initcheck,
-   synccheck on the smallest; a launch under either tool must leave the verified outputs;
+5. sanitize (``--sanitize``): memcheck on the smallest, the middle and the largest checked case;
+   racecheck, initcheck, synccheck on the smallest; a launch under either tool must leave the
+   verified outputs;
 6. timing: candidate, source kernel and library interleaved in one run, every timed launch from a
    restored state and digested: a timed launch whose outputs differ from the verified ones fails.
 Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class CheckOptions:
     # Profile with ncu: were the target's own instructions executed, and did they do the work?
     # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
     native: bool | None = False
-    sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
+    sanitize: bool = False  # memcheck up to the largest checked case; racecheck, initcheck, synccheck on the smallest
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
     # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
@@ -474,7 +475,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         extras["native"] = evidence
     if options.sanitize:
         with exclusive(runner):
-            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index)
+            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index,
+                                largest_checked(spec, plan, seeds[0]))
         # A clean report is held to the verified outputs; one with errors fails on them already.
         clean = [(f"{r.tool}'s launch", ToolLaunch(r.digests, r.sizes, r.reason)) for r in reports
                  if r.ran and not r.errors]
@@ -648,10 +650,21 @@ def _unmeasured(options: CheckOptions, reason: str, target: str, signature: dict
     return gates, extras
 
 
+def _buffer_bytes(spec: Spec, sizes: dict[str, int]) -> int:
+    return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
+
+
 def smallest_case(spec: Spec) -> dict[str, int]:
     """The sweep's size set that moves the fewest bytes: where the sanitizers run (they are slow)."""
-    return min(spec.size_sets(), key=lambda sizes: sum(spec.buffer_bytes(p, sizes) for p in spec.params
-                                                        if p.kind == "buffer"))
+    return min(spec.size_sets(), key=lambda sizes: _buffer_bytes(spec, sizes))
+
+
+def largest_checked(spec: Spec, plan: list[Case], seed: int) -> dict[str, int] | None:
+    """The plan's size set that moves the most bytes among its cases at ``seed`` with the spec's
+    own fills: the inputs a tool's launch makes, so that its outputs can be held to the verified
+    ones (the large case, or a larger timed one). None for an empty plan."""
+    held = [c.sizes for c in plan if c.seed == seed and not c.values]
+    return max(held, key=lambda sizes: _buffer_bytes(spec, sizes), default=None)
 
 
 def gates_passed(gates: list[Gate], name: str) -> bool:
@@ -730,20 +743,41 @@ def _native_gate(evidence: NativeEvidence, differs: str = "", note: str = "") ->
     return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
 
 
-def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
-              launch: dict[str, Any] | None, seed: int, device: int = 0) -> tuple[SanitizerReport, ...]:
-    """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
-    a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
-    from porter.gate.nsight import SANITIZER_TOOLS, LaunchJob, run_sanitizer
+SANITIZER_TIMEOUT_S = 600.0
+LARGEST_MEMCHECK_TIMEOUT_S = 1800.0  # memcheck slows every access; the largest case moves up to 12 GiB
 
-    small, middle = smallest_case(spec), spec.middle_sizes()
-    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
-    runs = [(tool, small) for tool in SANITIZER_TOOLS]
+
+class SanitizerRun(NamedTuple):
+    tool: str
+    sizes: dict[str, int]
+    timeout_s: float = SANITIZER_TIMEOUT_S
+
+
+def sanitizer_runs(small: dict[str, int], middle: dict[str, int],
+                   largest: dict[str, int] | None = None) -> list[SanitizerRun]:
+    """memcheck on the smallest, the middle and the largest checked size set, each once (a bug
+    past the first tiles shows only on a larger one, an offset that overflows only on the
+    largest); racecheck, initcheck and synccheck, which are slow, on the smallest."""
+    from porter.gate.nsight import SANITIZER_TOOLS
+
+    runs = [SanitizerRun("memcheck", small)]
     if middle != small:
-        runs.insert(1, ("memcheck", middle))
+        runs.append(SanitizerRun("memcheck", middle))
+    if largest is not None and largest not in (small, middle):
+        runs.append(SanitizerRun("memcheck", largest, LARGEST_MEMCHECK_TIMEOUT_S))
+    return runs + [SanitizerRun(tool, small) for tool in SANITIZER_TOOLS if tool != "memcheck"]
+
+
+def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain, launch: dict[str, Any] | None,
+              seed: int, device: int = 0, largest: dict[str, int] | None = None) -> tuple[SanitizerReport, ...]:
+    """The sanitizers' runs (:func:`sanitizer_runs`), ``largest`` the largest checked size set."""
+    from porter.gate.nsight import LaunchJob, run_sanitizer
+
+    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
     reports = []
-    for tool, sizes in runs:
-        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool)
+    for tool, sizes, timeout_s in sanitizer_runs(smallest_case(spec), spec.middle_sizes(), largest):
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool,
+                               timeout_s=timeout_s)
         report = replace(report, sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
