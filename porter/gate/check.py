@@ -42,7 +42,7 @@ from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
-from porter.gate.source import block_problems, check_spec_matches
+from porter.gate.source import block_problems, check_spec_matches, unread_scalars
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
 from porter.gate.usercode import callable_problem
 from porter.gate.verdict import (
@@ -376,6 +376,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if problems:
         gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
+    warnings += unread_scalars(spec, module)
     launched = [step for step in spec.sequence() if step.entry]
     gates.append(Gate("interface", "passed", f"{len(module.entry(spec.entry).params)} params match the spec"
                       if not spec.kernels else
