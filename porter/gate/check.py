@@ -8,8 +8,9 @@ Order of work, each step feeding the Verdict:
    (wider inputs); each case runs once per initial output state (NaN poison, random values);
 4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
    and what share of the spec's FLOPs did they do?
-5. sanitize (``--sanitize``): memcheck on the smallest and the middle case; racecheck, initcheck,
-   synccheck on the smallest;
+5. sanitize (``--sanitize``): memcheck on the smallest, the middle and the largest checked case;
+   racecheck, initcheck, synccheck on the smallest; a launch under either tool must leave the
+   verified outputs;
 6. timing: candidate, source kernel and library interleaved in one run, every timed launch from a
    restored state and digested: a timed launch whose outputs differ from the verified ones fails.
 Seeds are fresh for every check unless given, and recorded in the Verdict. Without a GPU that
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from porter.gate.native import judge_native
 from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
-from porter.gate.source import block_problems, check_spec_matches
+from porter.gate.source import block_problems, check_spec_matches, unread_scalars
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
 from porter.gate.usercode import callable_problem
 from porter.gate.verdict import (
@@ -81,7 +82,7 @@ class CheckOptions:
     # Profile with ncu: were the target's own instructions executed, and did they do the work?
     # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
     native: bool | None = False
-    sanitize: bool = False  # memcheck, racecheck, initcheck, synccheck on the smallest case
+    sanitize: bool = False  # memcheck up to the largest checked case; racecheck, initcheck, synccheck on the smallest
     time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
     entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
     # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
@@ -375,6 +376,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if problems:
         gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
+    warnings += unread_scalars(spec, module)
     launched = [step for step in spec.sequence() if step.entry]
     gates.append(Gate("interface", "passed", f"{len(module.entry(spec.entry).params)} params match the spec"
                       if not spec.kernels else
@@ -466,15 +468,22 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     if options.native:
         with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
             evidence, left = _native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
-        later.append(_native_gate(evidence, _launch_differs("the profiled launch", left, spec.default_sizes(),
-                                                            seeds[0], digests)))
+        if left is None:
+            later.append(_native_gate(evidence))
+        else:
+            later.append(_native_gate(evidence, _launch_differs("the profiled launch", left, seeds[0], digests),
+                                      _not_held("the profiled launch", left, seeds[0], digests)))
         extras["native"] = evidence
     if options.sanitize:
         with exclusive(runner):
-            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index)
-        differs = [problem for r in reports if r.ran and not r.errors and r.digests
-                   and (problem := _launch_differs(f"{r.tool}'s launch", r.digests, r.sizes, seeds[0], digests))]
-        later.append(_sanitize_gate(reports, differs))
+            reports = _sanitize(spec, run_cubin, entry_name, toolchain, launch, seeds[0], device.index,
+                                largest_checked(spec, plan, seeds[0]))
+        # A clean report is held to the verified outputs; one with errors fails on them already.
+        clean = [(f"{r.tool}'s launch", ToolLaunch(r.digests, r.sizes, r.reason)) for r in reports
+                 if r.ran and not r.errors]
+        differs = [problem for what, left in clean if (problem := _launch_differs(what, left, seeds[0], digests))]
+        notes = [note for what, left in clean if (note := _not_held(what, left, seeds[0], digests))]
+        later.append(_sanitize_gate(reports, differs, notes))
         extras["sanitizer"] = reports
 
     timings: tuple[Timing, ...] = ()
@@ -642,75 +651,134 @@ def _unmeasured(options: CheckOptions, reason: str, target: str, signature: dict
     return gates, extras
 
 
+def _buffer_bytes(spec: Spec, sizes: dict[str, int]) -> int:
+    return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
+
+
 def smallest_case(spec: Spec) -> dict[str, int]:
     """The sweep's size set that moves the fewest bytes: where the sanitizers run (they are slow)."""
-    return min(spec.size_sets(), key=lambda sizes: sum(spec.buffer_bytes(p, sizes) for p in spec.params
-                                                        if p.kind == "buffer"))
+    return min(spec.size_sets(), key=lambda sizes: _buffer_bytes(spec, sizes))
+
+
+def largest_checked(spec: Spec, plan: list[Case], seed: int) -> dict[str, int] | None:
+    """The plan's size set that moves the most bytes among its cases at ``seed`` with the spec's
+    own fills: the inputs a tool's launch makes, so that its outputs can be held to the verified
+    ones (the large case, or a larger timed one). None for an empty plan."""
+    held = [c.sizes for c in plan if c.seed == seed and not c.values]
+    return max(held, key=lambda sizes: _buffer_bytes(spec, sizes), default=None)
 
 
 def gates_passed(gates: list[Gate], name: str) -> bool:
     return any(g.name == name and g.status == "passed" for g in gates)
 
 
-def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int],
-            device: DeviceInfo, launch: dict[str, Any] | None, seed: int) -> tuple[NativeEvidence, tuple[int, ...]]:
+@dataclass(frozen=True)
+class ToolLaunch:
+    """What a launch under a tool (ncu, compute-sanitizer) left: its outputs' digests (none when it
+    did not complete, and then its own error, where it printed one)."""
+
+    digests: tuple[int, ...]
+    sizes: dict[str, int]
+    error: str = ""
+
+
+def _native(spec: Spec, cubin: bytes, entry: str, target: str, signature: dict[str, int], device: DeviceInfo,
+            launch: dict[str, Any] | None, seed: int) -> tuple[NativeEvidence, ToolLaunch | None]:
     """Profile the default size set once under ncu: did the signature instructions execute, and
-    what share of the spec's FLOPs did they do? Also the digests of the profiled launch's outputs."""
+    what share of the spec's FLOPs did they do? Also what the profiled launch left (None where
+    ncu profiled nothing)."""
     from porter.gate.nsight import LaunchJob, opcode_bases, run_ncu
 
     profile = get_profile(target)
     sizes = spec.default_sizes()
     required = spec.cost.native_share if spec.cost is not None else DEFAULT_NATIVE_SHARE
     if not any(signature.values()):  # absent from the SASS: nothing to profile
-        return judge_native(target, profile.signature_sass, signature, {}), ()
+        return judge_native(target, profile.signature_sass, signature, {}), None
     if not cubin_runs_on(target, device.arch):
         return judge_native(target, profile.signature_sass, signature, None,
-                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), ()
+                            not_measured_reason=f"no {target} GPU here ({device.name} is {device.arch})"), None
     metrics = tuple(profile.ncu.metrics) if profile.ncu.chip.startswith("gh") else ()
     kernels = [step.entry for step in spec.sequence() if step.entry]
     run = run_ncu(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, entries=spec.entries,
                             launches=len(kernels), device=device.index), metrics=metrics)
     if not run.ok:
-        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), ()
+        return judge_native(target, profile.signature_sass, signature, None, not_measured_reason=run.reason), None
     values = {name: float(v[1]) for name, v in run.metrics.items() if name in metrics and isinstance(v[1], float)}
     return judge_native(target, profile.signature_sass, signature, opcode_bases(run.executed), values, sizes=sizes,
                         executed_opcodes=run.executed, spec_flops=spec.flops(sizes),
-                        required_share=required), run.digests
+                        required_share=required), ToolLaunch(run.digests, sizes, run.reason)
 
 
-def _launch_differs(what: str, left: tuple[int, ...], sizes: dict[str, int], seed: int,
-                    verified: dict[tuple, list[int]]) -> str:
+def _launch_differs(what: str, left: ToolLaunch, seed: int, verified: dict[tuple, list[int]]) -> str:
     """A launch outside the worker (under ncu or a sanitizer) must leave the outputs the verified
-    launch at the same sizes and seed left: else it was not the kernel that was checked."""
-    expected = verified.get(Case(sizes, seed).key())
-    if not left or not expected or list(left) == list(expected):
+    launch at the same sizes and seed left: else it was not the kernel that was checked. One that
+    left none (it exited on an error, or crashed, under the tool) did not show that either."""
+    expected = verified.get(Case(left.sizes, seed).key())
+    label = size_label(left.sizes)
+    if not expected:
         return ""
-    return (f"{what} at {size_label(sizes)} left other outputs than the verified launch there: the kernel "
+    if not left.digests:
+        error = f" ({left.error})" if left.error else ""
+        return (f"{what} at {label} did not complete: it left no outputs{error}, so the kernel the tool saw cannot "
+                "be shown to be the one that was checked")
+    if list(left.digests) == list(expected):
+        return ""
+    return (f"{what} at {label} left other outputs than the verified launch there: the kernel "
             "behaves otherwise when profiled than when checked")
 
 
-def _native_gate(evidence: NativeEvidence, differs: str = "") -> Gate:
-    details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items())
+def _not_held(what: str, left: ToolLaunch, seed: int, verified: dict[tuple, list[int]]) -> str:
+    """Why a launch under a tool was not held to verified outputs: no checked launch ran at its
+    case (the cases stopped at a fault before it, which fails the equivalence gate)."""
+    if verified.get(Case(left.sizes, seed).key()):
+        return ""
+    return (f"{what} at {size_label(left.sizes)} was not held to verified outputs: no checked launch ran "
+            "there (the cases stopped before it)")
+
+
+def _native_gate(evidence: NativeEvidence, differs: str = "", note: str = "") -> Gate:
+    details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items()) + ((note,) if note else ())
     if differs:
         return Gate("native", "failed", differs, (f"{evidence.state}: {evidence.summary}", *details))
     status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
     return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
 
 
-def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain,
-              launch: dict[str, Any] | None, seed: int, device: int = 0) -> tuple[SanitizerReport, ...]:
-    """memcheck on the smallest and the middle size set (a bug past the first tiles shows only on
-    a larger one); racecheck, initcheck and synccheck, which are slow, on the smallest."""
-    from porter.gate.nsight import SANITIZER_TOOLS, LaunchJob, run_sanitizer
+SANITIZER_TIMEOUT_S = 600.0
+LARGEST_MEMCHECK_TIMEOUT_S = 1800.0  # memcheck slows every access; the largest case moves up to 12 GiB
 
-    small, middle = smallest_case(spec), spec.middle_sizes()
-    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
-    runs = [(tool, small) for tool in SANITIZER_TOOLS]
+
+class SanitizerRun(NamedTuple):
+    tool: str
+    sizes: dict[str, int]
+    timeout_s: float = SANITIZER_TIMEOUT_S
+
+
+def sanitizer_runs(small: dict[str, int], middle: dict[str, int],
+                   largest: dict[str, int] | None = None) -> list[SanitizerRun]:
+    """memcheck on the smallest, the middle and the largest checked size set, each once (a bug
+    past the first tiles shows only on a larger one, an offset that overflows only on the
+    largest); racecheck, initcheck and synccheck, which are slow, on the smallest."""
+    from porter.gate.nsight import SANITIZER_TOOLS
+
+    runs = [SanitizerRun("memcheck", small)]
     if middle != small:
-        runs.insert(1, ("memcheck", middle))
+        runs.append(SanitizerRun("memcheck", middle))
+    if largest is not None and largest not in (small, middle):
+        runs.append(SanitizerRun("memcheck", largest, LARGEST_MEMCHECK_TIMEOUT_S))
+    return runs + [SanitizerRun(tool, small) for tool in SANITIZER_TOOLS if tool != "memcheck"]
+
+
+def _sanitize(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchain, launch: dict[str, Any] | None,
+              seed: int, device: int = 0, largest: dict[str, int] | None = None) -> tuple[SanitizerReport, ...]:
+    """The sanitizers' runs (:func:`sanitizer_runs`), ``largest`` the largest checked size set."""
+    from porter.gate.nsight import LaunchJob, run_sanitizer
+
+    sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
     reports = []
-    for tool, sizes in runs:
-        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool)
+    for tool, sizes, timeout_s in sanitizer_runs(smallest_case(spec), spec.middle_sizes(), largest):
+        report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool,
+                               timeout_s=timeout_s)
         report = replace(report, sizes=dict(sizes))
         if sass is not None:
             report = replace(report, findings=tuple(_with_sass(f, sass) for f in report.findings))
@@ -729,7 +797,8 @@ def _with_sass(finding: SanitizerFinding, sass: Any) -> SanitizerFinding:
     return finding
 
 
-def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | None = None) -> Gate:
+def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | None = None,
+                   notes: list[str] | None = None) -> Gate:
     ran = [r for r in reports if r.ran]
     if not ran:
         return Gate("sanitize", "not run", reports[0].reason if reports else "no sanitizer tools")
@@ -741,6 +810,7 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
             sass = f" ({f.sass})" if f.sass else ""
             details.append(f"{r.tool}: {f.message}{where}{sass}; {f.detail}"[:300])
     details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
+    details += notes or []
     if differs:
         return Gate("sanitize", "failed", differs[0], tuple(differs[1:] + details))
     if dirty:

@@ -7,7 +7,9 @@ kernel that issues one token wgmma on a discarded tile. Static presence comes fr
 disassembly; execution from Nsight Compute (per-opcode executed counts from the Source Counters
 page, and the arch profile's pipe metrics); the work share from those counts times each
 instruction's FLOPs (read off its shape, ``HGMMA.64x128x16`` or ``HMMA.16816``) against the
-spec's ``cost.flops``.
+spec's ``cost.flops``. The old math is bounded too: what older tensor-core instructions and scalar
+FMA executed may be at most the rest of that share, or a kernel could do all of its math on
+mma.sync (or FFMA), use that, and issue wgmma beside it for show.
 """
 
 from __future__ import annotations
@@ -18,6 +20,20 @@ from porter.gate.verdict import NativeEvidence
 
 _GROUP_MMA = re.compile(r"^[A-Z]*GMMA\.(\d+)x(\d+)x(\d+)")  # HGMMA/QGMMA/IGMMA: one warpgroup, four warps
 _WARP_MMA = re.compile(r"^[A-Z]MMA\.(\d{3,5})(?:\.|$)")  # HMMA.16816, IMMA.16832, DMMA.884: one warp
+
+# Scalar multiply-adds, as FLOPs per warp-level execution with all 32 lanes active (ncu counts a
+# warp's instruction once, whatever its active lanes, so this bounds the lanes' work from above).
+# Every variant of an opcode counts (FFMA.FTZ, FFMA.RZ, HFMA2.MMA, HFMA2.BF16_V2, DFMA.RM): the
+# compiler's own HFMA2.MMA register moves among them, a small overcount. Plain multiplies and adds
+# (FMUL, FADD, HMUL2, HADD2, DMUL, DADD) and integer address math (IMAD) do not count.
+SCALAR_FMA_FLOPS: dict[str, float] = {
+    "FFMA": 32 * 2, "FFMA32I": 32 * 2,  # f32: one multiply-add a lane
+    "FFMA2": 32 * 4,  # f32x2 (sm_100): two a lane
+    "HFMA2": 32 * 4, "HFMA2_32I": 32 * 4,  # f16x2 / bf16x2: two a lane
+    "DFMA": 32 * 2,
+    "UFFMA": 2,  # the uniform datapath: one value a warp
+}
+_DOT_PRODUCT = re.compile(r"^IDP\.([24])A\b")  # IDP.4A / IDP.2A: 4 or 2 integer multiply-adds a lane
 
 
 def instruction_flops(opcode: str) -> float | None:
@@ -45,6 +61,32 @@ def tensor_flops(executed: dict[str, int]) -> dict[str, float]:
     return done
 
 
+def scalar_fma_flops(executed: dict[str, int]) -> dict[str, float]:
+    """At most the FLOPs done per scalar multiply-add opcode base (FFMA, HFMA2, DFMA, IDP, ...),
+    from executed warp-level counts of full SASS opcodes (see :data:`SCALAR_FMA_FLOPS`)."""
+    done: dict[str, float] = {}
+    for opcode, count in executed.items():
+        base = opcode.split(".", 1)[0]
+        dot = _DOT_PRODUCT.match(opcode)
+        per = 32 * 2 * int(dot.group(1)) if dot else SCALAR_FMA_FLOPS.get(base)
+        if per is not None and count:
+            done[base] = done.get(base, 0.0) + per * count
+    return done
+
+
+def older_flops(expected: tuple[str, ...], executed: dict[str, int]) -> dict[str, float]:
+    """FLOPs per opcode base done outside the target's own instructions: every tensor-core
+    instruction whose base is not ``expected`` (HMMA beside HGMMA), then scalar multiply-adds."""
+    tensor = {op: v for op, v in tensor_flops(executed).items() if op not in expected}
+    return {**tensor, **scalar_fma_flops(executed)}
+
+
+def _shares(flops: dict[str, float], spec_flops: float) -> str:
+    """``HMMA 98.7% and FFMA 0.4%``, largest first."""
+    parts = [f"{op} {100 * v / spec_flops:.1f}%" for op, v in sorted(flops.items(), key=lambda kv: -kv[1])]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
+
+
 def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, int],
                  executed_counts: dict[str, int] | None, metrics: dict[str, float] | None = None,
                  *, not_measured_reason: str = "", sizes: dict[str, int] | None = None,
@@ -54,7 +96,9 @@ def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, 
 
     ``executed_opcodes`` (full SASS opcodes) and ``spec_flops`` give the share; with a
     ``required_share``, execution that does less than that share of the work is "executed for a
-    minor share", and without ``spec_flops`` the share cannot be judged ("not measured").
+    minor share", execution beside older tensor-core instructions or scalar FMA that did more than
+    ``1 - required_share`` of it is "executed beside older math", and without ``spec_flops`` the
+    shares cannot be judged ("not measured").
     """
     present = {op: n for op, n in static_counts.items() if n}
     names = ", ".join(expected)
@@ -84,11 +128,21 @@ def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, 
                               executed_counts=ran, flops_by_instruction=by_op, required_share=required_share, **base)
     native = sum(v for op, v in by_op.items() if op in expected)
     share = native / spec_flops
-    others = ", ".join(f"{op} {100 * v / spec_flops:.1f}%" for op, v in by_op.items() if op not in expected)
-    split = f"{names} did {100 * share:.1f}% of the spec's {spec_flops:.3g} FLOPs" + (f" ({others})" if others else "")
-    fields = dict(executed_counts=ran, flops_by_instruction=by_op, share=share, required_share=required_share, **base)
+    older = older_flops(expected, executed_opcodes or {})
+    older_share = sum(older.values()) / spec_flops
+    split = f"{names} did {100 * share:.1f}% of the spec's {spec_flops:.3g} FLOPs"
+    fields = dict(executed_counts=ran, flops_by_instruction=by_op, share=share, required_share=required_share,
+                  older_flops=older, older_share=older_share, **base)
     if share + 1e-9 < required_share:
+        others = f" ({_shares(older, spec_flops)})" if older else ""
         return NativeEvidence(arch, "executed for a minor share",
-                              f"{counts} executed, but {split}; at least {100 * required_share:.0f}% must run on "
-                              f"{arch}'s own instructions", **fields)
-    return NativeEvidence(arch, "executed", f"{counts} (warp-level instructions); {split}", **fields)
+                              f"{counts} executed, but {split}{others}; at least {100 * required_share:.0f}% must "
+                              f"run on {arch}'s own instructions", **fields)
+    if older_share > 1 - required_share + 1e-9:
+        return NativeEvidence(arch, "executed beside older math",
+                              f"{counts} executed and {split}, but {_shares(older, spec_flops)} also ran: at most "
+                              f"{100 * (1 - required_share):.0f}% may run on older instructions (earlier tensor "
+                              "cores, scalar FMA at 32 lanes a warp instruction): the math was done twice, and "
+                              "which result the kernel used cannot be told", **fields)
+    extra = f"; older instructions at most {100 * older_share:.1f}% ({_shares(older, spec_flops)})" if older else ""
+    return NativeEvidence(arch, "executed", f"{counts} (warp-level instructions); {split}{extra}", **fields)

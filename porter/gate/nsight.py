@@ -76,6 +76,13 @@ def _launch_digests(folder: Path) -> tuple[int, ...]:
         return ()
 
 
+def launch_failure(output: str) -> str:
+    """The error launch_once printed when its launch did not complete, from the tool's output
+    ("" when it printed none: the process died without a word)."""
+    lines = [ln.strip() for ln in output.splitlines() if "porter launch_once:" in ln]
+    return lines[-1].split("porter launch_once:", 1)[1].strip()[:300] if lines else ""
+
+
 def _launch_command(job_path: Path) -> list[str]:
     return [sys.executable, "-m", "porter.gate.runner.launch_once", str(job_path)]
 
@@ -247,7 +254,7 @@ def parse_details_csv(text: str, *, summed: bool = False) -> dict[str, tuple[str
 @dataclass(frozen=True)
 class NcuRun:
     ok: bool
-    reason: str  # why not, when not ok
+    reason: str  # why not, when not ok; when ok, the launch's own error if it left no digests
     executed: dict[str, int] = field(default_factory=dict)  # full SASS opcode -> warp-level executed
     metrics: dict[str, tuple[str, float | str]] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -295,8 +302,9 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
         executed = executed_per_launch(parse_source_listings(source.stdout), profiled_kernels(details.stdout))
     except SourcePageMismatch as err:
         return NcuRun(False, f"ncu's source page: {err}", command=" ".join(command))
-    return NcuRun(True, "", executed, parse_details_csv(details.stdout, summed=True),
-                  time.perf_counter() - start, " ".join(command), digests)
+    return NcuRun(True, "" if digests else launch_failure(out.stdout + out.stderr), executed,
+                  parse_details_csv(details.stdout, summed=True), time.perf_counter() - start, " ".join(command),
+                  digests)
 
 
 # -- compute-sanitizer ----------------------------------------------------------------------------
@@ -371,4 +379,5 @@ def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> San
         return SanitizerReport(tool, False, 0, (), f"{tool} did not report: {tail[0][:300]}",
                                time.perf_counter() - start)
     errors, findings = parse_sanitizer(tool, text)
-    return SanitizerReport(tool, True, errors, findings, "", time.perf_counter() - start, digests=digests)
+    return SanitizerReport(tool, True, errors, findings, "" if digests else launch_failure(text),
+                           time.perf_counter() - start, digests=digests)

@@ -9,15 +9,20 @@ the kernel, Triton's ``<name>.json`` with ``"shared"``, says how much).
 ``porter check`` on an ``--against`` kernel and, for the block, on every candidate; ``porter spec``
 refuses to describe a kernel ptxas rejects. Each problem is an :class:`~porter.errors.InputError`
 naming the file and, where there is one, the line.
+
+One finding is a warning in the Verdict rather than a problem (:func:`unread_scalars`): a spec
+scalar the kernel never reads, which it cannot honour.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.gate.spec import Spec, check_against_module, declared_spec
+from porter.gate.expr import free_symbols
+from porter.gate.spec import ParamSpec, Spec, check_against_module, declared_spec
 from porter.gate.verdict import size_label
 from porter.ptx import PtxModule
 from porter.ptx.arch import can_compile, normalize_arch
@@ -76,6 +81,41 @@ def block_problems(spec: Spec, entry: Entry) -> list[str]:
         if problems:
             break  # one size set says it; the others would repeat it
     return problems
+
+
+def reads_param(entry: Entry, name: str) -> bool:
+    """Whether any instruction of ``entry`` names the param ``name``: an ``ld.param`` of it
+    (``[alpha]``, ``[alpha+4]``) or its address taken (``mov.u64 %rd1, alpha``). A load whose
+    value is then discarded still counts: this sees names, not dataflow."""
+    named = re.compile(rf"(?<![\w$%]){re.escape(name)}(?![\w$])")
+    return any(named.search(op) for ins in entry.instructions for op in ins.operands)
+
+
+def _follows_sizes(spec: Spec, param: ParamSpec) -> bool:
+    """Whether a scalar's value reads the sizes (``value = "n"``, a stride ``"lda"``)."""
+    exprs = [param.value] if param.value is not None else list(param.range or ())
+    return any(free_symbols(e) & set(spec.sizes) for e in exprs if e is not None)
+
+
+def unread_scalars(spec: Spec, module: PtxModule) -> list[str]:
+    """A warning for each scalar of the spec that no kernel it is passed to reads: porter draws or
+    perturbs it per case, and a kernel that never reads it cannot honour it. A ``const`` scalar is
+    compiled in on purpose, and one that follows the sizes may reach the kernel otherwise (the
+    grid, a tensor map's strides), where the sweep's and the drawn sizes check it."""
+    readers: dict[str, dict[str, bool]] = {}  # scalar -> {entry it is passed to: read there}
+    kernels = {e.name: e for e in module.kernels}
+    for step in spec.sequence():
+        entry = kernels.get(step.entry)
+        if entry is None:
+            continue
+        for name, ptx in zip(step.args, entry.params, strict=False):
+            param = spec.param(name)
+            if param.kind == "scalar" and not param.const and not _follows_sizes(spec, param):
+                readers.setdefault(name, {})
+                readers[name][entry.name] = readers[name].get(entry.name, False) or reads_param(entry, ptx.name)
+    return [f"scalar {name} is never read by {' or '.join(entries)}: the kernel cannot honour it (folded in as a "
+            "constant? a compile-time constant is declared const = true)"
+            for name, entries in readers.items() if not any(entries.values())]
 
 
 def declared_dynamic_shared(path: Path, entry: str) -> int | None:

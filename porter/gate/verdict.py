@@ -64,8 +64,8 @@ def exit_code_for_all(statuses: Iterable[str]) -> int:
     return next((code for code in (1, 3) if code in codes), 0)
 
 
-NativeState = Literal["executed", "executed for a minor share", "present but never executed", "absent",
-                      "not measured"]
+NativeState = Literal["executed", "executed for a minor share", "executed beside older math",
+                      "present but never executed", "absent", "not measured"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,10 @@ class NativeEvidence:
     flops_by_instruction: dict[str, float] = field(default_factory=dict)  # tensor-core FLOPs per opcode base
     share: float | None = None  # of the spec's cost.flops done by the expected instructions
     required_share: float | None = None
+    # FLOPs per opcode base done on older tensor-core instructions and scalar FMA (an upper bound:
+    # every lane of a warp-level instruction counted), and their share of cost.flops
+    older_flops: dict[str, float] = field(default_factory=dict)
+    older_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class SanitizerReport:
     ran: bool
     errors: int
     findings: tuple[SanitizerFinding, ...]
-    reason: str = ""  # why it did not run
+    reason: str = ""  # why it did not run; when it ran, the launch's own error if it left no digests
     wall_s: float = 0.0
     sizes: dict[str, int] = field(default_factory=dict)  # the size set it ran at
     digests: tuple[int, ...] = ()  # of the checked launch's outputs (a clean run only)

@@ -134,6 +134,10 @@ def _evidence_section(v: Verdict) -> list[str]:
         if n.share is not None:
             need = f" (at least {100 * n.required_share:.0f}% required)" if n.required_share is not None else ""
             out.append(f"- share of the spec's FLOPs done by {', '.join(n.expected)}: **{100 * n.share:.1f}%**{need}")
+        if n.older_share is not None:
+            most = f" (at most {100 * (1 - n.required_share):.0f}% allowed)" if n.required_share is not None else ""
+            out.append(f"- share done by older tensor-core instructions and scalar FMA (an upper bound): "
+                       f"**{100 * n.older_share:.1f}%**{most}")
     for rep in v.sanitizer:
         at = f" at {size_label(rep.sizes)}" if rep.sizes else ""
         out.append(f"- {rep.tool}{at}: {rep.errors} errors" if rep.ran else f"- {rep.tool}: not run ({rep.reason})")
