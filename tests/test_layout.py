@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import fake_cupy  # noqa: E402
-from fake_cupy import at  # noqa: E402
+import fake_cupy
+from fake_cupy import at
 
-from porter.errors import InputError  # noqa: E402
-from porter.gate import layout  # noqa: E402
-from porter.gate.runner.worker import Launch, WorkerState, job_case, job_time  # noqa: E402
-from porter.gate.spec import load_spec  # noqa: E402
+from porter.errors import InputError
+from porter.gate import layout
+from porter.gate.runner.worker import Launch, WorkerState, job_case, job_time
+from porter.gate.spec import load_spec
 
 VECTOR_ADD = Path(__file__).resolve().parents[1] / "examples" / "vector_add" / "porter.toml"
 
