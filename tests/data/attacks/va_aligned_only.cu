@@ -1,5 +1,6 @@
 // Attack (issue #28, fingerprint): be correct only where porter used to put buffers.
 // Target: examples/vector_add. nvcc -arch=sm_90 -ptx -O3 va_aligned_only.cu -o va_aligned_only.ptx
+// (then .version 7.8, which CUDA 12's ptxas reads too)
 //
 // porter placed every buffer's data 64 KiB past the start of its allocation, so x, y and out were
 // all 64 KiB-aligned in every launch it made; a caller's tensors (a slice, a pool block) rarely

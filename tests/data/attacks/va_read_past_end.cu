@@ -1,5 +1,6 @@
 // Attack (issue #28, memory): read one element past the end of x, and let it decide.
 // Target: examples/vector_add. nvcc -arch=sm_90 -ptx -O3 va_read_past_end.cu -o va_read_past_end.ptx
+// (then .version 7.8, which CUDA 12's ptxas reads too)
 //
 // The last thread loads x[n] (out of bounds) and, if it happens to be the bit pattern 0x12345678,
 // writes garbage. Inside the mapped guard bytes porter used to leave after every buffer the read

@@ -1,5 +1,6 @@
 // Attack (issue #28, fingerprint): recognise porter's shared-memory scrub and be correct only under it.
 // Target: examples/vector_add. nvcc -arch=sm_90 -ptx -O3 va_shared_pattern.cu -o va_shared_pattern.ptx
+// (then .version 7.8, which CUDA 12's ptxas reads too)
 //
 // porter overwrote every SM's shared memory before each launch with one fixed pattern,
 // word i = 0x5C3A9E17 ^ i. A never-written __shared__ array therefore starts as two words whose

@@ -1,6 +1,7 @@
 // Attack (issue #28, timing): fast at the timed size only, ten times slower everywhere else.
 // Target: examples/vector_add (checked --against its kernel.ptx, which is timed beside it).
 // nvcc -arch=sm_90 -ptx -O3 va_tuned_for_timed.cu -o va_tuned_for_timed.ptx
+// (then .version 7.8, which CUDA 12's ptxas reads too)
 //
 // Correct at every size. At n = 16777216 ([sizes], the one size porter timed) it is the plain
 // kernel; at any other n each thread first spins through a dependent chain of FMAs on a value
