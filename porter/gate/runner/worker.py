@@ -114,7 +114,8 @@ class DeviceBuffer:
         # What the kernel is handed: for an input, a read-only mapping of the same memory.
         self.kernel_ptr = (self._fence.read_only_alias() + self.lead if self._fence is not None and read_only
                            else self.ptr)
-        self.pattern = random_bytes(cp, self.raw.size, seed)
+        end = self.lead + nbytes
+        self.patterns = (random_bytes(cp, self.lead, seed), random_bytes(cp, self.raw.size - end, seed + 1))
         self.fill_guards()
 
     @property
@@ -122,9 +123,9 @@ class DeviceBuffer:
         return int(self.raw.data.ptr) + self.lead
 
     def fill_guards(self) -> None:
-        end = self.lead + self.nbytes
-        self.raw[: self.lead] = self.pattern[: self.lead]
-        self.raw[end:] = self.pattern[end:]
+        before, after = self.patterns
+        self.raw[: self.lead] = before
+        self.raw[self.lead + self.nbytes :] = after
 
     def upload(self, host: np.ndarray) -> None:
         if self.nbytes:
@@ -141,13 +142,13 @@ class DeviceBuffer:
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
         problems = []
-        end = self.lead + self.nbytes
-        if self.lead:
-            bad = self.cp.flatnonzero(self.raw[: self.lead] != self.pattern[: self.lead])
+        before, after = self.patterns
+        if before.size:
+            bad = self.cp.flatnonzero(self.raw[: self.lead] != before)
             if bad.size:
                 problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.lead - int(bad[-1])} bytes before)")
-        if end < self.raw.size:
-            bad = self.cp.flatnonzero(self.raw[end:] != self.pattern[end:])
+        if after.size:
+            bad = self.cp.flatnonzero(self.raw[self.lead + self.nbytes :] != after)
             if bad.size:
                 problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
         return f"{name}: " + "; ".join(problems) if problems else ""
