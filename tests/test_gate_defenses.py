@@ -14,14 +14,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from porter.errors import InputError
-from porter.gate.check import CheckOptions, _judge_case, _timed_outputs_problems, run_check
+from porter.gate.check import CheckOptions, _judge_case, _timed_outputs_problems, drawn_timed_sizes, run_check
 from porter.gate.golden import check_golden, load_golden
 from porter.gate.inputs import fresh_seed, make_args
 from porter.gate.native import instruction_flops, judge_native
 from porter.gate.nsight import opcode_bases, parse_source_csv
-from porter.gate.plan import Case, check_plan, check_seeds
+from porter.gate.plan import BUDGET_BYTES, Case, check_plan, check_seeds
 from porter.gate.runner import WorkerFault
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
@@ -245,6 +247,52 @@ def test_the_check_verifies_its_timed_size_and_records_its_seeds(toolchain) -> N
     assert len(verdict.seeds) == 2 and {j["seed"] for j in runner.cases} == set(verdict.seeds)
     again = _check(toolchain, ScriptedRunner(), seeds=verdict.seeds, timing=False)
     assert again.seeds == verdict.seeds
+
+
+class TunedRunner(ScriptedRunner):
+    """The candidate as fast as the source at [sizes] and ten times slower elsewhere; records the timing jobs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timed: list[dict[str, Any]] = []
+
+    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
+        if op == "time":
+            self.timed.append(job)
+            slow = 1.0 if job["sizes"] == load_spec(VECTOR_ADD / "porter.toml").default_sizes() else 10.0
+            self.time_reply = {"times_ms": [[slow if c["name"] == "candidate" else 1.0] * 10
+                                            for c in job["contenders"]]}
+        return super().call(op, timeout_s, **job)
+
+
+def test_speed_is_also_measured_at_a_drawn_size_and_the_headline_is_the_lowest(toolchain) -> None:
+    runner = TunedRunner()
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    verdict = run_check(VECTOR_ADD / "kernel.ptx", spec, CheckOptions(against=VECTOR_ADD / "kernel.ptx"),
+                        toolchain=toolchain, runner=runner)
+    assert verdict.status == "passed", verdict.reason
+    named, drawn = runner.timed
+    assert named["sizes"] == spec.default_sizes() and named["seeds"] == list(verdict.seeds)  # rotates through both
+    assert drawn["sizes"] != spec.default_sizes() and drawn["seeds"] == [verdict.seeds[0]]
+    assert drawn["sizes"] in [c.sizes for c in verdict.cases if c.seed == verdict.seeds[0]]  # it was checked
+    assert len({t.sizes for t in verdict.timings}) == 2
+    assert verdict.speedup_vs_source == pytest.approx(0.1)  # the lower of 1.0 and 0.1
+    assert "lowest" in " ".join(verdict.gate("timing").details)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**40))
+def test_the_drawn_timed_size_is_one_the_check_drew_and_verified(seed: int) -> None:
+    for folder in ("vector_add", "gemm_bf16", "attention_fwd", "softmax"):
+        spec = load_spec(VECTOR_ADD.parent / folder / "porter.toml")
+        timed = [spec.default_sizes()]
+        plan = check_plan(spec, (seed, seed + 1), timed=timed, thorough=True)
+        drawn = drawn_timed_sizes(spec, plan, timed, seed)
+        if drawn is None:
+            continue
+        assert drawn not in timed and drawn not in spec.size_sets()
+        assert any(c.sizes == drawn and c.seed == seed and c.why in ("unannounced", "large") for c in plan)
+        assert sum(spec.buffer_bytes(p, drawn) for p in spec.params if p.kind == "buffer") <= BUDGET_BYTES
 
 
 def test_a_timing_run_that_faults_makes_the_verdict_not_passed(toolchain) -> None:

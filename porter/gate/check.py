@@ -39,7 +39,7 @@ from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.emulated import emulation_gate
 from porter.gate.golden import REPLAYABLE, GoldenCase, Manifest, check_golden, load_golden
 from porter.gate.native import judge_native
-from porter.gate.plan import Case, check_plan, check_seeds, skipped_unannounced
+from porter.gate.plan import BUDGET_BYTES, Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
 from porter.gate.source import block_problems, check_spec_matches, unread_scalars
@@ -522,8 +522,9 @@ def _fault_reason(fault: WorkerFault) -> str:
     """A fault, with what an illegal address most likely means under porter's fences."""
     reason = f"{fault.kind}: {fault}"
     if "illegaladdress" in str(fault).lower().replace("_", ""):  # the driver's and the runtime's names
-        reason += (" (inputs are mapped read-only and every buffer is fenced by unmapped memory: a write to an "
-                   "input, or an access outside a buffer, faults)")
+        reason += (" (an out-of-bounds access, most likely: in a case's first run every buffer ends at unmapped "
+                   "memory, so a read or write past its end faults, and inputs are mapped read-only, so a write "
+                   "to one faults too)")
     return reason
 
 
@@ -822,13 +823,15 @@ def _sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | No
 def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]], seed: int) -> dict[str, int] | None:
     """The size set timed beside the named ones: of the size sets this check drew for itself (the
     unannounced and the large one, checked at ``seed``), the costliest. Nobody learns it before
-    the check runs, so a kernel tuned to the timed shape alone cannot choose where it is timed."""
+    the check runs, so a kernel tuned to the timed shape alone cannot choose where it is timed.
+    A thorough check's large case past the ordinary budget is left out: every contender holds its
+    buffers while timing."""
     drawn = [c.sizes for c in plan if c.why in ("unannounced", "large") and c.seed == seed and not c.values
-             and c.sizes not in timed]
+             and c.sizes not in timed and _buffer_bytes(spec, c.sizes) <= BUDGET_BYTES]
     if not drawn:
         return None
     return max(drawn, key=lambda sizes: (spec.flops(sizes) or 0.0, spec.bytes(sizes) or 0.0,
-                                         sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")))
+                                         _buffer_bytes(spec, sizes)))
 
 
 def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
