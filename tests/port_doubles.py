@@ -11,11 +11,13 @@ end through the real session and gate, without a GPU.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from test_gate_defenses import ScriptedRunner
 
+from porter.gate.runner.protocol import CaseJob, CaseReply, Job, Reply
 from porter.ptx import retarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,8 +85,8 @@ class OnlyGoodCubins(ScriptedRunner):
         self.info = super().start()
         return self.info
 
-    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
-        reply = super().call(op, timeout_s, **job)
-        if op == "case" and job["cubin"] not in self.good:
-            reply["outputs"] = [{"out": o["out"] + 1} for o in reply["outputs"]]
+    def call(self, job: Job, timeout_s: float) -> Reply:
+        reply = super().call(job, timeout_s)
+        if isinstance(job, CaseJob) and isinstance(reply, CaseReply) and job.cubin not in self.good:
+            reply = replace(reply, outputs=[{"out": o["out"] + 1} for o in reply.outputs if o is not None])
         return reply

@@ -299,8 +299,7 @@ def _gate(toolchain: Any, spec_path: Path, bodies: dict[str, Any], **options: An
     fake_cupy.KERNELS.update(bodies)
     state = WorkerState(fake_cupy, fenced=False)
     state._flush = fake_cupy.empty(1024, fake_cupy.uint8)
-    runner = InProcessRunner({"case": lambda **job: job_case(state, **job),
-                              "time": lambda **job: job_time(state, **job)})
+    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": lambda job: job_time(state, job)})
     try:
         return run_check(spec_path.parent / "kernel_sm80.ptx", load_spec(spec_path), CheckOptions(**options),
                          toolchain=toolchain, runner=runner)

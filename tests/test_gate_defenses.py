@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +27,7 @@ from porter.gate.plan import BUDGET_BYTES, Case, check_plan, check_seeds
 from porter.gate.runner import WorkerFault
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
+from porter.gate.runner.protocol import CaseJob, CaseReply, Job, Reply, TimeJob, TimeReply
 from porter.gate.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,11 +115,11 @@ def test_the_plan_checks_the_timed_and_profiled_sizes_and_the_value_cases() -> N
 
 # --- judging runs from two initial states ------------------------------------------------------
 
-def _reply(spec, case: Case, outs: list[np.ndarray], *, guards=(), modified=()) -> dict[str, Any]:
+def _reply(spec, case: Case, outs: list[np.ndarray], *, guards=(), modified=()) -> CaseReply:
     args = make_args(spec, case.sizes, case.seed, case.values)
     expected = {"out": float(args["alpha"]) * args["x"].astype(np.float64) + args["y"].astype(np.float64)}
-    return {"outputs": [{"out": o} for o in outs], "initials": ["poison", "random"][: len(outs)],
-            "reference": expected, "guards": list(guards), "modified": list(modified), "kernel_s": 0.0}
+    return CaseReply(outputs=[{"out": o} for o in outs], initials=["poison", "random"][: len(outs)],
+                     reference=expected, guards=list(guards), modified=list(modified))
 
 
 def _right(spec, case: Case) -> np.ndarray:
@@ -151,8 +152,7 @@ def test_identical_runs_pass_and_differing_correct_runs_are_a_race() -> None:
 def test_a_wide_case_whose_reference_overflows_is_not_judged_rather_than_failed() -> None:
     spec = load_spec(VECTOR_ADD / "porter.toml")
     case = Case({"n": 1000}, 3, "wide", why="wide")
-    reply = _reply(spec, case, [np.zeros(1000, np.float32)])
-    reply["reference"] = {"out": np.full(1000, 1e39)}
+    reply = replace(_reply(spec, case, [np.zeros(1000, np.float32)]), reference={"out": np.full(1000, 1e39)})
     result = _judge_case(spec, case, reply)
     assert result.status == "not run" and "not finite" in result.reason
 
@@ -161,15 +161,16 @@ def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged
     spec = load_spec(VECTOR_ADD / "porter.toml")
     case = Case({"n": 1000}, 3)
     right = _right(spec, case)
-    reply = _reply(spec, case, [right])
-    reply["reference"]["out"][:10] = [np.nan, np.inf, -np.inf, 1e39, -1e39, np.nan, 1e300, np.inf, np.nan, 5e38]
+    reference = _reply(spec, case, [right]).reference
+    assert reference is not None
+    reference["out"][:10] = [np.nan, np.inf, -np.inf, 1e39, -1e39, np.nan, 1e300, np.inf, np.nan, 5e38]
     garbage = right.copy()
     garbage[:10] = 7.0  # anything where the reference says nothing
-    result = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
-    inside = int(np.count_nonzero(np.abs(reply["reference"]["out"]) <= np.finfo(np.float32).max))
+    result = _judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
+    inside = int(np.count_nonzero(np.abs(reference["out"]) <= np.finfo(np.float32).max))
     assert inside <= 990 and result.status == "passed" and result.outputs[0].judged == inside
     garbage[500] = 7.0  # a judged element wrong fails the case
-    failed = _judge_case(spec, case, _reply(spec, case, [garbage]) | {"reference": reply["reference"]})
+    failed = _judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
     assert failed.status == "failed" and failed.outputs[0].mismatches == 1
 
 
@@ -177,12 +178,12 @@ def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged
 
 def test_timed_launches_must_reproduce_the_verified_digests() -> None:
     key = Case({"n": 8}, 1).key()
-    reply = {"names": ["candidate", "library"], "digests": [[7, 7, 7, 9], None], "outputs_per_launch": 1,
-             "guards": [[], []]}
+    reply = TimeReply(names=["candidate", "library"], times_ms=[[1.0] * 4] * 2, digests=[[7, 7, 7, 9], None],
+                      repeat_digests=[7], outputs_per_launch=1, guards=[[], []], seeds=[1])
     problems = _timed_outputs_problems(reply, [key], {key: [7]}, "n=8")
     assert len(problems) == 1 and "1 of 4 timed launches" in problems[0] and "launch 4" in problems[0]
-    assert _timed_outputs_problems({**reply, "digests": [[7] * 4, None]}, [key], {key: [7]}, "n=8") == []
-    guarded = {**reply, "digests": [[7] * 4, None], "guards": [["out: 4 bytes written past its end"], []]}
+    assert _timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), [key], {key: [7]}, "n=8") == []
+    guarded = replace(reply, digests=[[7] * 4, None], guards=[["out: 4 bytes written past its end"], []])
     assert "during the timed launches" in _timed_outputs_problems(guarded, [key], {key: [7]}, "n=8")[0]
     assert "could not be held" in _timed_outputs_problems(reply, [key], {}, "n=8")[0]
 
@@ -191,14 +192,14 @@ def test_each_timed_launch_is_held_to_the_input_set_it_ran_on() -> None:
     """Launch r ran on set r % 2: a kernel that gives set 0's answer on set 1 (it cached it) fails."""
     first, second = Case({"n": 8}, 1).key(), Case({"n": 8}, 2).key()
     verified = {first: [7], second: [5]}
-    rotating = {"names": ["candidate"], "digests": [[7, 5, 7, 5]], "repeat_digests": [7, 7], "outputs_per_launch": 1,
-                "guards": [[]]}
+    rotating = TimeReply(names=["candidate"], times_ms=[[1.0] * 4], digests=[[7, 5, 7, 5]], repeat_digests=[7, 7],
+                         outputs_per_launch=1, guards=[[]], seeds=[1, 2])
     assert _timed_outputs_problems(rotating, [first, second], verified, "n=8") == []
-    cached = {**rotating, "digests": [[7, 7, 7, 7]]}
+    cached = replace(rotating, digests=[[7, 7, 7, 7]])
     problems = _timed_outputs_problems(cached, [first, second], verified, "n=8")
     assert len(problems) == 1 and "2 of 4 timed launches" in problems[0] and "launch 2" in problems[0]
     # the repeat phase runs on the first set only
-    assert "repeated launches" in _timed_outputs_problems({**rotating, "repeat_digests": [7, 5]}, [first, second],
+    assert "repeated launches" in _timed_outputs_problems(replace(rotating, repeat_digests=[7, 5]), [first, second],
                                                           verified, "n=8")[0]
 
 
@@ -208,7 +209,7 @@ class ScriptedRunner:
 
     def __init__(self, *, time_reply=None, time_fault: str = "", wrong_digest: bool = False) -> None:
         self.time_reply, self.time_fault, self.wrong_digest = time_reply, time_fault, wrong_digest
-        self.cases: list[dict[str, Any]] = []
+        self.cases: list[CaseJob] = []
 
     def start(self) -> DeviceInfo:
         return DeviceInfo("NVIDIA H200", "sm_90", "9.0", 132, 60 << 20, 227 << 10, "13.0", "13.0", "14.2")
@@ -216,21 +217,24 @@ class ScriptedRunner:
     def close(self) -> None:
         pass
 
-    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
-        spec = load_spec(Path(job["spec_path"]))
-        if op == "case":
+    def call(self, job: Job, timeout_s: float) -> Reply:
+        spec = load_spec(Path(job.spec_path))
+        if isinstance(job, CaseJob):
             self.cases.append(job)
-            case = Case(job["sizes"], job["seed"], job["values"])
+            case = Case(job.sizes, job.seed, job.values)
             reply = _reply(spec, case, [_right(spec, case)] * 2)
-            reply["reference"] = {"out": reply["outputs"][0]["out"].astype(np.float64)}
-            return {**reply, "digests": [42]}
+            first = reply.outputs[0]
+            assert first is not None
+            return replace(reply, reference={"out": first["out"].astype(np.float64)}, digests=[42])
+        assert isinstance(job, TimeJob)
         if self.time_fault:
             raise WorkerFault(self.time_fault, kind="fault")
-        names = [c["name"] for c in job["contenders"]]
-        reply = self.time_reply or {"times_ms": [[1.0] * 10 for _ in names]}
-        digests = [[41 if self.wrong_digest and i == 9 else 42 for i in range(10)] if c["kind"] == "kernel" else None
-                   for c in job["contenders"]]
-        return {"names": names, "digests": digests, "outputs_per_launch": 1, "guards": [[] for _ in names], **reply}
+        names = [c.name for c in job.contenders]
+        times = self.time_reply or [[1.0] * 10 for _ in names]
+        digests = [[41 if self.wrong_digest and i == 9 else 42 for i in range(10)] if c.kind == "kernel" else None
+                   for c in job.contenders]
+        return TimeReply(names=names, times_ms=times, digests=digests, repeat_digests=[42] * 10, outputs_per_launch=1,
+                         guards=[[] for _ in names], seeds=list(job.seeds))
 
 
 def _check(toolchain, runner, **options):
@@ -242,9 +246,9 @@ def test_the_check_verifies_its_timed_size_and_records_its_seeds(toolchain) -> N
     runner = ScriptedRunner()
     verdict = _check(toolchain, runner, time_at=({"n": 5000},))
     assert verdict.status == "passed", verdict.reason
-    checked = {(tuple(j["sizes"].items()), j["values"]) for j in runner.cases}
+    checked = {(tuple(j.sizes.items()), j.values) for j in runner.cases}
     assert ((("n", 5000),), "") in checked and any(values == "wide" for _, values in checked)
-    assert len(verdict.seeds) == 2 and {j["seed"] for j in runner.cases} == set(verdict.seeds)
+    assert len(verdict.seeds) == 2 and {j.seed for j in runner.cases} == set(verdict.seeds)
     again = _check(toolchain, ScriptedRunner(), seeds=verdict.seeds, timing=False)
     assert again.seeds == verdict.seeds
 
@@ -254,15 +258,14 @@ class TunedRunner(ScriptedRunner):
 
     def __init__(self) -> None:
         super().__init__()
-        self.timed: list[dict[str, Any]] = []
+        self.timed: list[TimeJob] = []
 
-    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
-        if op == "time":
+    def call(self, job: Job, timeout_s: float) -> Reply:
+        if isinstance(job, TimeJob):
             self.timed.append(job)
-            slow = 1.0 if job["sizes"] == load_spec(VECTOR_ADD / "porter.toml").default_sizes() else 10.0
-            self.time_reply = {"times_ms": [[slow if c["name"] == "candidate" else 1.0] * 10
-                                            for c in job["contenders"]]}
-        return super().call(op, timeout_s, **job)
+            slow = 1.0 if job.sizes == load_spec(VECTOR_ADD / "porter.toml").default_sizes() else 10.0
+            self.time_reply = [[slow if c.name == "candidate" else 1.0] * 10 for c in job.contenders]
+        return super().call(job, timeout_s)
 
 
 def test_speed_is_also_measured_at_a_drawn_size_and_the_headline_is_the_lowest(toolchain) -> None:
@@ -272,9 +275,9 @@ def test_speed_is_also_measured_at_a_drawn_size_and_the_headline_is_the_lowest(t
                         toolchain=toolchain, runner=runner)
     assert verdict.status == "passed", verdict.reason
     named, drawn = runner.timed
-    assert named["sizes"] == spec.default_sizes() and named["seeds"] == list(verdict.seeds)  # rotates through both
-    assert drawn["sizes"] != spec.default_sizes() and drawn["seeds"] == [verdict.seeds[0]]
-    assert drawn["sizes"] in [c.sizes for c in verdict.cases if c.seed == verdict.seeds[0]]  # it was checked
+    assert named.sizes == spec.default_sizes() and named.seeds == tuple(verdict.seeds)  # rotates through both
+    assert drawn.sizes != spec.default_sizes() and drawn.seeds == (verdict.seeds[0],)
+    assert drawn.sizes in [c.sizes for c in verdict.cases if c.seed == verdict.seeds[0]]  # it was checked
     assert len({t.sizes for t in verdict.timings}) == 2
     assert verdict.speedup_vs_source == pytest.approx(0.1)  # the lower of 1.0 and 0.1
     assert "lowest" in " ".join(verdict.gate("timing").details)
@@ -308,7 +311,7 @@ def test_a_timed_launch_that_leaves_other_outputs_fails(toolchain) -> None:
 
 
 def test_faster_than_the_roofline_fails_unless_the_cost_is_approximate(toolchain, tmp_path) -> None:
-    quick = {"times_ms": [[1e-4] * 10]}  # 16M elements in 0.1 us: far beyond any memory system
+    quick = [[1e-4] * 10]  # 16M elements in 0.1 us: far beyond any memory system
     verdict = _check(toolchain, ScriptedRunner(time_reply=quick))
     assert verdict.status == "failed" and "roofline" in verdict.gate("timing").summary
     folder = spec_with(tmp_path, VECTOR_ADD, 'bytes = "12*n"', 'bytes = "12*n"\napproximate = true')

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.golden import MANIFEST, SAMPLED, cases_digest, check_golden, load_golden, record
+from porter.gate.runner.protocol import Job, OutputsReply, Reply
 from porter.gate.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,8 +28,8 @@ VECTOR_ADD = ROOT / "examples" / "vector_add"
 class Outputs:
     """A runner whose source kernel writes small outputs (their values do not matter here)."""
 
-    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
-        return {"outputs": {"out": np.zeros(4, np.float32)}}
+    def call(self, job: Job, timeout_s: float) -> Reply:
+        return OutputsReply({"out": np.zeros(4, np.float32)})
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from porter.gate.runner import Runner
-from porter.gate.runner.fake import serve
+from porter.gate.runner.fake import act, serve
 from porter.gate.runner.gpulock import GpuLock
+from porter.gate.runner.protocol import TimeJob
 
 
 def _hold(directory: str, kind: str, seconds: float, delay: float, log: str) -> None:
@@ -80,7 +81,7 @@ def test_a_runner_waits_for_another_process_timing_on_its_gpu(fake_gpu_on_a_bus:
         runner.start()
         other.start()
         time.sleep(0.5)  # the other process is timing now
-        runner.call("echo", 30)
+        runner.call(act("echo"), 30)
         answered = time.monotonic()
         other.join(30)
     held = _windows(log)[0]
@@ -89,7 +90,8 @@ def test_a_runner_waits_for_another_process_timing_on_its_gpu(fake_gpu_on_a_bus:
 
 def test_inside_exclusive_a_runner_s_own_jobs_do_not_wait_for_itself(fake_gpu_on_a_bus: Path) -> None:
     with Runner(target=serve, startup_timeout_s=60) as runner, runner.exclusive():
-        assert runner.call("time", 10)["pid"] and runner.call("echo", 10)["pid"]
+        timing = TimeJob(spec_path="", sizes={}, seeds=(0,), contenders=())
+        assert runner.call(timing, 10) and runner.call(act("echo"), 10)
 
 
 def test_a_lock_folder_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> None:

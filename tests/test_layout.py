@@ -23,6 +23,7 @@ from fake_cupy import at
 
 from porter.errors import InputError
 from porter.gate import layout
+from porter.gate.runner.protocol import CaseJob, CaseReply, Contender, Reference, TimeJob
 from porter.gate.runner.worker import Launch, WorkerState, job_case, job_time
 from porter.gate.spec import load_spec
 
@@ -105,17 +106,19 @@ def _state(body: Any) -> WorkerState:
     return state
 
 
-def _case(state: WorkerState, seed: int, n: int = 1000) -> dict[str, Any]:
-    return job_case(state, cubin=b"fake", entry="vector_add", spec_path=str(VECTOR_ADD), sizes={"n": n}, seed=seed,
-                    reference={"kind": "python", "path": str(VECTOR_ADD.parent / "ref.py"), "function": "vector_add"})
+def _case(state: WorkerState, seed: int, n: int = 1000) -> CaseReply:
+    return job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(VECTOR_ADD), sizes={"n": n},
+                                   seed=seed, reference=Reference("python", path=str(VECTOR_ADD.parent / "ref.py"),
+                                                                  function="vector_add")))
 
 
-def _wrong(reply: dict[str, Any]) -> bool:
+def _wrong(reply: CaseReply) -> bool:
     """Some run's outputs differ from the reference where f32 holds it (porter's inputs include the
     special values and magnitudes near the range's ends)."""
-    ref = np.asarray(reply["reference"]["out"], dtype=np.float64)
+    assert reply.reference is not None
+    ref = np.asarray(reply.reference["out"], dtype=np.float64)
     held = np.isfinite(ref.astype(np.float32)) | np.isnan(ref)
-    runs = [reply["outputs"][0] if run is None else run for run in reply["outputs"]]
+    runs = [run if run is not None else reply.outputs[0] for run in reply.outputs]
     return any(not np.allclose(run["out"][held], ref[held], rtol=1e-5, atol=1e-5, equal_nan=True) for run in runs)
 
 
@@ -151,14 +154,14 @@ def test_every_timed_launch_runs_on_a_checked_input_set_in_turn() -> None:
     for memory, rotates in ((None, True), ({}, False)):
         state = _state(_vector_add(memory=memory))
         try:
-            verified = [_case(state, seed, 4097)["digests"] for seed in (11, 12)]
+            verified = [_case(state, seed, 4097).digests for seed in (11, 12)]
             if memory is not None:
                 memory["armed"] = True  # from the timing run on
-            reply = job_time(state, spec_path=str(VECTOR_ADD), sizes={"n": 4097}, seeds=[11, 12],
-                             contenders=[{"name": "candidate", "kind": "kernel", "cubin": b"fake",
-                                          "entry": "vector_add"}], budget_s=0.0, min_reps=4)
+            reply = job_time(state, TimeJob(spec_path=str(VECTOR_ADD), sizes={"n": 4097}, seeds=(11, 12),
+                                            contenders=(Contender("candidate", "kernel", cubin=b"fake",
+                                                                  entry="vector_add"),), budget_s=0.0, min_reps=4))
         finally:
             state.close()
-        launches = reply["digests"][0]
+        launches = reply.digests[0]
         assert len(launches) == 4
         assert (launches == [verified[r % 2][0] for r in range(4)]) is rotates

@@ -30,6 +30,7 @@ from port_doubles import OnlyGoodCubins, good_cubins, scripted_vector_add, vecto
 
 from porter.agent.llm import Budget  # noqa: E402
 from porter.errors import EnvironmentProblem  # noqa: E402
+from porter.gate.runner.protocol import Job, Reply  # noqa: E402
 from porter.gate.verdict import Verdict  # noqa: E402
 from porter.jsonable import from_jsonable  # noqa: E402
 from porter.mcp.server import ModelChoice, build_server  # noqa: E402
@@ -213,14 +214,14 @@ class Watched(OnlyGoodCubins):
         self.jobs = 0
         self._count = threading.Lock()
 
-    def call(self, op: str, timeout_s: float, **job: Any) -> dict[str, Any]:
+    def call(self, job: Job, timeout_s: float) -> Reply:
         with self._count:
             self.running += 1
             self.jobs += 1
             self.most = max(self.most, self.running)
         try:
             time.sleep(0.01)
-            return super().call(op, timeout_s, **job)
+            return super().call(job, timeout_s)
         finally:
             with self._count:
                 self.running -= 1

@@ -16,6 +16,7 @@ from porter.gate.check import CheckOptions, run_check
 from porter.gate.plan import check_plan
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.fake import FakeGpu
+from porter.gate.runner.protocol import OutputsJob
 from porter.gate.spec import load_spec
 from porter.pool.lease import GpuLease, LeasedRunner, overlaps
 from porter.pool.local import LocalPool
@@ -42,7 +43,7 @@ def test_a_round_runs_side_by_side_and_timing_has_the_gpu_alone(toolchain, tmp_p
     assert any(a[3] != b[3] and a[1] < b[2] and b[1] < a[2] for a in cases for b in cases)
     # Timing alone: no job of any other worker ran on the GPU while one was timed.
     timed = [e for e in log if e[0] == "time"]
-    assert len(timed) == 6
+    assert len(timed) == 2 * 6  # each candidate at [sizes] and at the size set its check drew
     for t in timed:
         others = [e for e in log if e is not t and e[1] < t[2] and t[1] < e[2]]
         assert not others, f"{t} overlapped {others}"
@@ -141,7 +142,7 @@ def test_a_leased_runner_takes_the_lease_for_its_jobs() -> None:
     gpu = FakeGpu()
     runner = LeasedRunner(gpu.runner(), lease, holder="x")
     with pytest.raises(Exception, match="no job"):
-        runner.call("outputs", 1.0)
+        runner.call(OutputsJob(cubin=b"", entry="k", spec_path="", sizes={}, seed=0), 1.0)
     with runner.exclusive():
         pass
     assert [w.exclusive for w in lease.windows] == [False, True]

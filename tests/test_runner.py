@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from porter.gate.runner import GpuRunner, Runner, WorkerFault
-from porter.gate.runner.fake import FAKE_DEVICE, InProcessRunner, serve
+from porter.gate.runner.fake import FAKE_DEVICE, InProcessRunner, act, serve
+from porter.gate.runner.protocol import OutputsReply
+
+
+def _pid(runner: GpuRunner) -> int:
+    """The pid of the fake worker that answers (see porter.gate.runner.fake.serve)."""
+    reply = runner.call(act("echo"), 30)
+    assert isinstance(reply, OutputsReply)
+    return int(reply.outputs["pid"])
 
 
 @pytest.fixture
@@ -18,37 +27,38 @@ def runner():
 
 def test_a_job_is_answered_and_the_device_known(runner: Runner) -> None:
     assert runner.start() == FAKE_DEVICE
-    first = runner.call("echo", 30, value=3)
-    assert first["value"] == 3 and runner.call("echo", 30)["pid"] == first["pid"] and runner.restarts == 0
+    first = runner.call(act("echo", value=3), 30)
+    assert isinstance(first, OutputsReply) and first.outputs["value"] == 3
+    assert _pid(runner) == first.outputs["pid"] and runner.restarts == 0
 
 
 def test_a_hung_job_is_killed_after_its_timeout_and_the_next_job_gets_a_new_worker(runner: Runner) -> None:
-    before = runner.call("echo", 30)["pid"]
+    before = _pid(runner)
     start = time.monotonic()
     with pytest.raises(WorkerFault) as fault:
-        runner.call("hang", 1.0)
+        runner.call(act("hang"), 1.0)
     assert fault.value.kind == "timeout" and "the worker was killed" in str(fault.value)
     assert time.monotonic() - start < 10 and runner.restarts == 1
-    assert runner.call("echo", 30)["pid"] != before
+    assert _pid(runner) != before
 
 
 def test_a_worker_that_dies_is_reported_and_restarted(runner: Runner) -> None:
-    before = runner.call("echo", 30)["pid"]
+    before = _pid(runner)
     with pytest.raises(WorkerFault) as fault:
-        runner.call("die", 30)
+        runner.call(act("die"), 30)
     assert fault.value.kind == "died" and "exit code 7" in str(fault.value) and runner.restarts == 1
-    assert runner.call("echo", 30)["pid"] != before
+    assert _pid(runner) != before
 
 
 def test_a_sticky_error_restarts_the_worker_and_an_ordinary_one_does_not(runner: Runner) -> None:
-    before = runner.call("echo", 30)["pid"]
+    before = _pid(runner)
     with pytest.raises(WorkerFault) as ordinary:
-        runner.call("fault", 30)
+        runner.call(act("fault"), 30)
     assert ordinary.value.kind == "fault" and runner.restarts == 0
-    assert runner.call("echo", 30)["pid"] == before
+    assert _pid(runner) == before
     with pytest.raises(WorkerFault, match="IllegalAddress"):
-        runner.call("sticky", 30)
-    assert runner.restarts == 1 and runner.call("echo", 30)["pid"] != before
+        runner.call(act("sticky"), 30)
+    assert runner.restarts == 1 and _pid(runner) != before
 
 
 def test_a_worker_that_cannot_start_is_unavailable() -> None:
@@ -58,15 +68,16 @@ def test_a_worker_that_cannot_start_is_unavailable() -> None:
 
 
 def test_close_ends_the_worker(runner: Runner) -> None:
-    runner.call("echo", 30)
+    _pid(runner)
     proc = runner._proc
     runner.close()
     assert runner._proc is None and not proc.is_alive()
 
 
 def test_the_in_process_fake_is_a_runner() -> None:
-    fake: GpuRunner = InProcessRunner({"echo": lambda **p: p})
-    assert fake.call("echo", 1, x=1) == {"ok": True, "x": 1} and fake.info == FAKE_DEVICE
+    answer = OutputsReply({"x": np.ones(1)})
+    fake: GpuRunner = InProcessRunner({"outputs": lambda job: answer})
+    assert fake.call(act("echo"), 1) is answer and fake.info == FAKE_DEVICE
     assert isinstance(InProcessRunner({}, device=None), InProcessRunner)
     with pytest.raises(WorkerFault):
         InProcessRunner({}, device=None).start()
@@ -80,7 +91,7 @@ def test_the_gate_fails_a_candidate_whose_case_hangs_with_the_runners_reason(too
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.spec import load_spec
 
-    def hang(**payload):
+    def hang(job):
         raise WorkerFault("no answer after 1 s while case: the kernel did not finish", kind="timeout")
 
     example = Path(__file__).resolve().parent.parent / "examples" / "vector_add"
@@ -90,6 +101,12 @@ def test_the_gate_fails_a_candidate_whose_case_hangs_with_the_runners_reason(too
     assert verdict.status == "failed" and fake.calls == ["case"] and fake.restarts == 1
     assert verdict.gate("equivalence").status == "failed" and verdict.gate("timing") is None
     assert verdict.cases[-1].fault.startswith("no answer after 1 s") and "timeout" in verdict.cases[-1].reason
+
+
+def _array(runner: Runner, n: int, dtype: str) -> np.ndarray:
+    reply = runner.call(act("array", dtype, n=n), 30)
+    assert isinstance(reply, OutputsReply)
+    return reply.outputs["array"]
 
 
 def _parked_files(runner: Runner) -> list[str]:
@@ -103,16 +120,14 @@ def _parked_files(runner: Runner) -> list[str]:
 def test_a_large_reply_arrives_whole_through_shared_memory_and_leaves_no_file(runner: Runner) -> None:
     import os
 
-    import numpy as np
-
     runner.start()
     assert runner._parking and runner._parking.startswith("/dev/shm/")
     for dtype in ("float32", "uint16", "int64"):
-        big = runner.call("array", 30, n=3_000_000, dtype=dtype)["array"]
+        big = _array(runner, 3_000_000, dtype)
         assert big.dtype == np.dtype(dtype) and np.array_equal(big, np.arange(3_000_000).astype(dtype))
         assert _parked_files(runner) == []  # unlinked as soon as it was mapped
     big[0] = 7  # the parent's copy is its own to write
-    small = runner.call("array", 30, n=10, dtype="float32")["array"]
+    small = _array(runner, 10, "float32")
     assert np.array_equal(small, np.arange(10, dtype=np.float32))
     directory = runner._parking
     runner.close()
@@ -127,9 +142,9 @@ def test_a_worker_that_dies_takes_its_shared_memory_directory_with_it(runner: Ru
     directory = runner._parking
     assert directory and os.path.isdir(directory)
     with pytest.raises(WorkerFault):
-        runner.call("die", 30)
+        runner.call(act("die"), 30)
     assert not os.path.exists(directory)
-    assert runner.call("array", 30, n=1 << 20, dtype="float32")["array"][-1] == (1 << 20) - 1
+    assert _array(runner, 1 << 20, "float32")[-1] == (1 << 20) - 1
 
 
 _PARENT = """

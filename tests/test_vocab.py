@@ -32,6 +32,7 @@ from porter.gate.plan import Case, check_plan, skipped_unannounced, unannounced_
 from porter.gate.runner.fake import InProcessRunner
 from porter.gate.runner.hold import HeldOutput, decode
 from porter.gate.runner.padding import Padding
+from porter.gate.runner.protocol import TimeJob, TimeReply
 from porter.gate.runner.worker import WorkerState, job_case, job_time
 from porter.gate.spec import check_against_module, declared_spec, load_spec
 from porter.gate.verdict import Verdict, size_label
@@ -256,7 +257,8 @@ def test_held_outputs_count_what_is_outside_the_tolerance_as_compare_does() -> N
 
 def test_a_timed_launch_of_a_held_output_names_it_and_its_count() -> None:
     key = Case({"n": 8}, 1).key()
-    reply = {"names": ["candidate"], "digests": [[7, 0, 7, 0, 7, 12]], "outputs_per_launch": 2, "guards": [[]]}
+    reply = TimeReply(names=["candidate"], times_ms=[[1.0] * 3], digests=[[7, 0, 7, 0, 7, 12]], repeat_digests=[],
+                      outputs_per_launch=2, guards=[[]], seeds=[1])
     problems = _timed_outputs_problems(reply, [key], {key: [7, 0]}, "n=8", ("Y", "S"), ("S",))
     assert problems == ["1 of 3 timed launches at n=8 left outputs that differ from the verified launch (first: "
                         "launch 3, in S (12 elements outside the reference's tolerance)): the kernel did not do the "
@@ -273,11 +275,11 @@ def _gate(toolchain: Any, kernel: str, variant: str = "", spec_path: Path = VOCA
     state = WorkerState(fake_cupy, fenced=False)
     state._flush = fake_cupy.empty(1024, fake_cupy.uint8)
 
-    def timed(**job: Any) -> dict[str, Any]:
+    def timed(job: TimeJob) -> TimeReply:
         bodies["rn_colsum"].skipping = skip_when_timed or bodies["rn_colsum"].skipping
-        return job_time(state, **job)
+        return job_time(state, job)
 
-    runner = InProcessRunner({"case": lambda **job: job_case(state, **job), "time": timed})
+    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": timed})
     try:
         return run_check(VOCAB / kernel, load_spec(spec_path), CheckOptions(**options), toolchain=toolchain,
                          runner=runner)

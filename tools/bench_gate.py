@@ -47,20 +47,20 @@ class PhaseClock:
     def start(self):
         return self.runner.start()
 
-    def call(self, op, timeout_s, **job):
+    def call(self, job, timeout_s):
         t0 = time.perf_counter()
-        reply: dict = {}
+        reply = None
         try:
-            reply = self.runner.call(op, timeout_s, **job)
+            reply = self.runner.call(job, timeout_s)
             return reply
         finally:
             total = time.perf_counter() - t0
-            worker = reply.get("worker_s", total)  # the job's own seconds in the worker
-            if op == "case":
-                kind = "value cases" if job.get("values") else (
-                    "sweep cases" if sorted(job["sizes"].items()) in self.sweep else "timed + unannounced cases")
+            worker = reply.worker_s if reply is not None else total  # the job's own seconds in the worker
+            if job.op == "case":
+                kind = "value cases" if job.values else (
+                    "sweep cases" if sorted(job.sizes.items()) in self.sweep else "timed + unannounced cases")
             else:
-                kind = op
+                kind = job.op
             self.seconds.setdefault(kind, []).append(worker)
             self.seconds.setdefault("transfer (job in, reply out)", []).append(total - worker)
 
@@ -97,13 +97,15 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
         # The candidate alone, as do_bench times it: no library or source kernel interleaved
         # (a cuBLAS run at full power between launches lowers the clocks the candidate sees).
         from porter.gate.check import runnable_cubin
+        from porter.gate.runner.client import run_job
+        from porter.gate.runner.protocol import Contender, TimeJob
         from porter.ptx import read_ptx
 
         cubin, _ = runnable_cubin(read_ptx(kernel), None, runner.start(), find_toolchain(), kernel.name)
-        reply = runner.call("time", 300.0, spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(),
-                            seeds=[0], contenders=[{"name": "candidate", "kind": "kernel", "cubin": cubin,
-                                                 "entry": spec.entry}], budget_s=2.0)
-        alone_ms = statistics.median(reply["times_ms"][0])
+        reply = run_job(runner, TimeJob(spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(), seeds=(0,),
+                                        contenders=(Contender("candidate", "kernel", cubin=cubin, entry=spec.entry),),
+                                        budget_s=2.0), 300.0)
+        alone_ms = statistics.median(reply.times_ms[0])
     for kind in phases[-1]:
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
     return walls[0], walls[1:], median_ms, alone_ms

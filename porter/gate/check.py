@@ -41,7 +41,8 @@ from porter.gate.golden import REPLAYABLE, GoldenCase, Manifest, check_golden, l
 from porter.gate.native import judge_native
 from porter.gate.plan import BUDGET_BYTES, Case, check_plan, check_seeds, skipped_unannounced
 from porter.gate.references import ReferenceCache
-from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive, run_job
+from porter.gate.runner.protocol import CaseJob, CaseReply, Contender, Reference, TimeJob, TimeReply
 from porter.gate.source import block_problems, check_spec_matches, unread_scalars
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec, check_against_module, declared_spec
 from porter.gate.usercode import callable_problem
@@ -184,28 +185,30 @@ def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
 
 def _reference_job(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
                    golden: tuple[Manifest, GoldenCase] | None,
-                   source_launch: dict[str, Any] | None = None) -> dict[str, Any]:
+                   source_launch: dict[str, Any] | None = None) -> Reference:
     if golden is not None:
         manifest, case = golden
-        return {"kind": "golden", "path": str(manifest.file(case)), "key": "golden:" + str(manifest.folder)}
+        return Reference("golden", key="golden:" + str(manifest.folder), path=str(manifest.file(case)))
     if source_cubin is not None:
-        return {"kind": "source", "cubin": source_cubin, "entry": source_entry, "launch": source_launch,
-                "key": "source:" + hashlib.sha256(source_cubin).hexdigest()}
+        return Reference("source", key="source:" + hashlib.sha256(source_cubin).hexdigest(), cubin=source_cubin,
+                         entry=source_entry, launch=source_launch)
     ref = spec.reference
     if ref is None or ref.callable is None:
         raise InputError(f"{spec.source}: no reference: give [reference] python = 'ref.py:fn', --against SOURCE.ptx or --golden DIR")
-    return {"kind": "python", "path": str(ref.callable.path), "function": ref.callable.function,
-            "key": f"python:{ref.callable.path}:{ref.callable.function}:{ref.callable.path.stat().st_mtime_ns}"}
+    return Reference("python", path=str(ref.callable.path), function=ref.callable.function,
+                     key=f"python:{ref.callable.path}:{ref.callable.function}:{ref.callable.path.stat().st_mtime_ns}")
 
 
 _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
 
 
-def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
+def _judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     sizes = case.sizes
-    runs: list[dict[str, np.ndarray] | None] = reply["outputs"]  # None: bit-identical to the first run
-    initials: list[str] = reply.get("initials") or ["poison"] * len(runs)
-    reference: dict[str, np.ndarray] = reply["reference"]
+    runs = reply.outputs  # None: bit-identical to the first run
+    initials = reply.initials or ["poison"] * len(runs)
+    if reply.reference is None:
+        raise RuntimeError("a case reached judgement without its reference")
+    reference = reply.reference
     scale = spec.value_case(case.values).atol_scale if case.values else 1.0
     checks = []
     problems: list[str] = []
@@ -249,20 +252,20 @@ def _judge_case(spec: Spec, case: Case, reply: dict[str, Any]) -> CaseResult:
                             + format_comparison(wrong))
         checks.append(check)
     reasons = []
-    if checks and not any(c.judged for c in checks) and not problems and not reply["guards"] and not reply["modified"]:
+    if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
         return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
                           reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
-    if reply["guards"]:
-        reasons.append("out-of-bounds write: " + "; ".join(reply["guards"]))
-    if reply["modified"]:
-        reasons.append("wrote its input: " + "; ".join(reply["modified"]))
+    if reply.guards:
+        reasons.append("out-of-bounds write: " + "; ".join(reply.guards))
+    if reply.modified:
+        reasons.append("wrote its input: " + "; ".join(reply.modified))
     reasons += problems
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))
     return CaseResult(
         sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
-        outputs=tuple(checks), guard_violations=tuple(reply["guards"]), inputs_modified=tuple(reply["modified"]),
-        nondeterminism="; ".join(nondet), wall_s=reply.get("kernel_s", 0.0), values=case.values,
+        outputs=tuple(checks), guard_violations=tuple(reply.guards), inputs_modified=tuple(reply.modified),
+        nondeterminism="; ".join(nondet), wall_s=reply.kernel_s, values=case.values,
     )
 
 
@@ -449,11 +452,11 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
 
     assert runner is not None
 
-    def reference_job(index: int) -> dict[str, Any]:
+    def reference_job(index: int) -> Reference:
         return _reference_job(spec, options, reference_cubin, source_entry,
                               (golden, golden_cases[index]) if golden is not None else None, source_launch)
 
-    def reference_for(sizes: dict[str, int], seed: int) -> dict[str, Any] | None:
+    def reference_for(sizes: dict[str, int], seed: int) -> Reference | None:
         key = Case(sizes, seed).key()
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
@@ -562,21 +565,21 @@ def _run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuR
             key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
             held = references.get(key) if references is not None else None
             try:
-                reply = runner.call("case", options.case_timeout_s, cubin=cubin, entry=entry,
-                                    spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values,
-                                    reference={"kind": "held", "key": job["key"]} if held is not None else job,
-                                    launch=launch, first=index == 0)
+                reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
+                                                seed=case.seed, values=case.values, launch=launch, first=index == 0,
+                                                reference=Reference("held", key=job.key) if held is not None else job),
+                                options.case_timeout_s)
             except WorkerFault as fault:
                 judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
                                                   values=case.values, reason=_fault_reason(fault), fault=str(fault)))
                 break
-            judging.digests[case.key()] = reply.get("digests", [])
+            judging.digests[case.key()] = reply.digests
             if held is not None:
-                reply["reference"] = held
-            elif references is not None:
-                reply["reference"] = references.put(key, reply["reference"])
-            if reply.get("fence") and reply["fence"] not in warnings:
-                warnings.append(reply["fence"])
+                reply = replace(reply, reference=held)
+            elif references is not None and reply.reference is not None:
+                reply = replace(reply, reference=references.put(key, reply.reference))
+            if reply.fence and reply.fence not in warnings:
+                warnings.append(reply.fence)
             judging.pending.append(judges.submit(_judge_case, spec, case, reply))
     finally:
         judges.shutdown(wait=False)  # the submitted judgements still finish
@@ -837,7 +840,7 @@ def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]],
 def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
             source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seeds: tuple[int, ...],
             verified: dict[tuple, list[int]], timed: list[dict[str, int]],
-            reference_for: Callable[[dict[str, int], int], dict[str, Any] | None] = lambda sizes, seed: None,
+            reference_for: Callable[[dict[str, int], int], Reference | None] = lambda sizes, seed: None,
             ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
     at each size set in ``timed`` (the named ones, then the drawn one); the headline speed-ups are
@@ -848,15 +851,13 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
     (by digest) that its checked launch on the same set left, its guard bytes intact; no timing
     may beat the roofline unless the spec calls its cost approximate.
     """
-    contenders: list[dict[str, Any]] = [{"name": "candidate", "kind": "kernel", "cubin": cubin, "entry": entry,
-                                         "launch": launch}]
+    contenders = [Contender("candidate", "kernel", cubin=cubin, entry=entry, launch=launch)]
     source_cubin, source_entry, source_launch = source
     if source_cubin is not None:
-        contenders.append({"name": "source", "kind": "kernel", "cubin": source_cubin, "entry": source_entry,
-                           "launch": source_launch})
+        contenders.append(Contender("source", "kernel", cubin=source_cubin, entry=source_entry, launch=source_launch))
     if spec.baseline is not None:
-        contenders.append({"name": "library", "kind": "callable", "path": str(spec.baseline.path),
-                           "function": spec.baseline.function})
+        contenders.append(Contender("library", "callable", path=str(spec.baseline.path),
+                                    function=spec.baseline.function))
     peak_tflops, peak_tbps, part = _peaks(device)
     approximate = spec.cost is not None and spec.cost.approximate
     timings: list[Timing] = []
@@ -873,21 +874,21 @@ def _timing(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, ent
         if not checked:
             problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
             continue
-        references = [reference_for(sizes, seed) for seed in checked] if held else None
+        references = tuple(reference_for(sizes, seed) for seed in checked) if held else None
         if references is not None and None in references:
             problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
                             "(no checked case there)")
         try:
-            reply = runner.call("time", max(120.0, options.case_timeout_s), spec_path=str(spec.path), sizes=sizes,
-                                seeds=checked, contenders=contenders, budget_s=options.timing_budget_s,
-                                references=references)
+            reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=tuple(checked),
+                                            contenders=tuple(contenders), budget_s=options.timing_budget_s,
+                                            references=references), max(120.0, options.case_timeout_s))
         except WorkerFault as fault:
             return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "
                           "correct",)), tuple(timings), _headline(ratios))
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
         here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
-                for name, samples in zip(reply["names"], reply["times_ms"], strict=True)]
+                for name, samples in zip(reply.names, reply.times_ms, strict=True)]
         timings.extend(here)
         by_name = {t.name: t for t in here}
         cand = by_name["candidate"]
@@ -924,7 +925,7 @@ def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:
     return {f"speedup_vs_{other}": min(found) if found else None for other, found in ratios.items()}
 
 
-def _timed_outputs_problems(reply: dict[str, Any], keys: list[tuple], verified: dict[tuple, list[int]], label: str,
+def _timed_outputs_problems(reply: TimeReply, keys: list[tuple], verified: dict[tuple, list[int]], label: str,
                             outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
     """How the candidate's timed launches differ from its verified launches on the same input sets.
 
@@ -934,18 +935,17 @@ def _timed_outputs_problems(reply: dict[str, Any], keys: list[tuple], verified: 
     (``held``) the count of its elements outside the reference's tolerance, which must be 0 (the
     verified launch's entry)."""
     problems = []
-    names = reply["names"]
-    guards = reply.get("guards", [[] for _ in names])[names.index("candidate")]
+    guards = reply.guards[reply.of("candidate")]
     if guards:
         problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
     expected = [verified.get(key) for key in keys]
-    digests = reply.get("digests", [None])[names.index("candidate")]
+    digests = reply.digests[reply.of("candidate")]
     if not keys or not all(expected) or digests is None:
         problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
         return problems
-    per = reply.get("outputs_per_launch", len(expected[0] or []))
+    per = reply.outputs_per_launch
     for what, found, sets in (("timed launches", digests, len(keys)),
-                              ("repeated launches (globals kept)", reply.get("repeat_digests", []), 1)):
+                              ("repeated launches (globals kept)", reply.repeat_digests, 1)):
         launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
         differ = [i for i, got in enumerate(launches) if list(got) != list(expected[i % sets] or [])]
         if differ:

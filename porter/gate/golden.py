@@ -152,7 +152,8 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), 
     """Run the source kernel on the plan a check would run (fresh seeds unless given) and on a
     reserve of :data:`RESERVE` size sets drawn from seeds of their own, and write the outputs to
     ``out``. Returns the manifest with the reserve as its count: its cases are never shown."""
-    from porter.gate.runner.client import WorkerFault
+    from porter.gate.runner.client import WorkerFault, run_job
+    from porter.gate.runner.protocol import OutputsJob
 
     if (out / MANIFEST).exists() and not force:
         raise InputError(f"{out}: already holds golden outputs (use --force to replace them)")
@@ -166,13 +167,13 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), 
     written: list[list[dict[str, Any]]] = [[], []]
     for index, (case, into) in enumerate([(c, written[0]) for c in plan] + [(c, written[1]) for c in reserve]):
         try:
-            reply = runner.call("outputs", 120.0, cubin=cubin, entry=declared.entry, launch=launch,
-                                spec_path=str(spec.path), sizes=case.sizes, seed=case.seed, values=case.values)
+            reply = run_job(runner, OutputsJob(cubin=cubin, entry=declared.entry, launch=launch, spec_path=str(spec.path),
+                                               sizes=case.sizes, seed=case.seed, values=case.values), 120.0)
         except WorkerFault as fault:
             raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
         name = f"case{index:03d}-seed{case.seed}{'-' + case.values if case.values else ''}.npz"
         with open(out / name, "wb") as fh:
-            np.savez_compressed(fh, **reply["outputs"])
+            np.savez_compressed(fh, **reply.outputs)
         into.append(asdict(GoldenCase(case.sizes, case.seed, case.values, name)))
     cases, kept = written
     manifest = {

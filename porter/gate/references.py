@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from porter.gate.runner.protocol import Reference
+
 DEFAULT_MAX_BYTES = 4 << 30
 
 
@@ -41,14 +43,14 @@ class ReferenceCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(reference_job: dict[str, Any], spec_path: str, case_key: tuple) -> tuple:
+    def key(reference: Reference, spec_path: str, case_key: tuple) -> tuple:
         """The key of one case's reference: the reference job's identity, the source spec's file
         (and its version: an edited spec is another spec) and the case (sizes, seed, value case)."""
         try:
             version = os.stat(spec_path).st_mtime_ns
         except OSError:
             version = 0
-        return reference_job.get("key", ""), spec_path, version, case_key
+        return reference.key, spec_path, version, case_key
 
     def get(self, key: tuple) -> dict[str, np.ndarray] | None:
         with self._lock:

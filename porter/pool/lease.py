@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from porter.gate.runner.client import EXCLUSIVE_OPS, DeviceInfo, GpuRunner, exclusive
+from porter.gate.runner.client import DeviceInfo, GpuRunner, exclusive
+from porter.gate.runner.protocol import EXCLUSIVE_OPS, Job, Reply
 
 
 @dataclass(frozen=True)
@@ -120,10 +120,10 @@ class LeasedRunner:
         with self.lease.shared(self.holder):  # a new CUDA context is GPU work too
             return self.runner.start()
 
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
-        hold = self.lease.exclusive if op in EXCLUSIVE_OPS else self.lease.shared
+    def call(self, job: Job, timeout_s: float) -> Reply:
+        hold = self.lease.exclusive if job.op in EXCLUSIVE_OPS else self.lease.shared
         with hold(self.holder):
-            return self.runner.call(op, timeout_s, **payload)
+            return self.runner.call(job, timeout_s)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:

@@ -18,13 +18,22 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from porter.gate.runner.gpulock import GpuLock
+from porter.gate.runner.protocol import (
+    EXCLUSIVE_OPS,
+    REPLY_TYPES,
+    CaseJob,
+    CaseReply,
+    Job,
+    OutputsJob,
+    OutputsReply,
+    Reply,
+    TimeJob,
+    TimeReply,
+)
 from porter.gate.runner.transfer import remove_parking, unpark
-
-# Jobs that must have the GPU alone (another process's kernels would be timed with them).
-EXCLUSIVE_OPS = frozenset({"time"})
 
 
 class WorkerFault(Exception):
@@ -63,9 +72,23 @@ class GpuRunner(Protocol):
 
     def start(self) -> DeviceInfo: ...
 
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]: ...
+    def call(self, job: Job, timeout_s: float) -> Reply: ...
 
     def close(self) -> None: ...
+
+
+@overload
+def run_job(runner: GpuRunner, job: CaseJob, timeout_s: float) -> CaseReply: ...
+@overload
+def run_job(runner: GpuRunner, job: TimeJob, timeout_s: float) -> TimeReply: ...
+@overload
+def run_job(runner: GpuRunner, job: OutputsJob, timeout_s: float) -> OutputsReply: ...
+def run_job(runner: GpuRunner, job: Job, timeout_s: float) -> Reply:
+    """``job`` on ``runner``, its reply of the type the job expects (another type is a fault)."""
+    reply = runner.call(job, timeout_s)
+    if not isinstance(reply, REPLY_TYPES[type(job)]):
+        raise WorkerFault(f"the worker answered a {job.op} job with {type(reply).__name__}", kind="fault")
+    return reply
 
 
 # A worker's body: it gets its end of the pipe and the device index, answers the start-up message
@@ -163,30 +186,31 @@ class Runner:
         self._parking = None
 
     # -- jobs ----------------------------------------------------------------------------------
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+    def call(self, job: Job, timeout_s: float) -> Reply:
         """Run one job in the worker. Raises WorkerFault if it hangs, faults or dies."""
         self.start()
         if self._lock is None or self._alone:
             hold: AbstractContextManager[object] = nullcontext()
         else:
-            hold = self._lock.exclusive() if op in EXCLUSIVE_OPS else self._lock.shared()
+            hold = self._lock.exclusive() if job.op in EXCLUSIVE_OPS else self._lock.shared()
         with hold:
-            return self._call(op, timeout_s, payload)
+            return self._call(job, timeout_s)
 
-    def _call(self, op: str, timeout_s: float, payload: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, job: Job, timeout_s: float) -> Reply:
         try:
-            self._conn.send({"op": op, **payload})
+            self._conn.send(job)
         except (OSError, BrokenPipeError) as err:
             self._kill()
             raise WorkerFault(f"the GPU worker went away ({err})", kind="died") from err
-        reply = self._receive(timeout_s, what=op)
-        if reply.get("ok"):
+        envelope = self._receive(timeout_s, what=job.op)
+        if envelope.get("ok"):
+            reply: Reply = envelope["reply"]
             return reply
-        if reply.get("sticky"):
+        if envelope.get("sticky"):
             # The CUDA context is poisoned: every later call would fail the same way.
             self._kill()
             self.restarts += 1
-        raise WorkerFault(reply.get("error", "unknown worker error"), kind=reply.get("kind", "fault"))
+        raise WorkerFault(envelope.get("error", "unknown worker error"), kind=envelope.get("kind", "fault"))
 
     def _receive(self, timeout_s: float, *, what: str) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -229,7 +253,7 @@ class Unavailable:
     def start(self) -> DeviceInfo:
         raise WorkerFault(self.reason, kind="unavailable")
 
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+    def call(self, job: Job, timeout_s: float) -> Reply:
         raise WorkerFault(self.reason, kind="unavailable")
 
     def close(self) -> None:

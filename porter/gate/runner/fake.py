@@ -1,22 +1,27 @@
 """Fakes of the GPU worker, for tests on machines without a GPU.
 
 :func:`serve` is a worker body for :class:`porter.gate.runner.Runner` (``Runner(target=serve)``): it
-speaks the real worker's pipe protocol and acts out what a candidate can do to a worker, chosen by
-the job's op, so that the parent's timeout, kill and restart logic runs on any machine:
+speaks the real worker's pipe protocol and acts out what a candidate can do to a worker, so that
+the parent's timeout, kill and restart logic runs on any machine. The act is the ``entry`` of an
+:class:`~porter.gate.runner.protocol.OutputsJob` (:func:`act` makes one); every reply is an
+:class:`~porter.gate.runner.protocol.OutputsReply` whose outputs hold the worker's ``pid`` and the
+job's sizes:
 
-- ``echo``: replies ``{"ok": True, "pid": ..., **payload}``;
+- ``echo`` (and any other job, a timing job included): replies at once;
 - ``hang``: never replies (a kernel that does not finish);
 - ``die``: the process exits at once with code 7 (a crash that takes the worker down);
 - ``sticky``: replies with a sticky CUDA error (the context is poisoned) and exits;
 - ``fault``: replies with an ordinary, non-sticky error and keeps serving;
-- ``array``: replies ``{"array": arange(n) as dtype}``, parked as the real worker parks large arrays.
+- ``array``: replies with ``array``, ``arange(n)`` of the job's ``values`` as dtype, parked as the
+  real worker parks large arrays.
 
 A device index below 0 makes the start-up fail, as on a machine without a usable GPU; the variable
 ``PORTER_FAKE_GPU_PCI`` gives the fake GPU a PCI address, so that its parent takes the GPU's lock
 across processes (:mod:`porter.gate.runner.gpulock`).
-:class:`InProcessRunner` is a :class:`porter.gate.runner.GpuRunner` with no process at all: each op is a
-function of the payload, for tests of the code that talks to a runner. :class:`FakeGpu` simulates a
-whole GPU that computes the spec's reference (for pool and cluster tests, and CPU measurements).
+:class:`InProcessRunner` is a :class:`porter.gate.runner.GpuRunner` with no process at all: each
+job type is answered by a function of the job, for tests of the code that talks to a runner.
+:class:`FakeGpu` simulates a whole GPU that computes the spec's reference (for pool and cluster
+tests, and CPU measurements).
 """
 
 from __future__ import annotations
@@ -32,10 +37,25 @@ from typing import Any
 import numpy as np
 
 from porter.gate.runner.client import DeviceInfo, WorkerFault
+from porter.gate.runner.protocol import (
+    CaseJob,
+    CaseReply,
+    Job,
+    OutputsJob,
+    OutputsReply,
+    Reply,
+    TimeJob,
+    TimeReply,
+)
 from porter.gate.runner.transfer import Parking, parking_directory
 
 FAKE_DEVICE = DeviceInfo(name="Fake GPU", arch="sm_90", compute_capability="9.0", sm_count=132, l2_bytes=50 << 20,
                          max_shared_optin=232448, driver="13.0", runtime="13.0", cupy="none")
+
+
+def act(name: str, dtype: str = "", **sizes: int) -> OutputsJob:
+    """A job for the fake worker of :func:`serve` to act out (see the module docstring)."""
+    return OutputsJob(cubin=b"", entry=name, spec_path="", sizes=dict(sizes), seed=0, values=dtype)
 
 
 def serve(conn: Any, device: int) -> None:
@@ -47,41 +67,43 @@ def serve(conn: Any, device: int) -> None:
         # A PCI address makes the parent take the GPU's lock across processes, as for a real GPU.
         device_info = {**FAKE_DEVICE.__dict__, "pci": os.environ.get("PORTER_FAKE_GPU_PCI", "")}
         conn.send({"ok": True, "device": device_info, "parking": parking.directory})
-        for msg in _jobs(conn):
-            op = msg.pop("op")
-            if op == "hang":
+        for job in _jobs(conn):
+            name = job.entry if isinstance(job, OutputsJob) else "echo"
+            sizes = job.sizes
+            if name == "hang":
                 time.sleep(3600)
-            elif op == "die":
+            elif name == "die":
                 os._exit(7)
-            elif op == "sticky":
+            elif name == "sticky":
                 conn.send({"ok": False, "error": "CUDARuntimeError: cudaErrorIllegalAddress", "sticky": True,
                            "kind": "fault"})
-                return
-            elif op == "fault":
+            elif name == "fault":
                 conn.send({"ok": False, "error": "ValueError: bad launch", "sticky": False, "kind": "fault"})
-            elif op == "array":
-                conn.send(parking.park({"ok": True, "array": np.arange(msg["n"]).astype(msg["dtype"])}))
+            elif name == "array":
+                array = np.arange(sizes["n"]).astype(job.values if isinstance(job, OutputsJob) else "f4")
+                conn.send({"ok": True, "reply": parking.park(OutputsReply({"array": array}))})
             else:
-                conn.send({"ok": True, "pid": os.getpid(), **msg})
+                outputs = {"pid": np.asarray(os.getpid()), **{k: np.asarray(v) for k, v in sizes.items()}}
+                conn.send({"ok": True, "reply": OutputsReply(outputs)})
 
 
-def _jobs(conn: Any) -> Iterator[dict[str, Any]]:
-    """The jobs sent, until an ``exit`` job or the pipe's end."""
+def _jobs(conn: Any) -> Iterator[Job]:
+    """The jobs sent, until an ``exit`` message or the pipe's end."""
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
             return
-        if msg.get("op") == "exit":
+        if not isinstance(msg, CaseJob | TimeJob | OutputsJob):
             return
         yield msg
 
 
 class InProcessRunner:
-    """A runner without a worker process: ``jobs`` maps an op to a function of the job's payload
-    returning the reply's fields (raise :class:`WorkerFault` to act out a fault)."""
+    """A runner without a worker process: ``jobs`` maps a job's op to a function of the job that
+    returns its reply (raise :class:`WorkerFault` to act out a fault)."""
 
-    def __init__(self, jobs: Mapping[str, Callable[..., dict[str, Any]]], *,
+    def __init__(self, jobs: Mapping[str, Callable[[Any], Reply]], *,
                  device: DeviceInfo | None = FAKE_DEVICE) -> None:
         self.jobs = dict(jobs)
         self.device = device
@@ -101,11 +123,11 @@ class InProcessRunner:
         self.info = self.device
         return self.device
 
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+    def call(self, job: Job, timeout_s: float) -> Reply:
         self.start()
-        self.calls.append(op)
+        self.calls.append(job.op)
         try:
-            return {"ok": True, **self.jobs[op](**payload)}
+            return self.jobs[job.op](job)
         except WorkerFault as fault:
             if fault.kind in ("timeout", "died"):
                 self.restarts += 1
@@ -202,54 +224,52 @@ class FakeGpu:
             path.write_text(str(deaths + 1))
             os._exit(17)
 
-    def job(self, runner: int, op: str, job: dict[str, Any]) -> dict[str, Any]:
+    def job(self, runner: int, job: Job) -> Reply:
         start = time.monotonic()
         try:
-            if op == "case":
+            if isinstance(job, CaseJob):
                 return self._case(job)
-            if op == "time":
+            if isinstance(job, TimeJob):
                 return self._time(job)
-            raise WorkerFault(f"the fake GPU has no job {op!r}", kind="fault")
+            raise WorkerFault(f"the fake GPU has no job {job.op!r}", kind="fault")
         finally:
             with self._lock:
-                self.log.append((op, start, time.monotonic(), runner))
+                self.log.append((job.op, start, time.monotonic(), runner))
 
-    def _case(self, job: dict[str, Any]) -> dict[str, Any]:
+    def _case(self, job: CaseJob) -> CaseReply:
         self._maybe_die()
-        spec = self._spec(job["spec_path"])
-        sizes, seed, values = job["sizes"], job["seed"], job.get("values", "")
-        outputs = self._kernel(spec, sizes, seed, values, self._wrong(job["cubin"], seed))
+        spec = self._spec(job.spec_path)
+        sizes, seed, values = job.sizes, job.seed, job.values
+        outputs = self._kernel(spec, sizes, seed, values, self._wrong(job.cubin, seed))
         reference = None
-        if job["reference"].get("kind") != "held":
+        if job.reference.kind != "held":
             reference = self._reference(spec, sizes, seed, values)
             with self._lock:
                 self.references += 1
         time.sleep(self.case_s)
-        return {"outputs": [outputs, None], "initials": ["poison", "random"], "reference": reference,
-                "guards": [], "modified": [], "digests": self._digests(outputs), "kernel_s": self.case_s,
-                "fence": ""}
+        return CaseReply(outputs=[outputs, None], initials=["poison", "random"], reference=reference,
+                         digests=self._digests(outputs), kernel_s=self.case_s)
 
-    def _time(self, job: dict[str, Any]) -> dict[str, Any]:
+    def _time(self, job: TimeJob) -> TimeReply:
         """Ten launches per contender, rotating through the job's input sets as the worker does."""
-        spec = self._spec(job["spec_path"])
-        names = [c["name"] for c in job["contenders"]]
-        seeds = job["seeds"]
+        spec = self._spec(job.spec_path)
+        names = [c.name for c in job.contenders]
         reps = 10
         digests: list[list[int] | None] = []
         repeat: list[int] = []
-        for c in job["contenders"]:
-            if c["kind"] != "kernel":
+        for c in job.contenders:
+            if c.kind != "kernel":
                 digests.append(None)
                 continue
-            per_set = [self._digests(self._kernel(spec, job["sizes"], seed, "", self._wrong(c["cubin"], seed)))
-                       for seed in seeds]
-            digests.append([d for r in range(reps) for d in per_set[r % len(seeds)]])
+            per_set = [self._digests(self._kernel(spec, job.sizes, seed, "", self._wrong(c.cubin, seed)))
+                       for seed in job.seeds]
+            digests.append([d for r in range(reps) for d in per_set[r % len(job.seeds)]])
             repeat = repeat or per_set[0] * reps
         time.sleep(self.time_s)
         times = {"candidate": 1.0, "source": 2.0, "library": 1.25}
-        return {"names": names, "times_ms": [[times.get(n, 1.0)] * reps for n in names], "digests": digests,
-                "repeat_digests": repeat, "outputs_per_launch": len(spec.outputs), "guards": [[] for _ in names],
-                "seeds": list(seeds)}
+        return TimeReply(names=names, times_ms=[[times.get(n, 1.0)] * reps for n in names], digests=digests,
+                         repeat_digests=repeat, outputs_per_launch=len(spec.outputs), guards=[[] for _ in names],
+                         seeds=list(job.seeds))
 
 
 class FakeGpuRunner:
@@ -265,9 +285,9 @@ class FakeGpuRunner:
         self.info = self.gpu.info
         return self.info
 
-    def call(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+    def call(self, job: Job, timeout_s: float) -> Reply:
         self.start()
-        return {"ok": True, **self.gpu.job(self.number, op, payload)}
+        return self.gpu.job(self.number, job)
 
     def close(self) -> None:
         self.info = None

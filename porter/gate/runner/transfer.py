@@ -23,7 +23,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -113,6 +113,8 @@ class Parking:
             return {k: self.park(v) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.park(v) for v in obj)
+        if is_dataclass(obj) and not isinstance(obj, type):  # a reply (protocol.py): its fields
+            return replace(obj, **{f.name: self.park(getattr(obj, f.name)) for f in fields(obj) if f.init})
         return obj
 
 
@@ -128,6 +130,8 @@ def unpark(obj: Any) -> Any:
         return {k: unpark(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(unpark(v) for v in obj)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return replace(obj, **{f.name: unpark(getattr(obj, f.name)) for f in fields(obj) if f.init})
     return obj
 
 

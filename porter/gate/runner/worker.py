@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,17 @@ import numpy as np
 
 from porter.gate import layout
 from porter.gate.layout import Placement
+from porter.gate.runner.protocol import (
+    CaseJob,
+    CaseReply,
+    Job,
+    OutputsJob,
+    OutputsReply,
+    Reference,
+    Reply,
+    TimeJob,
+    TimeReply,
+)
 from porter.gate.runner.transfer import Parking, parking_directory
 from porter.gate.spec import DEFAULT_ALIGN
 from porter.gate.usercode import load_callable
@@ -55,10 +67,6 @@ INPUT_CACHE_BYTES = 1 << 30  # host inputs a worker keeps between jobs
 
 REPEAT_LAUNCHES = 64  # consecutive untimed launches after the timing loop, globals carried over
 
-# Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
-# and random finite values no kernel can tell from a result. A kernel that skips work when it
-# sees "already computed" outputs, or leans on NaN arithmetic (fmaxf(NaN, v) = v), fails one.
-INITIAL_STATES = ("poison", "random")
 
 
 def _nbytes(args: dict[str, Any]) -> int:
@@ -658,21 +666,21 @@ def _reference_array(result: dict[str, Any], p: Any) -> np.ndarray:
 
 
 def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, values: str,
-               host_args: dict[str, Any], reference: dict[str, Any]) -> dict[str, np.ndarray]:
+               host_args: dict[str, Any], reference: Reference) -> dict[str, np.ndarray]:
     # The spec is part of the key: two specs may share a ref.py but fill their inputs differently.
-    key = (reference.get("key", ""), id(spec), tuple(sorted(sizes.items())), seed, values)
+    key = (reference.key, id(spec), tuple(sorted(sizes.items())), seed, values)
     if key in state.references:
         return state.references[key]
-    kind = reference["kind"]
+    kind = reference.kind
     if kind == "python":
-        fn = load_callable(reference["path"], reference["function"])
+        fn = load_callable(reference.path, reference.function)
         inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
         result = fn(inputs, dict(sizes))
         outs = {p.name: _reference_array(result, p) for p in spec.outputs}
     elif kind == "source":
         # A source that is itself a port declares its own launch; the source's entry is launched.
-        spec = state.spec(str(spec.path), reference.get("launch"), reference.get("entry"))
-        module = state.module(reference["cubin"])
+        spec = state.spec(str(spec.path), reference.launch, reference.entry or None)
+        module = state.module(reference.cubin)
         launch = Launch(state, spec, sizes, host_args, seed)
         try:
             launch.reset()
@@ -684,7 +692,7 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
         if guards or modified:
             raise RuntimeError("the source kernel used as reference misbehaves: " + "; ".join(guards + modified))
     elif kind == "golden":
-        with np.load(reference["path"]) as data:
+        with np.load(reference.path) as data:
             outs = {name: data[name] for name in data.files}
     else:
         raise RuntimeError(f"unknown reference kind {kind!r}")
@@ -694,9 +702,7 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
     return outs
 
 
-def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int], seed: int,
-             reference: dict[str, Any], values: str = "", initials: tuple[str, ...] = INITIAL_STATES,
-             launch: dict[str, Any] | None = None, first: bool = False) -> dict[str, Any]:
+def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     """One case of the sweep: run the candidate's hot loop once per initial output state on the
     same fresh inputs, each run from a fully restored state (see ``Launch.reset``) and in buffers
     of its own: the first run's end at unmapped memory, the second's lie as the case's seed draws
@@ -710,13 +716,14 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     declared nondeterministic, which the caller compares with the reference instead) and the
     memory-safety findings.
     """
-    source_spec = state.spec(spec_path)
-    spec = state.spec(spec_path, launch, entry)
+    sizes, seed, values, initials = job.sizes, job.seed, job.values, job.initials
+    source_spec = state.spec(job.spec_path)
+    spec = state.spec(job.spec_path, job.launch, job.entry)
     host_args = state.inputs(spec, sizes, seed, values)
-    module = state.module(cubin)
-    if first:  # a check starts from the module as loaded, whatever an earlier check left in it
+    module = state.module(job.cubin)
+    if job.first:  # a check starts from the module as loaded, whatever an earlier check left in it
         module.restore()
-    kernel_key = (cubin, entry, repr(launch))
+    kernel_key = (job.cubin, job.entry, repr(job.launch))
     per_run: list[dict[str, np.ndarray] | None] = []
     guards: list[str] = []
     modified: list[str] = []
@@ -755,10 +762,10 @@ def job_case(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, si
     kernel_s = time.perf_counter() - start
     # A reference the parent already holds for this case (a port run's earlier candidate) is
     # neither computed nor sent again.
-    ref = None if reference.get("kind") == "held" else _reference(state, source_spec, sizes, seed, values,
-                                                                  host_args, reference)
-    return {"outputs": per_run, "initials": list(initials), "reference": ref, "guards": guards,
-            "modified": modified, "digests": digests, "kernel_s": kernel_s, "fence": state.fence_note}
+    ref = None if job.reference.kind == "held" else _reference(state, source_spec, sizes, seed, values,
+                                                               host_args, job.reference)
+    return CaseReply(outputs=per_run, initials=list(initials), reference=ref, guards=guards, modified=modified,
+                     digests=digests, kernel_s=kernel_s, fence=state.fence_note)
 
 
 def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:
@@ -780,9 +787,7 @@ def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) ->
     return views
 
 
-def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds: list[int],
-             contenders: list[dict[str, Any]], budget_s: float = 2.0, max_reps: int = 200,
-             min_reps: int = 10, references: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
+def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
     """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
 
     Interleaving makes ratios between contenders survive clock and thermal drift. Repetition ``r``
@@ -799,6 +804,7 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds
     """
     cp = state.cp
     state.drop_case_launch()
+    spec_path, sizes, seeds, contenders = job.spec_path, job.sizes, job.seeds, job.contenders
     spec = state.spec(spec_path)
     inputs = [state.inputs(spec, sizes, seed) for seed in seeds]
     flush = state.flush_buffer()
@@ -807,21 +813,22 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds
     launches: list[Launch] = []
     try:
         for c in contenders:
-            own = state.spec(spec_path, c.get("launch"), c.get("entry"))
+            own = state.spec(spec_path, c.launch, c.entry or None)
             steps.append([])
             for seed, host_args in zip(seeds, inputs, strict=True):
                 launch = Launch(state, own, sizes, host_args, seed)
                 launches.append(launch)
-                if c["kind"] == "kernel":
-                    module = state.module(c["cubin"])
+                if c.kind == "kernel":
+                    module = state.module(c.cubin)
                     steps[-1].append((launch, module, lambda launch=launch, module=module: launch.run(module)))
                 else:
-                    fn = load_callable(c["path"], c["function"])
+                    fn = load_callable(c.path, c.function)
                     views = _baseline_args(cp, spec, sizes, launch)
                     steps[-1].append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
 
-        if references and any(not p.deterministic for p in spec.outputs):
-            for (launch, _, _), seed, host_args, reference in zip(steps[0], seeds, inputs, references, strict=True):
+        if job.references and any(not p.deterministic for p in spec.outputs):
+            for (launch, _, _), seed, host_args, reference in zip(steps[0], seeds, inputs, job.references,
+                                                                  strict=True):
                 if reference is not None:
                     launch.hold(_reference(state, spec, sizes, seed, "", host_args, reference))
 
@@ -842,10 +849,10 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds
                 run()
             cp.cuda.Device().synchronize()
         round_s = max(time.perf_counter() - t0, 1e-6)
-        reps = int(min(max_reps, max(min_reps, budget_s / round_s)))
+        reps = int(min(job.max_reps, max(job.min_reps, job.budget_s / round_s)))
         events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
         outputs = len(spec.outputs)
-        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c["kind"] == "kernel" else None for c in contenders]
+        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c.kind == "kernel" else None for c in contenders]
         for r in range(reps):
             order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
             for i in order:
@@ -876,21 +883,27 @@ def job_time(state: WorkerState, *, spec_path: str, sizes: dict[str, int], seeds
     finally:
         for launch in launches:
             launch.release()
-    return {"times_ms": times, "names": [c["name"] for c in contenders], "digests": digest_lists,
-            "repeat_digests": repeat_list, "outputs_per_launch": len(spec.outputs), "guards": guards,
-            "seeds": list(seeds)}
+    return TimeReply(names=[c.name for c in contenders], times_ms=times, digests=digest_lists,
+                     repeat_digests=repeat_list, outputs_per_launch=len(spec.outputs), guards=guards,
+                     seeds=list(seeds))
 
 
-def job_outputs(state: WorkerState, *, cubin: bytes, entry: str, spec_path: str, sizes: dict[str, int],
-                seed: int, values: str = "", launch: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_outputs(state: WorkerState, job: OutputsJob) -> OutputsReply:
     """Run a kernel once and return its outputs (for ``porter record``), with its own launch if declared."""
-    spec = state.spec(spec_path)
-    source = {"kind": "source", "cubin": cubin, "entry": entry, "launch": launch,
-              "key": hashlib.sha256(cubin).hexdigest()}
-    return {"outputs": _reference(state, spec, sizes, seed, values, state.inputs(spec, sizes, seed, values), source)}
+    spec = state.spec(job.spec_path)
+    source = Reference("source", key=hashlib.sha256(job.cubin).hexdigest(), cubin=job.cubin, entry=job.entry,
+                       launch=job.launch)
+    host_args = state.inputs(spec, job.sizes, job.seed, job.values)
+    return OutputsReply(_reference(state, spec, job.sizes, job.seed, job.values, host_args, source))
 
 
-JOBS = {"case": job_case, "time": job_time, "outputs": job_outputs}
+def run(state: WorkerState, job: Job) -> Reply:
+    """The worker's answer to ``job``."""
+    if isinstance(job, CaseJob):
+        return job_case(state, job)
+    if isinstance(job, TimeJob):
+        return job_time(state, job)
+    return job_outputs(state, job)
 
 
 def _device_info(cp: Any, device: int) -> dict[str, Any]:
@@ -966,14 +979,14 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
             msg = conn.recv()
         except (EOFError, OSError):
             return
-        op = msg.pop("op")
-        if op == "exit":
+        if not isinstance(msg, CaseJob | TimeJob | OutputsJob):  # {"op": "exit"}, or nothing porter sends
             return
         try:
             began = time.perf_counter()
-            reply = JOBS[op](state, **msg)
+            reply = run(state, msg)
             # The job's own seconds: what a call took beyond them is the transfer (tools/bench_gate.py).
-            conn.send(parking.park({"ok": True, **reply, "worker_s": time.perf_counter() - began}))
+            reply = replace(reply, worker_s=time.perf_counter() - began)
+            conn.send({"ok": True, "reply": parking.park(reply)})
         except Exception as err:
             sticky = is_sticky(err)
             conn.send({"ok": False, "error": f"{type(err).__name__}: {err}", "sticky": sticky, "kind": "fault"})

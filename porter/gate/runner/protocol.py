@@ -1,0 +1,154 @@
+"""The jobs porter's GPU worker runs and what it answers, as types.
+
+The gate (``porter.gate.check``, ``porter.gate.golden``) builds a job, a runner carries it to a
+worker (the real one in ``worker.py``, the fake GPU of ``fake.py``, a test's scripted runner) and
+hands back the worker's reply of the matching type. Every producer builds these types and every
+consumer reads them by attribute: a field renamed or missing is a type error where it happens,
+not a ``KeyError`` several modules away.
+
+On the pipe a job travels as itself (pickled); a reply travels inside an envelope (``{"ok": True,
+"reply": ...}`` or ``{"ok": False, "error": ..., "sticky": ..., "kind": ...}``), its large arrays
+parked in shared memory on the way (``transfer.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+# Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
+# and random finite values no kernel can tell from a result. A kernel that skips work when it
+# sees "already computed" outputs, or leans on NaN arithmetic (fmaxf(NaN, v) = v), fails one.
+INITIAL_STATES = ("poison", "random")
+
+Outputs = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Where a case's reference outputs come from: ``python`` (a function of the spec: ``path``,
+    ``function``), ``source`` (a kernel: ``cubin``, ``entry``, its own ``launch``), ``golden``
+    (recorded outputs: ``path``) or ``held`` (the caller has them already). ``key`` names the
+    reference in the worker's cache."""
+
+    kind: Literal["python", "source", "golden", "held"]
+    key: str = ""
+    path: str = ""
+    function: str = ""
+    cubin: bytes = b""
+    entry: str = ""
+    launch: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CaseJob:
+    """One case of a check: the candidate's hot loop once per initial output state (see
+    ``worker.job_case``), and the case's reference."""
+
+    op: ClassVar[str] = "case"
+    cubin: bytes
+    entry: str
+    spec_path: str
+    sizes: dict[str, int]
+    seed: int
+    reference: Reference
+    values: str = ""
+    initials: tuple[str, ...] = INITIAL_STATES
+    launch: dict[str, Any] | None = None  # the candidate's own launch directive
+    first: bool = False  # a check's first case: the module's globals as loaded
+
+
+@dataclass(frozen=True)
+class CaseReply:
+    """Each run's outputs (None: bit-identical to the first run's), the initial states they
+    started from, the reference (None when it was ``held``), out-of-bounds writes, inputs the kernel
+    changed, the first run's output digests (0 for an output declared nondeterministic), the
+    kernel's seconds and, where buffers could not be fenced, why."""
+
+    outputs: list[Outputs | None]
+    initials: list[str]
+    reference: Outputs | None
+    guards: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    digests: list[int] = field(default_factory=list)
+    kernel_s: float = 0.0
+    fence: str = ""
+    worker_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One timed contender: a kernel (``cubin``, ``entry``, its own ``launch``) or a library
+    callable (``path``, ``function``)."""
+
+    name: str
+    kind: Literal["kernel", "callable"]
+    cubin: bytes = b""
+    entry: str = ""
+    launch: dict[str, Any] | None = None
+    path: str = ""
+    function: str = ""
+
+
+@dataclass(frozen=True)
+class TimeJob:
+    """Time contenders interleaved at one size set, rotating through one input set per seed (see
+    ``worker.job_time``); with ``references`` (one per seed), nondeterministic outputs are held to them."""
+
+    op: ClassVar[str] = "time"
+    spec_path: str
+    sizes: dict[str, int]
+    seeds: tuple[int, ...]
+    contenders: tuple[Contender, ...]
+    budget_s: float = 2.0
+    max_reps: int = 200
+    min_reps: int = 10
+    references: tuple[Reference | None, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TimeReply:
+    """Per contender (in the job's order): its launch times; for a kernel, one number per output
+    per timed launch (launch ``r`` ran on set ``r % len(seeds)``) and the guard problems; for the
+    candidate (the first contender), the repeat phase's numbers, on the first set."""
+
+    names: list[str]
+    times_ms: list[list[float]]
+    digests: list[list[int] | None]
+    repeat_digests: list[int]
+    outputs_per_launch: int
+    guards: list[list[str]]
+    seeds: list[int]
+    worker_s: float = 0.0
+
+    def of(self, name: str) -> int:
+        """The index of contender ``name``."""
+        return self.names.index(name)
+
+
+@dataclass(frozen=True)
+class OutputsJob:
+    """Run a kernel once and return its outputs (``porter record``)."""
+
+    op: ClassVar[str] = "outputs"
+    cubin: bytes
+    entry: str
+    spec_path: str
+    sizes: dict[str, int]
+    seed: int
+    values: str = ""
+    launch: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class OutputsReply:
+    outputs: Outputs
+    worker_s: float = 0.0
+
+
+Job = CaseJob | TimeJob | OutputsJob
+Reply = CaseReply | TimeReply | OutputsReply
+REPLY_TYPES: dict[type, type] = {CaseJob: CaseReply, TimeJob: TimeReply, OutputsJob: OutputsReply}
+EXCLUSIVE_OPS = frozenset({TimeJob.op})  # jobs that hold the GPU alone (timing)
