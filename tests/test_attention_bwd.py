@@ -30,7 +30,8 @@ from fake_cupy import at
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.inputs import make_args
 from porter.gate.runner.fake import InProcessRunner
-from porter.gate.runner.worker import WorkerState, job_case, job_time
+from porter.gate.runner.jobs import job_case, job_time
+from porter.gate.runner.state import WorkerState
 from porter.gate.spec import check_against_module, load_spec
 from porter.ptx import read_ptx
 

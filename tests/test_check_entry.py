@@ -158,7 +158,7 @@ def test_on_a_gpu_both_variants_pass_and_a_wrong_launch_fails(folder: Path, tool
 def test_the_gpu_worker_launches_the_entry_it_is_sent_not_the_specs(folder: Path) -> None:
     """The H200 run of test_on_a_gpu_both_variants... found the worker launching the spec's
     kernel.entry whatever --entry chose: axpy_inplace ran where axpy_inplace_x2 was checked."""
-    from porter.gate.runner.worker import WorkerState
+    from porter.gate.runner.state import WorkerState
 
     state = WorkerState(None, fenced=False, folder=folder)
     spec_path = str(folder / "porter.toml")

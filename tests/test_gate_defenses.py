@@ -434,7 +434,7 @@ def test_a_symbol_the_sweep_never_varies_keeps_its_value(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", ["f64", "f32", "f16", "bf16", "e4m3", "e5m2", "i32", "u8"])
 def test_random_initial_outputs_are_finite_and_cover_every_magnitude(name: str) -> None:
     from porter.gate.dtypes import DTYPES
-    from porter.gate.runner.worker import random_finite
+    from porter.gate.runner.memory import random_finite
 
     dtype = DTYPES[name]
     raw = random_finite(np, dtype, 4096 * dtype.itemsize, 7)  # NumPy stands in for CuPy: the same calls

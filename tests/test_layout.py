@@ -23,8 +23,10 @@ from fake_cupy import at
 
 from porter.errors import InputError
 from porter.gate import layout
+from porter.gate.runner.jobs import job_case, job_time
+from porter.gate.runner.launch import Launch
 from porter.gate.runner.protocol import CaseJob, CaseReply, Contender, Reference, TimeJob
-from porter.gate.runner.worker import Launch, WorkerState, job_case, job_time
+from porter.gate.runner.state import WorkerState
 from porter.gate.spec import load_spec
 
 VECTOR_ADD = Path(__file__).resolve().parents[1] / "examples" / "vector_add" / "porter.toml"

@@ -32,7 +32,7 @@ def test_without_a_directory_nothing_is_parked() -> None:
 
 
 def test_the_worker_state_keeps_its_files_in_its_folder_and_close_removes_them(tmp_path) -> None:
-    from porter.gate.runner.worker import WorkerState
+    from porter.gate.runner.state import WorkerState
 
     state = WorkerState(None, fenced=False, folder=tmp_path)
     assert state.tmp.parent == tmp_path and state.tmp.is_dir()

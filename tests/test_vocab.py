@@ -31,9 +31,10 @@ from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, check_plan, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
 from porter.gate.runner.hold import HeldOutput, decode
+from porter.gate.runner.jobs import job_case, job_time
 from porter.gate.runner.padding import Padding
 from porter.gate.runner.protocol import TimeJob, TimeReply
-from porter.gate.runner.worker import WorkerState, job_case, job_time
+from porter.gate.runner.state import WorkerState
 from porter.gate.spec import check_against_module, declared_spec, load_spec
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx import read_ptx

@@ -106,8 +106,8 @@ class Gpu:
 
     def run(self, case: Case, values: dict[str, Any], folder: Path) -> None:
         """Every step of the hot loop on the GPU over device copies of ``values`` (written back into them)."""
+        from porter.gate.runner.launch import _scalar_arg
         from porter.gate.runner.tensormap import encode_tiled
-        from porter.gate.runner.worker import _scalar_arg
 
         cp = self.cp
         module = self.module(case.ptx, folder)

@@ -23,7 +23,8 @@ def main(job_path: str) -> int:
     import cupy as cp
 
     from porter.gate.inputs import make_args
-    from porter.gate.runner.worker import Launch, WorkerState, output_digests
+    from porter.gate.runner.launch import Launch, output_digests
+    from porter.gate.runner.state import WorkerState
 
     job = json.loads(Path(job_path).read_text())
     placing = job.get("placing", "exact")

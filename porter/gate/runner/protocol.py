@@ -45,7 +45,7 @@ class Reference:
 @dataclass(frozen=True)
 class CaseJob:
     """One case of a check: the candidate's hot loop once per initial output state (see
-    ``worker.job_case``), and the case's reference."""
+    ``jobs.job_case``), and the case's reference."""
 
     op: ClassVar[str] = "case"
     cubin: bytes
@@ -95,7 +95,7 @@ class Contender:
 @dataclass(frozen=True)
 class TimeJob:
     """Time contenders interleaved at one size set, rotating through one input set per seed (see
-    ``worker.job_time``); with ``references`` (one per seed), nondeterministic outputs are held to them."""
+    ``jobs.job_time``); with ``references`` (one per seed), nondeterministic outputs are held to them."""
 
     op: ClassVar[str] = "time"
     spec_path: str

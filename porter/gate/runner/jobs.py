@@ -1,0 +1,286 @@
+"""The worker's jobs: a checked case, a timing run, a recording; each a typed job in, a typed
+reply out (:mod:`porter.gate.runner.protocol`)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import numpy as np
+
+from porter.gate.runner.launch import Launch, output_digests
+from porter.gate.runner.protocol import (
+    CaseJob,
+    CaseReply,
+    Job,
+    OutputsJob,
+    OutputsReply,
+    Reference,
+    Reply,
+    TimeJob,
+    TimeReply,
+)
+from porter.gate.runner.state import LoadedModule, WorkerState
+from porter.gate.usercode import load_callable
+
+REPEAT_LAUNCHES = 64  # consecutive untimed launches after the timing loop, globals carried over
+
+
+def _same_bytes(run: dict[str, np.ndarray], first: dict[str, np.ndarray]) -> bool:
+    """Every output of ``run`` bit-identical to ``first``'s (NaNs at the same places included)."""
+    return run.keys() == first.keys() and all(
+        run[k].shape == first[k].shape and run[k].dtype == first[k].dtype
+        and np.array_equal(run[k].reshape(-1).view(np.uint8), first[k].reshape(-1).view(np.uint8)) for k in run)
+
+
+def _reference_array(result: dict[str, Any], p: Any) -> np.ndarray:
+    """One output of a Python reference. For outputs of 16 bits or fewer, float32 holds the
+    reference far beyond the output's own rounding and halves what crosses the pipe."""
+    if p.name not in result:
+        raise RuntimeError(f"the reference returned no output {p.name!r}")
+    ref = np.asarray(result[p.name])
+    if p.dtype.is_float and p.dtype.itemsize <= 2 and ref.dtype == np.float64:
+        return ref.astype(np.float32)
+    return ref
+
+
+def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, values: str,
+               host_args: dict[str, Any], reference: Reference) -> dict[str, np.ndarray]:
+    # The spec is part of the key: two specs may share a ref.py but fill their inputs differently.
+    key = (reference.key, id(spec), tuple(sorted(sizes.items())), seed, values)
+    if key in state.references:
+        return state.references[key]
+    kind = reference.kind
+    if kind == "python":
+        fn = load_callable(reference.path, reference.function)
+        inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
+        result = fn(inputs, dict(sizes))
+        outs = {p.name: _reference_array(result, p) for p in spec.outputs}
+    elif kind == "source":
+        # A source that is itself a port declares its own launch; the source's entry is launched.
+        spec = state.spec(str(spec.path), reference.launch, reference.entry or None)
+        module = state.module(reference.cubin)
+        launch = Launch(state, spec, sizes, host_args, seed)
+        try:
+            launch.reset()
+            launch.run(module)
+            state.cp.cuda.Device().synchronize()
+            outs, guards, modified = launch.collect()
+        finally:
+            launch.release()
+        if guards or modified:
+            raise RuntimeError("the source kernel used as reference misbehaves: " + "; ".join(guards + modified))
+    elif kind == "golden":
+        with np.load(reference.path) as data:
+            outs = {name: data[name] for name in data.files}
+    else:
+        raise RuntimeError(f"unknown reference kind {kind!r}")
+    if len(state.references) > 64:
+        state.references.clear()
+    state.references[key] = outs
+    return outs
+
+
+def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
+    """One case of the sweep: run the candidate's hot loop once per initial output state on the
+    same fresh inputs, each run from a fully restored state (see ``Launch.reset``) and in buffers
+    of its own: the first run's end at unmapped memory, the second's lie as the case's seed draws
+    (see :mod:`porter.gate.layout`).
+
+    ``launch`` is the candidate's own launch directive (or its own sequence of kernels); the
+    reference (a source kernel included) always runs with the spec's own launch; ``first`` marks
+    a check's first case. ``entry`` is the candidate's entry as the caller read it; the kernels
+    run are those of the spec with the directive applied. The reply carries each run's outputs,
+    the digests of the first run's outputs (which timed launches must reproduce; 0 for an output
+    declared nondeterministic, which the caller compares with the reference instead) and the
+    memory-safety findings.
+    """
+    sizes, seed, values, initials = job.sizes, job.seed, job.values, job.initials
+    source_spec = state.spec(job.spec_path)
+    spec = state.spec(job.spec_path, job.launch, job.entry)
+    host_args = state.inputs(spec, sizes, seed, values)
+    module = state.module(job.cubin)
+    if job.first:  # a check starts from the module as loaded, whatever an earlier check left in it
+        module.restore()
+    kernel_key = (job.cubin, job.entry, repr(job.launch))
+    per_run: list[dict[str, np.ndarray] | None] = []
+    guards: list[str] = []
+    modified: list[str] = []
+    digests: list[int] = []
+    start = time.perf_counter()
+    try:
+        for k, initial in enumerate(initials):
+            candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
+            candidate.reset(initial)
+            try:
+                candidate.run(module)
+                state.cp.cuda.Device().synchronize()
+            except Exception as err:
+                if k == 0:
+                    raise
+                # Keep the CUDA error's name in the text: it decides whether the worker restarts.
+                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}, "
+                                   f"its buffers placed otherwise; the launch from {initials[0]} completed: the kernel "
+                                   "depends on the output's initial contents or on where its buffers lie)") from err
+            if k == 0:
+                digests = output_digests(state, candidate)
+            outs, g, m = candidate.collect()
+            # A later run bit-identical to the first is sent as None: the parent judges it with the
+            # first, and the outputs cross the pipe once.
+            per_run.append(None if per_run and _same_bytes(outs, per_run[0]) else outs)
+            guards += [x for x in g if x not in guards]
+            modified += [x for x in m if x not in modified]
+    except BaseException:
+        try:
+            state.drop_case_launch()
+        except Exception:
+            state._cases.clear()
+        raise
+    if guards:  # the patterns are spent: the next case gets fresh buffers
+        state.drop_case_launch()
+    kernel_s = time.perf_counter() - start
+    # A reference the parent already holds for this case (a port run's earlier candidate) is
+    # neither computed nor sent again.
+    ref = None if job.reference.kind == "held" else _reference(state, source_spec, sizes, seed, values,
+                                                               host_args, job.reference)
+    return CaseReply(outputs=per_run, initials=list(initials), reference=ref, guards=guards, modified=modified,
+                     digests=digests, kernel_s=kernel_s, fence=state.fence_note)
+
+
+def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:
+    """CuPy views of the launch's buffers, for a library baseline callable."""
+    views: dict[str, Any] = {}
+    for p in spec.params:
+        if p.kind == "buffer":
+            shape = tuple(spec.shape(p, sizes))
+            try:
+                dtype = cp.dtype(p.dtype.numpy)
+                cp.empty(0, dtype=dtype)
+            except Exception:  # bf16 / fp8: CuPy has no such dtype; hand over the raw bits
+                dtype = {1: cp.uint8, 2: cp.uint16}[p.dtype.itemsize]
+            memory = launch.buffers[p.name].data.view(dtype).reshape(spec.memory_shape(p, sizes))
+            views[p.name] = memory[..., : shape[-1]] if memory.shape != shape else memory
+        elif p.kind == "scalar":
+            views[p.name] = launch.host_args[p.name]
+    views.update({v.name: launch.host_args[v.name] for v in spec.values})
+    return views
+
+
+def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
+    """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
+
+    Interleaving makes ratios between contenders survive clock and thermal drift. Repetition ``r``
+    runs on input set ``r % len(seeds)`` (each set drawn from its seed, each checked by the caller),
+    so no launch finds the inputs the last one had. Every timed launch starts from the same restored
+    state as a checked one (fresh poison in the outputs, inputs and module globals restored, shared
+    memory overwritten: all outside the timed events) in buffers placed as a checked case's first
+    run places them, and a kernel contender's outputs are digested after every launch, so the
+    caller can hold each timed launch to the outputs verified for its set. Then the candidate runs
+    a repeat phase (see below), and the guard bytes are checked. A contender's launch is one run of
+    its hot loop, every kernel of a sequence inside the timed events. With ``references`` (one per
+    seed, as the case jobs had them), the candidate's nondeterministic outputs are held to them (see
+    :mod:`porter.gate.runner.hold`).
+    """
+    cp = state.cp
+    state.drop_case_launch()
+    spec_path, sizes, seeds, contenders = job.spec_path, job.sizes, job.seeds, job.contenders
+    spec = state.spec(spec_path)
+    inputs = [state.inputs(spec, sizes, seed) for seed in seeds]
+    flush = state.flush_buffer()
+    # steps[contender][set]: (its launch, its module or None for a library callable, one run)
+    steps: list[list[tuple[Launch, LoadedModule | None, Any]]] = []
+    launches: list[Launch] = []
+    try:
+        for c in contenders:
+            own = state.spec(spec_path, c.launch, c.entry or None)
+            steps.append([])
+            for seed, host_args in zip(seeds, inputs, strict=True):
+                launch = Launch(state, own, sizes, host_args, seed)
+                launches.append(launch)
+                if c.kind == "kernel":
+                    module = state.module(c.cubin)
+                    steps[-1].append((launch, module, lambda launch=launch, module=module: launch.run(module)))
+                else:
+                    fn = load_callable(c.path, c.function)
+                    views = _baseline_args(cp, spec, sizes, launch)
+                    steps[-1].append((launch, None, lambda fn=fn, views=views: fn(views, dict(sizes))))
+
+        if job.references and any(not p.deterministic for p in spec.outputs):
+            for (launch, _, _), seed, host_args, reference in zip(steps[0], seeds, inputs, job.references,
+                                                                  strict=True):
+                if reference is not None:
+                    launch.hold(_reference(state, spec, sizes, seed, "", host_args, reference))
+
+        def prepare(launch: Launch, kernel: LoadedModule | None) -> None:
+            # Module globals back to their load-time image: nothing a kernel remembered (a cache
+            # of results, a launch count) survives into a timed launch.
+            if kernel is not None:
+                kernel.restore()
+            launch.reset()
+            flush.fill(0)
+
+        # Warm-up (module load, cuBLAS handle, clocks), then estimate one round's time.
+        for _ in range(2):
+            t0 = time.perf_counter()
+            for own_steps in steps:
+                launch, kernel, run = own_steps[0]
+                prepare(launch, kernel)
+                run()
+            cp.cuda.Device().synchronize()
+        round_s = max(time.perf_counter() - t0, 1e-6)
+        reps = int(min(job.max_reps, max(job.min_reps, job.budget_s / round_s)))
+        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
+        outputs = len(spec.outputs)
+        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c.kind == "kernel" else None for c in contenders]
+        for r in range(reps):
+            order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
+            for i in order:
+                launch, kernel, run = steps[i][r % len(seeds)]
+                prepare(launch, kernel)
+                start, end = events[i][r]
+                start.record()
+                run()
+                end.record()
+                if digests[i] is not None:
+                    launch.digest_outputs(digests[i], r * outputs)
+        cp.cuda.Device().synchronize()
+        times = [[cp.cuda.get_elapsed_time(s, e) for s, e in evs] for evs in events]
+        # The repeat phase (not timed): the candidate launched again and again on the first set
+        # without restoring its globals, as a program calls it, each launch from fresh poison and
+        # digested: a kernel that counts its calls and skips (or breaks) after a few is caught here.
+        launch, kernel, run = steps[0][0]
+        repeats = min(reps, REPEAT_LAUNCHES)
+        repeat = cp.zeros(repeats * outputs, dtype=cp.uint64)
+        for r in range(repeats):
+            launch.reset()
+            run()
+            launch.digest_outputs(repeat, r * outputs)
+        cp.cuda.Device().synchronize()
+        guards = [[g for launch, _, _ in own_steps for g in launch.guard_problems()] for own_steps in steps]
+        digest_lists = [None if d is None else [int(x) for x in d.get()] for d in digests]
+        repeat_list = [int(x) for x in repeat.get()]
+    finally:
+        for launch in launches:
+            launch.release()
+    return TimeReply(names=[c.name for c in contenders], times_ms=times, digests=digest_lists,
+                     repeat_digests=repeat_list, outputs_per_launch=len(spec.outputs), guards=guards,
+                     seeds=list(seeds))
+
+
+def job_outputs(state: WorkerState, job: OutputsJob) -> OutputsReply:
+    """Run a kernel once and return its outputs (for ``porter record``), with its own launch if declared."""
+    spec = state.spec(job.spec_path)
+    source = Reference("source", key=hashlib.sha256(job.cubin).hexdigest(), cubin=job.cubin, entry=job.entry,
+                       launch=job.launch)
+    host_args = state.inputs(spec, job.sizes, job.seed, job.values)
+    return OutputsReply(_reference(state, spec, job.sizes, job.seed, job.values, host_args, source))
+
+
+def run(state: WorkerState, job: Job) -> Reply:
+    """The worker's answer to ``job``."""
+    if isinstance(job, CaseJob):
+        return job_case(state, job)
+    if isinstance(job, TimeJob):
+        return job_time(state, job)
+    return job_outputs(state, job)

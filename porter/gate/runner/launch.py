@@ -1,0 +1,271 @@
+"""One run of a hot loop on the GPU: its buffers, its arguments and the state before each launch."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from porter.gate import layout
+from porter.gate.layout import Placement
+from porter.gate.runner.memory import DeviceBuffer, random_finite
+from porter.gate.spec import DEFAULT_ALIGN
+
+
+class Device(Protocol):
+    """What a launch needs of the worker (``state.WorkerState``): CuPy, where buffers may lie, and
+    porter's own kernels."""
+
+    cp: Any
+    fenced: bool
+
+    def placement(self, placing: str, nbytes: int, align: int, rng: np.random.Generator,
+                  family: layout.Family) -> Placement: ...
+
+    def scrub_shared(self) -> None: ...
+
+    def digest(self, data: Any, out: Any, slot: int) -> None: ...
+
+
+class Kernels(Protocol):
+    """A loaded module, as a launch runs it (``state.LoadedModule``)."""
+
+    def function(self, entry: str, shared: int) -> Any: ...
+
+
+def _scalar_arg(dtype: Any, value: float | int) -> Any:
+    """A kernel argument of exactly the param's width (16-bit and 8-bit floats travel as raw bits)."""
+    host = np.asarray(value).astype(dtype.numpy)
+    if dtype.kind == "float" and dtype.itemsize <= 2:
+        return host.view({1: np.uint8, 2: np.uint16}[dtype.itemsize])[()]
+    return host[()]
+
+
+class Launch:
+    """The buffers and arguments of one run of the hot loop on one size set (one kernel, or the
+    spec's sequence of kernels and zero steps), and the state before each run.
+
+    ``seed`` drives everything random around the inputs: guard patterns, the padding of padded
+    buffers, the outputs' random initial contents and the scratch contents (the inputs themselves
+    come with ``host_args``).
+    """
+
+    def __init__(self, state: Device, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
+                 seed: int, placing: str = "flush") -> None:
+        """``placing`` says where the buffers lie (see :mod:`porter.gate.layout`): ``flush`` (each
+        ends at unmapped memory), ``drawn`` (a family and offsets drawn from ``seed``) or ``exact``
+        (plain allocations of exactly the data, for compute-sanitizer's bounds checks)."""
+        from porter.gate.inputs import GUARDS, stream
+        from porter.gate.runner.padding import Padding
+
+        cp = state.cp
+        self.state, self.spec, self.sizes, self.seed = state, spec, sizes, seed
+        self.buffers: dict[str, DeviceBuffer] = {}
+        self.padding: dict[str, Padding] = {}
+        self.held: dict[str, Any] = {}  # nondeterministic outputs held to the reference (see hold)
+        self._pristine: dict[str, Any] = {}
+        self._tables: dict[str, Any] = {}
+        where = stream(seed, GUARDS, sizes, "layout")
+        family = layout.draw_family(where, state.fenced)
+        for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
+            nbytes = 0
+            align = p.alignment() if p.kind == "buffer" else DEFAULT_ALIGN
+            if p.kind == "buffer":
+                memory = spec.memory_shape(p, sizes)
+                nbytes = int(np.prod(memory, dtype=np.int64)) * p.dtype.itemsize
+                padding = Padding.of(memory, spec.shape(p, sizes), p.dtype.itemsize)
+                if padding is not None:
+                    self.padding[p.name] = padding
+            elif p.kind == "scratch":
+                nbytes = spec.scratch_bytes(p, sizes)
+            if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
+                placement = state.placement(placing, nbytes, align, where, family)
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, int(where.integers(2**62)),
+                                                    read_only=p.kind == "buffer" and p.role == "in")
+        self.steps = spec.sequence()
+        self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
+        self.rebind(host_args, seed)
+
+    def rebind(self, host_args: dict[str, Any], seed: int) -> None:
+        """New inputs and scalars in the same buffers: the next case of the same sizes runs where
+        the last one ran, as a program calls a kernel again and again on new data. What else the
+        state before a launch holds (padding patterns, the outputs' random contents, scratch) is
+        drawn from ``seed``, so that a case's launches are the same wherever its buffers came from."""
+        from porter.gate.inputs import GUARDS, stream
+
+        cp = self.state.cp
+        self.host_args = host_args
+        if seed != self.seed or not self._pristine:
+            self.seed = seed
+            self._pristine = {}
+            for index, p in enumerate(self.spec.params):
+                if p.name in self.padding:
+                    rng = stream(seed, GUARDS, self.sizes, index, "padding")
+                    pattern = rng.integers(0, 256, self.buffers[p.name].nbytes, dtype=np.uint8)
+                    self._pristine[f"padding:{p.name}"] = (pattern, cp.asarray(pattern))
+        self._pristine = {k: v for k, v in self._pristine.items()
+                          if k.startswith(("initial:", "scratch:", "padding:"))}
+        args: dict[str, Any] = {}
+        for p in self.spec.params:
+            if p.kind in ("buffer", "scratch"):
+                buf = self.buffers.get(p.name)
+                args[p.name] = np.uint64(buf.kernel_ptr if buf is not None else 0)
+            elif p.kind == "tensormap":
+                from porter.gate.runner.tensormap import encode_tiled
+
+                target = self.spec.param(p.tensormap.tensor)
+                args[p.name] = encode_tiled(self.buffers[target.name].kernel_ptr, target.dtype.name,
+                                            target.dtype.itemsize, self.spec.tensormap_geometry(p, self.sizes))
+            else:
+                args[p.name] = _scalar_arg(p.dtype, host_args[p.name])
+        self.args = [tuple(args[name] for name in step.args) for step in self.steps]
+
+    def reset(self, initial: str = "poison") -> None:
+        """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
+        INITIAL_STATES), the padding of padded buffers to its pattern, scratch random, every SM's
+        shared memory overwritten. Guard bands are written once and checked after each launch.
+        The module's globals are left as the last launch left them, as in a program (a timed
+        launch restores them first: see job_time)."""
+        for index, p in enumerate(self.spec.params):
+            buf = self.buffers.get(p.name)
+            if buf is None:
+                continue
+            if p.kind == "scratch":
+                buf.copy_from(self._device_pattern(p.name, index, buf.nbytes))
+            elif p.role == "out":
+                buf.copy_from(self._initial(p, index, initial))
+            else:
+                if p.name not in self._pristine:
+                    self._pristine[p.name] = self.state.cp.asarray(self._input_image(p))
+                buf.copy_from(self._pristine[p.name])
+        self.state.scrub_shared()
+
+    def _initial(self, p: Any, index: int, initial: str) -> Any:
+        """An output's whole buffer before a launch: the view poisoned or random, the padding its pattern."""
+        from porter.gate.inputs import INITIAL, stream
+
+        cp = self.state.cp
+        key = f"initial:{p.name}:{initial}"
+        if key not in self._pristine:
+            padding = self.padding.get(p.name)
+            nbytes = padding.view_bytes if padding is not None else self.buffers[p.name].nbytes
+            if initial == "poison":
+                word = {1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[p.dtype.itemsize]
+                view = cp.empty(nbytes, dtype=cp.uint8)
+                view.view(word).fill(p.dtype.poison_bits)
+            else:
+                rng = stream(self.seed, INITIAL, self.sizes, index, initial)
+                view = random_finite(cp, p.dtype, nbytes, int(rng.integers(2**62)))
+            if padding is not None:
+                view = padding.image(cp, view, self._pristine[f"padding:{p.name}"][1])
+            self._pristine[key] = view
+        return self._pristine[key]
+
+    def _input_image(self, p: Any) -> np.ndarray:
+        """An input's whole buffer as host bytes: its values, in the padding's pattern if padded."""
+        host = np.ascontiguousarray(self.host_args[p.name]).reshape(-1).view(np.uint8)
+        padding = self.padding.get(p.name)
+        if padding is None:
+            return host
+        return padding.image(np, host, self._pristine[f"padding:{p.name}"][0])
+
+    def _device_pattern(self, name: str, index: int, nbytes: int) -> Any:
+        from porter.gate.inputs import INITIAL, stream
+
+        key = f"scratch:{name}"
+        if key not in self._pristine:
+            rng = stream(self.seed, INITIAL, self.sizes, index, "scratch")
+            self._pristine[key] = self.state.cp.asarray(rng.integers(0, 256, nbytes, dtype=np.uint8))
+        return self._pristine[key]
+
+    def run(self, module: Kernels) -> None:
+        """One run of the hot loop: every step in order, with nothing between them (no sync, no
+        reset), as the program runs them."""
+        for step, dims, args in zip(self.steps, self.dims, self.args, strict=True):
+            if dims is None:
+                for name in step.zero:
+                    self._zero(name)
+                continue
+            fn = module.function(step.entry, dims.shared)
+            fn(tuple(dims.grid), tuple(dims.block), args, shared_mem=int(dims.shared))
+
+    def _zero(self, name: str) -> None:
+        buf = self.buffers[name]
+        padding = self.padding.get(name)
+        if padding is None:
+            buf.data.fill(0)
+        else:
+            padding.fill_view(buf.data, 0)
+
+    def guard_problems(self) -> list[str]:
+        """Writes into the guard bands, and into the padding of padded buffers, described."""
+        problems = [problem for name, buf in self.buffers.items() if (problem := buf.guard_violation(name))]
+        for name, padding in self.padding.items():
+            changed = padding.changes(self.state.cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1],
+                                      name, self.spec.memory_shape(name, self.sizes)[-1])
+            if changed:
+                problems.append(changed)
+        return problems
+
+    def hold(self, reference: dict[str, np.ndarray]) -> None:
+        """Hold the nondeterministic outputs to ``reference`` (see :mod:`porter.gate.runner.hold`)
+        from now on: their digest slots get the count of elements outside the tolerance."""
+        from porter.gate.runner.hold import HeldOutput
+
+        cp = self.state.cp
+        for p in self.spec.outputs:
+            if not p.deterministic:
+                atol, rtol = self.spec.tolerance(p.name, self.sizes)
+                ref = cp.asarray(np.asarray(reference[p.name], dtype=np.float64).reshape(-1))
+                self.held[p.name] = HeldOutput(ref, atol, rtol)
+
+    def digest_outputs(self, out: Any, first_slot: int) -> None:
+        """One number per output into consecutive slots of ``out``, from ``first_slot``: the
+        digest of its buffer, or for a nondeterministic output the count of its elements outside
+        the tolerance of the reference it is held to (0 when it is held to none)."""
+        from porter.gate.runner.hold import decode
+
+        cp = self.state.cp
+        for k, p in enumerate(self.spec.outputs):
+            buf = self.buffers[p.name]
+            if p.deterministic:
+                self.state.digest(buf.data, out, first_slot + k)
+            elif p.name in self.held:
+                padding = self.padding.get(p.name)
+                raw = padding.view(cp, buf.data) if padding is not None else buf.data
+                count = self.held[p.name].outside(cp, decode(cp, raw, p.dtype, self._tables))
+                out[first_slot + k: first_slot + k + 1] = count.astype(cp.uint64)
+
+    def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+        """Outputs (host, the view of padded ones), guard violations, and inputs that the kernel modified."""
+        outputs: dict[str, np.ndarray] = {}
+        modified: list[str] = []
+        guards = self.guard_problems()
+        for p in self.spec.params:
+            buf = self.buffers.get(p.name)
+            if buf is None or p.kind != "buffer":
+                continue
+            data = buf.download()
+            if p.role == "in":
+                expected = self._input_image(p)
+                changed = np.flatnonzero(data != expected)
+                if changed.size:
+                    modified.append(f"{p.name}: {changed.size} bytes changed (first at byte {changed[0]})")
+            else:
+                padding = self.padding.get(p.name)
+                view = padding.view(np, data) if padding is not None else data
+                outputs[p.name] = view.view(p.dtype.numpy).reshape(self.spec.shape(p, self.sizes)).copy()
+        return outputs, guards, modified
+
+    def release(self) -> None:
+        for buf in self.buffers.values():
+            buf.scrub()
+        self.buffers.clear()
+        self._pristine.clear()
+
+
+def output_digests(state: Device, launch: Launch) -> list[int]:
+    """The digest of each output of the last launch (as the timing loop computes them)."""
+    out = state.cp.zeros(len(launch.spec.outputs), dtype=state.cp.uint64)
+    launch.digest_outputs(out, 0)
+    return [int(x) for x in out.get()]

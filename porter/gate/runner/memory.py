@@ -1,0 +1,116 @@
+"""Device memory a launch uses: buffers laid out as :mod:`porter.gate.layout` places them, between
+random guard bytes, and random contents made on the GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from porter.gate.layout import Placement
+
+SCRUB = 0x3C  # what a buffer holds once freed: nothing a later kernel could take for a result
+
+
+class DeviceBuffer:
+    """A device allocation laid out as ``placement`` says (see :mod:`porter.gate.layout`):
+    ``[lead | data | tail]``, the lead and tail holding a random pattern (new for every buffer, so
+    a kernel cannot write "the canary" back) that is compared after each launch.
+
+    A ``fenced`` allocation sits in its own reservation of unmapped address space
+    (``porter.gate.runner.isolated``): an access beyond the mapped pages faults at any distance.
+    With ``read_only`` too, the kernel gets ``kernel_ptr``, a mapping through which it can only read.
+    A ``plain`` one comes from CuPy's pool, near porter's other buffers.
+    """
+
+    def __init__(self, cp: Any, nbytes: int, placement: Placement, seed: int, *, read_only: bool = False) -> None:
+        self.cp = cp
+        self.nbytes = nbytes
+        self.lead = placement.lead
+        self._fence = None
+        total = placement.size(nbytes)
+        if placement.family == "fenced":
+            from porter.gate.runner.isolated import IsolatedAllocation
+
+            self._fence = IsolatedAllocation(total, cp.cuda.Device().id)
+            memory = cp.cuda.UnownedMemory(self._fence.ptr, self._fence.size, self._fence)
+            self.raw = cp.ndarray((self._fence.size,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+        else:
+            self.raw = cp.empty(total, dtype=cp.uint8)
+        self.data = self.raw[self.lead : self.lead + nbytes]
+        # What the kernel is handed: for an input, a read-only mapping of the same memory.
+        self.kernel_ptr = (self._fence.read_only_alias() + self.lead if self._fence is not None and read_only
+                           else self.ptr)
+        end = self.lead + nbytes
+        self.patterns = (random_bytes(cp, self.lead, seed), random_bytes(cp, self.raw.size - end, seed + 1))
+        self.fill_guards()
+
+    @property
+    def ptr(self) -> int:
+        return int(self.raw.data.ptr) + self.lead
+
+    def fill_guards(self) -> None:
+        before, after = self.patterns
+        self.raw[: self.lead] = before
+        self.raw[self.lead + self.nbytes :] = after
+
+    def upload(self, host: np.ndarray) -> None:
+        if self.nbytes:
+            self.data.set(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
+
+    def copy_from(self, device_bytes: Any) -> None:
+        if self.nbytes:
+            self.data[...] = device_bytes
+
+    def download(self) -> np.ndarray:
+        """The data, as host bytes."""
+        return self.data.get()
+
+    def guard_violation(self, name: str) -> str:
+        """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
+        problems = []
+        before, after = self.patterns
+        if before.size:
+            bad = self.cp.flatnonzero(self.raw[: self.lead] != before)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.lead - int(bad[-1])} bytes before)")
+        if after.size:
+            bad = self.cp.flatnonzero(self.raw[self.lead + self.nbytes :] != after)
+            if bad.size:
+                problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
+        return f"{name}: " + "; ".join(problems) if problems else ""
+
+    def scrub(self) -> None:
+        self.raw.fill(SCRUB)
+        if self._fence is not None:
+            self.cp.cuda.Device().synchronize()
+            self.data = self.raw = None
+            self._fence.free()
+            self._fence = None
+
+
+def random_bytes(cp: Any, nbytes: int, seed: int) -> Any:
+    """``nbytes`` random bytes made on the GPU (a guard pattern of a few megabytes costs no upload)."""
+    return cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+
+
+# (mantissa bits, exponent bits) of the IEEE-like float types: an all-ones exponent is inf or NaN.
+_FLOAT_FIELDS = {"f64": (52, 11), "f32": (23, 8), "f16": (10, 5), "bf16": (7, 8), "e5m2": (2, 5)}
+
+
+def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
+    """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
+    magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
+    the next exponent down. An output's initial contents that no kernel can tell from a result."""
+    raw = random_bytes(cp, nbytes, seed)
+    if not dtype.is_float or nbytes % dtype.itemsize:
+        return raw
+    words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
+    if dtype.name == "e4m3":  # only S.1111.111 is NaN in e4m3fn
+        words ^= ((words & words.dtype.type(0x7F)) == words.dtype.type(0x7F)).astype(words.dtype)
+        return raw
+    mantissa, exponent = _FLOAT_FIELDS[dtype.name]
+    ones = words.dtype.type((1 << exponent) - 1)
+    special = ((words >> words.dtype.type(mantissa)) & ones) == ones
+    words ^= special.astype(words.dtype) << words.dtype.type(mantissa)
+    return raw

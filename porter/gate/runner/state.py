@@ -1,0 +1,242 @@
+"""What the GPU worker keeps between jobs: loaded modules, parsed specs, drawn inputs, cached
+references, porter's own kernels (shared-memory scrub, digest) and each run's case buffers."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from porter.gate import layout
+from porter.gate.layout import Placement
+from porter.gate.runner.launch import Launch
+
+INPUT_CACHE_BYTES = 1 << 30  # host inputs a worker keeps between jobs
+
+
+def _nbytes(args: dict[str, Any]) -> int:
+    return sum(v.nbytes for v in args.values() if isinstance(v, np.ndarray))
+
+
+_SUPPORT_SOURCE = r"""
+// Random words (a 64-bit mix of the key and the word's place): nothing a kernel could recognise.
+extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned long long key) {
+    extern __shared__ unsigned int porter_shared[];
+    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) {
+        unsigned long long z = key + (blockIdx.x * (unsigned long long)words + i) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        porter_shared[i] = (unsigned int)(z ^ (z >> 31));
+    }
+}
+
+// A position-weighted 64-bit sum of n bytes (wrapping): equal contents give equal digests, in
+// any launch order; slot picks where in ``out`` it lands (one slot per timed launch).
+extern "C" __global__ void porter_digest(const unsigned char* data, unsigned long long n,
+                                         unsigned long long* out, unsigned int slot) {
+    unsigned long long words = n / 4, acc = 0;
+    const unsigned int* w = reinterpret_cast<const unsigned int*>(data);
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < words;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        acc += ((unsigned long long)w[i] + 1ull) * ((i * 0x9E3779B97F4A7C15ull) | 1ull);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (unsigned long long i = words * 4; i < n; ++i) {
+            acc += ((unsigned long long)data[i] + 1ull) * (((i + (1ull << 40)) * 0x9E3779B97F4A7C15ull) | 1ull);
+        }
+    }
+    atomicAdd(out + slot, acc);
+}
+"""
+
+
+class LoadedModule:
+    """A candidate's module: its kernels by entry, its ``.global`` variables and their load-time images.
+
+    Across the cases of a check the globals carry over, as across the calls of a real program:
+    a kernel that latches the first case's scalars or counts its launches goes wrong in a later
+    case. :meth:`restore` puts them back as they were when the module loaded: at the start of
+    each check (so checks are reproducible) and before every timed launch (so nothing a kernel
+    remembered, a cache of results above all, is timed). The kernels of a hot loop of several
+    share one module, and so its globals, as in the program.
+    """
+
+    def __init__(self, cp: Any, module: Any, cubin: bytes) -> None:
+        from porter.gate.runner.cubin import module_globals
+
+        self.module = module
+        self._functions: dict[str, tuple[Any, int]] = {}  # entry -> (function, opt-in shared bytes)
+        self.globals: list[tuple[Any, Any]] = []
+        for var in module_globals(cubin):
+            if var.size <= 0:
+                continue
+            view = cp.ndarray((var.size,), dtype=cp.uint8, memptr=module.get_global(var.name))
+            self.globals.append((view, view.copy()))
+
+    def function(self, entry: str, shared: int) -> Any:
+        """The kernel ``entry``, allowed ``shared`` bytes of dynamic shared memory (asked of the
+        driver once: a hot loop's launches follow each other without a query between them)."""
+        fn, allowed = self._functions.get(entry, (None, 48 * 1024))
+        if fn is None:
+            fn = self.module.get_function(entry)
+        if shared > allowed:
+            if fn.max_dynamic_shared_size_bytes < shared:
+                fn.max_dynamic_shared_size_bytes = shared
+            allowed = shared
+        self._functions[entry] = (fn, allowed)
+        return fn
+
+    def restore(self) -> None:
+        for view, image in self.globals:
+            view[...] = image
+
+
+class WorkerState:
+    """What the worker keeps between jobs: loaded kernels, parsed specs, cached reference outputs.
+    Its files (cubins) live in a folder of its own, inside ``folder`` when given (the worker's
+    parking directory, which the parent removes even when it has to kill the worker); ``close``
+    removes it."""
+
+    def __init__(self, cp: Any, *, fenced: bool = True, folder: str | Path | None = None) -> None:
+        self.cp = cp
+        self.modules: dict[str, LoadedModule] = {}
+        self.specs: dict[str, Any] = {}
+        self.references: dict[tuple, dict[str, np.ndarray]] = {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
+        self._flush: Any = None
+        self._support: Any = None
+        self._cases: dict[int, tuple[tuple, Launch]] = {}  # run -> (key, its buffers)
+        self._inputs: dict[tuple, dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
+        if fenced:
+            from porter.gate.runner.isolated import available
+
+            self.fence_note = available(cp.cuda.Device().id)
+        else:
+            self.fence_note = "exact-size allocations (for compute-sanitizer)"
+        self.fenced = fenced and not self.fence_note
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def placement(self, placing: str, nbytes: int, align: int, rng: np.random.Generator,
+                  family: layout.Family) -> Placement:
+        """Where a buffer of ``nbytes`` lies in a launch placed ``placing`` (see ``Launch``); plain
+        with random guards where fences are unavailable."""
+        if placing == "exact":
+            return layout.exact()
+        if not self.fenced:
+            return layout.drawn(rng, nbytes, align, 1, "plain")
+        from porter.gate.runner.isolated import granularity
+
+        page = granularity(self.cp.cuda.Device().id)
+        if placing == "flush":
+            return layout.flush(nbytes, align, page)
+        return layout.drawn(rng, nbytes, align, page, family)
+
+    def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
+        """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
+        timed case that was just checked (at 4096^3, three 16M-element draws), and the candidates of
+        a port run share their seeds, so each case's inputs are drawn once per worker. The arrays are
+        only ever read or copied."""
+        from porter.gate.inputs import make_args
+
+        key = (str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())), seed, values)
+        found = self._inputs.pop(key, None)
+        if found is None:
+            found = make_args(spec, sizes, seed, values)
+        self._inputs[key] = found  # now the newest
+        held = sum(_nbytes(args) for args in self._inputs.values())
+        while held > INPUT_CACHE_BYTES and len(self._inputs) > 1:
+            oldest = next(iter(self._inputs))
+            held -= _nbytes(self._inputs.pop(oldest))
+        return found
+
+    def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
+                    kernel_key: tuple, run: int = 0) -> Launch:
+        """The candidate's buffers for run ``run`` of a case (the first flush, the others drawn:
+        see :mod:`porter.gate.layout`): those of the same run of the last case when it ran the same
+        kernel at the same sizes (rebound to the new inputs), so that consecutive cases are
+        consecutive calls on the same memory with new data; fresh ones otherwise."""
+        key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
+        held = self._cases.get(run)
+        if held is not None and held[0] == key:
+            held[1].rebind(host_args, seed)
+            return held[1]
+        if held is not None:
+            held[1].release()
+        launch = Launch(self, spec, sizes, host_args, seed, "flush" if run == 0 else "drawn")
+        self._cases[run] = (key, launch)
+        return launch
+
+    def drop_case_launch(self) -> None:
+        """Release every run's buffers (even after a fault: each is forgotten before it is released)."""
+        while self._cases:
+            _, (_, launch) = self._cases.popitem()
+            launch.release()
+
+    def spec(self, path: str, launch: dict[str, Any] | None = None, entry: str | None = None) -> Any:
+        """The spec at ``path`` (parsed once per file version), with a candidate's own launch if
+        given, launching ``entry`` where the spec has one kernel (the entry ``check --entry`` chose,
+        or a source's own, may not be the spec's ``kernel.entry``)."""
+        from dataclasses import replace
+
+        from porter.gate.spec import load_spec, with_launch
+
+        key = path + ":" + str(os.stat(path).st_mtime_ns)
+        if key not in self.specs:
+            self.specs[key] = load_spec(Path(path))
+        if not launch and not entry:
+            return self.specs[key]
+        # One object per (file version, launch, entry): the reference cache keys on the spec's identity.
+        variant = f"{key}:{launch!r}:{entry}"
+        if variant not in self.specs:
+            spec = self.specs[key]
+            spec = with_launch(spec, launch, source="candidate") if launch else spec
+            self.specs[variant] = replace(spec, entry=entry) if entry and not spec.kernels else spec
+        return self.specs[variant]
+
+    def module(self, cubin: bytes) -> LoadedModule:
+        """The module of ``cubin``, loaded once per worker."""
+        digest = hashlib.sha256(cubin).hexdigest()
+        if digest not in self.modules:
+            path = self.tmp / f"{digest}.cubin"
+            path.write_bytes(cubin)
+            self.modules[digest] = LoadedModule(self.cp, self.cp.RawModule(path=str(path)), cubin)
+        return self.modules[digest]
+
+    def flush_buffer(self) -> Any:
+        """A buffer twice the L2's size: writing it evicts whatever the last launch left cached."""
+        if self._flush is None:
+            l2 = self.cp.cuda.Device().attributes.get("L2CacheSize", 50 * 1024 * 1024)
+            self._flush = self.cp.empty(max(2 * l2, 256 * 1024 * 1024), dtype=self.cp.uint8)
+        return self._flush
+
+    def _support_module(self) -> tuple[Any, Any, int, int]:
+        """porter's own kernels (shared-memory scrub, digest), the opt-in shared size, the SM count."""
+        if self._support is None:
+            module = self.cp.RawModule(code=_SUPPORT_SOURCE)
+            attributes = self.cp.cuda.Device().attributes  # a query of every attribute: once
+            most = int(attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+            scrub = module.get_function("porter_scrub_shared")
+            scrub.max_dynamic_shared_size_bytes = most
+            self._support = (scrub, module.get_function("porter_digest"), most,
+                             int(attributes["MultiProcessorCount"]))
+        return self._support
+
+    def scrub_shared(self) -> None:
+        """Overwrite the shared memory of every SM with random words, new for every launch, so that
+        nothing a launch left there is read by the next (shared memory is not cleared between
+        kernels) and no kernel can recognise porter's harness by what it finds there."""
+        scrub, _, most, sms = self._support_module()
+        key = np.uint64(int.from_bytes(os.urandom(8), "little"))
+        scrub((2 * sms,), (256,), (np.uint32(most // 4), key), shared_mem=most)
+
+    def digest(self, data: Any, out: Any, slot: int) -> None:
+        """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed)."""
+        _, digest, _, sms = self._support_module()
+        digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot)))
