@@ -12,24 +12,22 @@ from hypothesis import strategies as st
 from test_gate_defenses import ScriptedRunner
 
 from porter.gate import nsight
-from porter.gate.check import (
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.nsight import launch_failure
+from porter.gate.plan import Case, check_plan, total_buffer_bytes
+from porter.gate.spec import load_spec
+from porter.gate.under_tools import (
     LARGEST_MEMCHECK_TIMEOUT_S,
     SANITIZER_TIMEOUT_S,
-    CheckOptions,
     SanitizerRun,
     ToolLaunch,
-    _buffer_bytes,
-    _launch_differs,
-    _native_gate,
-    _not_held,
-    _sanitize_gate,
     largest_checked,
-    run_check,
+    launch_differs,
+    native_gate,
+    not_held,
+    sanitize_gate,
     sanitizer_runs,
 )
-from porter.gate.nsight import launch_failure
-from porter.gate.plan import Case, check_plan
-from porter.gate.spec import load_spec
 from porter.gate.verdict import NativeEvidence, SanitizerReport
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -42,26 +40,26 @@ EXECUTED = NativeEvidence("sm_90a", "executed", "HGMMA x64", ("HGMMA",), {"HGMMA
 
 def test_a_profiled_launch_that_left_no_outputs_fails_the_native_gate() -> None:
     crashed = ToolLaunch((), AT, "CUDADriverError: CUDA_ERROR_ILLEGAL_INSTRUCTION")
-    problem = _launch_differs("the profiled launch", crashed, 7, VERIFIED)
+    problem = launch_differs("the profiled launch", crashed, 7, VERIFIED)
     assert "the profiled launch at n=4097 did not complete: it left no outputs (CUDADriverError" in problem
-    gate = _native_gate(EXECUTED, problem)
+    gate = native_gate(EXECUTED, problem)
     assert gate.status == "failed" and gate.summary == problem and "executed: HGMMA x64" in gate.details
 
 
 def test_a_launch_is_held_to_the_verified_digests_at_its_own_case() -> None:
-    assert _launch_differs("the profiled launch", ToolLaunch((11, 12), AT), 7, VERIFIED) == ""
-    assert "left other outputs" in _launch_differs("the profiled launch", ToolLaunch((11, 13), AT), 7, VERIFIED)
-    assert "left other outputs" in _launch_differs("x", ToolLaunch((11,), AT), 7, VERIFIED)  # one output short
-    assert "did not complete" in _launch_differs("x", ToolLaunch((), AT), 7, VERIFIED)
+    assert launch_differs("the profiled launch", ToolLaunch((11, 12), AT), 7, VERIFIED) == ""
+    assert "left other outputs" in launch_differs("the profiled launch", ToolLaunch((11, 13), AT), 7, VERIFIED)
+    assert "left other outputs" in launch_differs("x", ToolLaunch((11,), AT), 7, VERIFIED)  # one output short
+    assert "did not complete" in launch_differs("x", ToolLaunch((), AT), 7, VERIFIED)
     other_seed = ToolLaunch((), AT)
-    assert _launch_differs("x", other_seed, 8, VERIFIED) == ""  # nothing verified at seed 8 to hold it to ...
-    assert "no checked launch ran there" in _not_held("x", other_seed, 8, VERIFIED)  # ... and the gate says so
-    assert _not_held("x", ToolLaunch((11, 12), AT), 7, VERIFIED) == ""
+    assert launch_differs("x", other_seed, 8, VERIFIED) == ""  # nothing verified at seed 8 to hold it to ...
+    assert "no checked launch ran there" in not_held("x", other_seed, 8, VERIFIED)  # ... and the gate says so
+    assert not_held("x", ToolLaunch((11, 12), AT), 7, VERIFIED) == ""
 
 
 def test_an_unheld_profiled_launch_is_said_among_the_native_gates_details() -> None:
-    note = _not_held("the profiled launch", ToolLaunch((1,), {"n": 5}), 7, VERIFIED)
-    gate = _native_gate(EXECUTED, "", note)
+    note = not_held("the profiled launch", ToolLaunch((1,), {"n": 5}), 7, VERIFIED)
+    gate = native_gate(EXECUTED, "", note)
     assert gate.status == "passed" and note in gate.details
 
 
@@ -70,12 +68,12 @@ def test_a_clean_sanitizer_run_that_left_no_outputs_fails_the_sanitize_gate() ->
     crashed = SanitizerReport("racecheck", True, 0, (), "CUDARuntimeError: an illegal memory access",
                               sizes=dict(AT))
     problems = [p for r in (clean, crashed)
-                if (p := _launch_differs(f"{r.tool}'s launch", ToolLaunch(r.digests, r.sizes, r.reason), 7, VERIFIED))]
+                if (p := launch_differs(f"{r.tool}'s launch", ToolLaunch(r.digests, r.sizes, r.reason), 7, VERIFIED))]
     assert len(problems) == 1 and problems[0].startswith("racecheck's launch at n=4097 did not complete")
-    gate = _sanitize_gate((clean, crashed), problems)
+    gate = sanitize_gate((clean, crashed), problems)
     assert gate.status == "failed" and gate.summary == problems[0]
     notes = ["memcheck's launch at n=5 was not held to verified outputs: ..."]
-    assert _sanitize_gate((clean,), [], notes).details == tuple(notes)
+    assert sanitize_gate((clean,), [], notes).details == tuple(notes)
 
 
 def test_the_launchs_own_error_is_read_from_the_tools_output() -> None:
@@ -127,10 +125,10 @@ def test_the_largest_checked_case_is_the_plans_largest_at_the_first_seed(example
     largest = largest_checked(spec, plan, seeds[0])
     comparable = [c for c in plan if c.seed == seeds[0] and not c.values]
     assert largest is not None and any(c.sizes == largest for c in comparable)
-    assert all(_buffer_bytes(spec, c.sizes) <= _buffer_bytes(spec, largest) for c in comparable)
+    assert all(total_buffer_bytes(spec, c.sizes) <= total_buffer_bytes(spec, largest) for c in comparable)
     large = [c.sizes for c in plan if c.why == "large"]
     if large:  # the large case is never smaller than what it is chosen over
-        assert _buffer_bytes(spec, largest) >= _buffer_bytes(spec, large[0])
+        assert total_buffer_bytes(spec, largest) >= total_buffer_bytes(spec, large[0])
     assert largest_checked(spec, plan, seed + 2) is None  # no case at another seed: nothing comparable
 
 

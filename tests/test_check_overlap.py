@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import candidates
 
-import porter.gate.check as check_module
+import porter.gate.equivalence as equivalence
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.runner.fake import FakeGpu
 from porter.gate.spec import load_spec
@@ -19,7 +19,7 @@ def _slow_last_judgement(monkeypatch, seconds: float, *, wrong: bool = False) ->
     """Makes the judgement of the timed case (one of the plan's last) take ``seconds`` more; returns
     the list that gets the moment it ended (monotonic). ``wrong``: that case is judged failed, as
     a kernel wrong only at its timed size would be."""
-    judge, ended = check_module._judge_case, []
+    judge, ended = equivalence.judge_case, []
 
     def slow(spec, case, reply):
         result = judge(spec, case, reply)
@@ -30,7 +30,7 @@ def _slow_last_judgement(monkeypatch, seconds: float, *, wrong: bool = False) ->
                 result = replace(result, status="failed", reason="C: 1 of 4096 elements wrong")
         return result
 
-    monkeypatch.setattr(check_module, "_judge_case", slow)
+    monkeypatch.setattr(equivalence, "judge_case", slow)
     return ended
 
 

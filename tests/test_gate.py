@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from porter.errors import InputError
-from porter.gate.check import CheckOptions, block_tile, run_check
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.equivalence import block_tile
 from porter.gate.spec import load_spec
 from porter.gate.verdict import Gate, overall_status
 from porter.ptx.arch import cubin_runs_on

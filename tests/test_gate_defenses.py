@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from porter.errors import InputError
-from porter.gate.check import CheckOptions, _judge_case, _timed_outputs_problems, drawn_timed_sizes, run_check
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.equivalence import fault_reason, judge_case
 from porter.gate.golden import check_golden, load_golden
 from porter.gate.inputs import fresh_seed, make_args
 from porter.gate.native import instruction_flops, judge_native
@@ -29,6 +30,7 @@ from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
 from porter.gate.runner.protocol import CaseJob, CaseReply, Job, Reply, TimeJob, TimeReply
 from porter.gate.spec import load_spec
+from porter.gate.timing import drawn_timed_sizes, timed_outputs_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTOR_ADD = ROOT / "examples" / "vector_add"
@@ -132,7 +134,7 @@ def test_outputs_right_from_poison_but_wrong_from_random_values_fail_as_initial_
     case = Case({"n": 1000}, 3)
     right = _right(spec, case)
     skipped = np.random.default_rng(0).uniform(-1, 1, 1000).astype(np.float32)  # kept its random start
-    result = _judge_case(spec, case, _reply(spec, case, [right, skipped]))
+    result = judge_case(spec, case, _reply(spec, case, [right, skipped]))
     assert result.status == "failed"
     assert "depends on the output's initial contents" in result.reason
     assert "random finite values" in result.reason
@@ -142,10 +144,10 @@ def test_identical_runs_pass_and_differing_correct_runs_are_a_race() -> None:
     spec = load_spec(VECTOR_ADD / "porter.toml")
     case = Case({"n": 1000}, 3)
     right = _right(spec, case)
-    assert _judge_case(spec, case, _reply(spec, case, [right, right.copy()])).status == "passed"
+    assert judge_case(spec, case, _reply(spec, case, [right, right.copy()])).status == "passed"
     jitter = right.copy()
     jitter[5] = np.nextafter(jitter[5], np.float32(9))
-    raced = _judge_case(spec, case, _reply(spec, case, [right, jitter]))
+    raced = judge_case(spec, case, _reply(spec, case, [right, jitter]))
     assert raced.status == "failed" and "nondeterministic" in raced.reason
 
 
@@ -153,7 +155,7 @@ def test_a_wide_case_whose_reference_overflows_is_not_judged_rather_than_failed(
     spec = load_spec(VECTOR_ADD / "porter.toml")
     case = Case({"n": 1000}, 3, "wide", why="wide")
     reply = replace(_reply(spec, case, [np.zeros(1000, np.float32)]), reference={"out": np.full(1000, 1e39)})
-    result = _judge_case(spec, case, reply)
+    result = judge_case(spec, case, reply)
     assert result.status == "not run" and "not finite" in result.reason
 
 
@@ -166,11 +168,11 @@ def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged
     reference["out"][:10] = [np.nan, np.inf, -np.inf, 1e39, -1e39, np.nan, 1e300, np.inf, np.nan, 5e38]
     garbage = right.copy()
     garbage[:10] = 7.0  # anything where the reference says nothing
-    result = _judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
+    result = judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
     inside = int(np.count_nonzero(np.abs(reference["out"]) <= np.finfo(np.float32).max))
     assert inside <= 990 and result.status == "passed" and result.outputs[0].judged == inside
     garbage[500] = 7.0  # a judged element wrong fails the case
-    failed = _judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
+    failed = judge_case(spec, case, replace(_reply(spec, case, [garbage]), reference=reference))
     assert failed.status == "failed" and failed.outputs[0].mismatches == 1
 
 
@@ -180,12 +182,12 @@ def test_timed_launches_must_reproduce_the_verified_digests() -> None:
     key = Case({"n": 8}, 1).key()
     reply = TimeReply(names=["candidate", "library"], times_ms=[[1.0] * 4] * 2, digests=[[7, 7, 7, 9], None],
                       repeat_digests=[7], outputs_per_launch=1, guards=[[], []], seeds=[1])
-    problems = _timed_outputs_problems(reply, [key], {key: [7]}, "n=8")
+    problems = timed_outputs_problems(reply, [key], {key: [7]}, "n=8")
     assert len(problems) == 1 and "1 of 4 timed launches" in problems[0] and "launch 4" in problems[0]
-    assert _timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), [key], {key: [7]}, "n=8") == []
+    assert timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), [key], {key: [7]}, "n=8") == []
     guarded = replace(reply, digests=[[7] * 4, None], guards=[["out: 4 bytes written past its end"], []])
-    assert "during the timed launches" in _timed_outputs_problems(guarded, [key], {key: [7]}, "n=8")[0]
-    assert "could not be held" in _timed_outputs_problems(reply, [key], {}, "n=8")[0]
+    assert "during the timed launches" in timed_outputs_problems(guarded, [key], {key: [7]}, "n=8")[0]
+    assert "could not be held" in timed_outputs_problems(reply, [key], {}, "n=8")[0]
 
 
 def test_each_timed_launch_is_held_to_the_input_set_it_ran_on() -> None:
@@ -194,12 +196,12 @@ def test_each_timed_launch_is_held_to_the_input_set_it_ran_on() -> None:
     verified = {first: [7], second: [5]}
     rotating = TimeReply(names=["candidate"], times_ms=[[1.0] * 4], digests=[[7, 5, 7, 5]], repeat_digests=[7, 7],
                          outputs_per_launch=1, guards=[[]], seeds=[1, 2])
-    assert _timed_outputs_problems(rotating, [first, second], verified, "n=8") == []
+    assert timed_outputs_problems(rotating, [first, second], verified, "n=8") == []
     cached = replace(rotating, digests=[[7, 7, 7, 7]])
-    problems = _timed_outputs_problems(cached, [first, second], verified, "n=8")
+    problems = timed_outputs_problems(cached, [first, second], verified, "n=8")
     assert len(problems) == 1 and "2 of 4 timed launches" in problems[0] and "launch 2" in problems[0]
     # the repeat phase runs on the first set only
-    assert "repeated launches" in _timed_outputs_problems(replace(rotating, repeat_digests=[7, 5]), [first, second],
+    assert "repeated launches" in timed_outputs_problems(replace(rotating, repeat_digests=[7, 5]), [first, second],
                                                           verified, "n=8")[0]
 
 
@@ -456,9 +458,8 @@ def test_seed_options_reproduce_a_verdicts_seeds() -> None:
 
 
 def test_an_illegal_address_says_what_the_fences_make_of_it() -> None:
-    from porter.gate.check import _fault_reason
 
     for name in ("cudaRuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered",
                  "CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"):
-        assert "read-only" in _fault_reason(WorkerFault(name, kind="fault"))
-    assert "read-only" not in _fault_reason(WorkerFault("CUDA_ERROR_LAUNCH_FAILED", kind="fault"))
+        assert "read-only" in fault_reason(WorkerFault(name, kind="fault"))
+    assert "read-only" not in fault_reason(WorkerFault("CUDA_ERROR_LAUNCH_FAILED", kind="fault"))

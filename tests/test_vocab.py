@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from porter.errors import InputError
-from porter.gate.check import CheckOptions, _timed_outputs_problems, run_check
+from porter.gate.check import CheckOptions, run_check
 from porter.gate.compare import compare, within_tolerance
 from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, check_plan, skipped_unannounced, unannounced_sizes
@@ -36,6 +36,7 @@ from porter.gate.runner.padding import Padding
 from porter.gate.runner.protocol import TimeJob, TimeReply
 from porter.gate.runner.state import WorkerState
 from porter.gate.spec import check_against_module, declared_spec, load_spec
+from porter.gate.timing import timed_outputs_problems
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx import read_ptx
 
@@ -260,7 +261,7 @@ def test_a_timed_launch_of_a_held_output_names_it_and_its_count() -> None:
     key = Case({"n": 8}, 1).key()
     reply = TimeReply(names=["candidate"], times_ms=[[1.0] * 3], digests=[[7, 0, 7, 0, 7, 12]], repeat_digests=[],
                       outputs_per_launch=2, guards=[[]], seeds=[1])
-    problems = _timed_outputs_problems(reply, [key], {key: [7, 0]}, "n=8", ("Y", "S"), ("S",))
+    problems = timed_outputs_problems(reply, [key], {key: [7, 0]}, "n=8", ("Y", "S"), ("S",))
     assert problems == ["1 of 3 timed launches at n=8 left outputs that differ from the verified launch (first: "
                         "launch 3, in S (12 elements outside the reference's tolerance)): the kernel did not do the "
                         "verified work on every launch (skipped, cached or changed it when called again)"]

@@ -195,7 +195,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         return None
     implied = _implied(spec)
     free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
-    smallest = min(spec.size_sets(), key=lambda sizes: _bytes(spec, sizes))
+    smallest = min(spec.size_sets(), key=lambda sizes: total_buffer_bytes(spec, sizes))
     # The sweep's sets, not the timed one: the reference of every sweep set is computed in every check,
     # and one of a few times that cost stays cheap (attention's reference holds S x S scores).
     flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in spec.size_sets())
@@ -212,7 +212,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
             sizes = _on_lattice(spec, implied, rng, base, name, value, step)
             if sizes is None:
                 break
-            if _bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
+            if total_buffer_bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
                 if grown or value <= hi + step:
                     break  # the last size inside the bounds was the largest
                 value = max(hi + step, value * 2 // 3)  # the first draw was past a bound: back off toward the sweep
@@ -221,7 +221,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
             if sizes[name] > hi:
                 if _passes(spec, sizes, thorough):
                     return sizes
-                if best is None or _bytes(spec, sizes) > _bytes(spec, best):
+                if best is None or total_buffer_bytes(spec, sizes) > total_buffer_bytes(spec, best):
                     best = sizes
             if value >= most:
                 break
@@ -254,7 +254,8 @@ def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | N
         return None
 
 
-def _bytes(spec: Spec, sizes: dict[str, int]) -> int:
+def total_buffer_bytes(spec: Spec, sizes: dict[str, int]) -> int:
+    """The bytes of every buffer of ``sizes`` together."""
     return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
 
 

@@ -1,0 +1,232 @@
+"""The equivalence gate: the plan's cases run in the worker and judged against the reference,
+each judgement in a thread while the next case runs."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from porter.errors import InputError
+from porter.gate.compare import compare, compare_runs, format_comparison
+from porter.gate.golden import GoldenCase, Manifest
+from porter.gate.options import CheckOptions
+from porter.gate.plan import Case
+from porter.gate.references import ReferenceCache
+from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
+from porter.gate.runner.protocol import CaseJob, CaseReply, Reference
+from porter.gate.spec import Spec
+from porter.gate.verdict import (
+    CaseResult,
+    Gate,
+    size_label,
+)
+
+
+def case_reference(spec: Spec, options: CheckOptions, source_cubin: bytes | None, source_entry: str,
+                   golden: tuple[Manifest, GoldenCase] | None,
+                   source_launch: dict[str, Any] | None = None) -> Reference:
+    if golden is not None:
+        manifest, case = golden
+        return Reference("golden", key="golden:" + str(manifest.folder), path=str(manifest.file(case)))
+    if source_cubin is not None:
+        return Reference("source", key="source:" + hashlib.sha256(source_cubin).hexdigest(), cubin=source_cubin,
+                         entry=source_entry, launch=source_launch)
+    ref = spec.reference
+    if ref is None or ref.callable is None:
+        raise InputError(f"{spec.source}: no reference: give [reference] python = 'ref.py:fn', --against SOURCE.ptx or --golden DIR")
+    return Reference("python", path=str(ref.callable.path), function=ref.callable.function,
+                     key=f"python:{ref.callable.path}:{ref.callable.function}:{ref.callable.path.stat().st_mtime_ns}")
+
+
+def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int, ...] | None:
+    """Infer the output tile one thread block covers, from the output's shape and the grid.
+
+    CUDA's x is the fastest dimension, so for a 2-D output grid.x spans columns and grid.y rows.
+    A launch of one block per row (grid.x == rows) gets a tile of one row. The result rounds up to
+    a power of two, since ragged sizes otherwise blur the block boundaries.
+    """
+    def p2(n: int) -> int:
+        return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+    gx, gy, _ = grid
+    if len(shape) == 1:
+        return (p2(math.ceil(shape[0] / gx)),) if gx > 1 else None
+    if len(shape) == 2:
+        rows, cols = shape
+        if gy > 1:
+            return (p2(math.ceil(rows / gy)), p2(math.ceil(cols / gx)))
+        if gx == rows:
+            return (1, cols)
+        return (rows, p2(math.ceil(cols / gx))) if gx > 1 else None
+    return None
+
+
+_INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
+
+
+def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
+    sizes = case.sizes
+    runs = reply.outputs  # None: bit-identical to the first run
+    initials = reply.initials or ["poison"] * len(runs)
+    if reply.reference is None:
+        raise RuntimeError("a case reached judgement without its reference")
+    reference = reply.reference
+    scale = spec.value_case(case.values).atol_scale if case.values else 1.0
+    checks = []
+    problems: list[str] = []
+    nondet = []
+    grid = spec.launch_dims(sizes).grid
+    for p in spec.outputs:
+        atol, rtol = spec.tolerance(p.name, sizes)
+        atol *= scale
+        if p.name not in reference:
+            raise InputError(f"the reference returned no output {p.name!r}")
+        ref = np.asarray(reference[p.name])
+        tile = block_tile(runs[0][p.name].shape, grid)
+        # Where the reference is not finite in the output's dtype (inputs span the whole domain),
+        # it says nothing: those elements are left out, the rest of the case is judged.
+        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
+        if not c.passed:
+            problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
+        # A later run (another initial state) bit-identical to the first shares its judgement (the
+        # worker sends None for a run whose outputs are all bit-identical to the first's); one that
+        # differs is compared with the reference, to tell initial-state dependence from a race.
+        # An output declared nondeterministic (atomics) may differ: each run must match the reference.
+        for initial, later in zip(initials[1:], runs[1:], strict=True):
+            if later is None:
+                continue
+            diff = compare_runs(runs[0][p.name], later[p.name])
+            if not diff:
+                continue
+            again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
+            if again.passed == c.passed:
+                if p.deterministic:
+                    nondet.append(f"{p.name}: {diff}")
+                continue
+            bad, good = (initial, initials[0]) if c.passed else (initials[0], initial)
+            wrong = again if c.passed else c
+            problems.append(
+                f"{p.name}: {wrong.mismatches} of {wrong.total} elements wrong when the output starts as "
+                f"{_INITIAL_WORDS.get(bad, bad)} but right when it starts as {_INITIAL_WORDS.get(good, good)}: "
+                "the kernel depends on the output's initial contents (it must write every element from the inputs alone)")
+            check = replace(check, passed=False, summary=f"(starting from {_INITIAL_WORDS.get(bad, bad)}) "
+                            + format_comparison(wrong))
+        checks.append(check)
+    reasons = []
+    if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
+        return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
+                          reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
+    if reply.guards:
+        reasons.append("out-of-bounds write: " + "; ".join(reply.guards))
+    if reply.modified:
+        reasons.append("wrote its input: " + "; ".join(reply.modified))
+    reasons += problems
+    if nondet:
+        reasons.append("nondeterministic: " + "; ".join(nondet))
+    return CaseResult(
+        sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
+        outputs=tuple(checks), guard_violations=tuple(reply.guards), inputs_modified=tuple(reply.modified),
+        nondeterminism="; ".join(nondet), wall_s=reply.kernel_s, values=case.values,
+    )
+
+
+def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
+    if not cases:
+        return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
+    failed = [c for c in cases if c.status not in ("passed", "not run")]
+    unjudged = [c.reason for c in cases if c.status == "not run"]
+    if not failed and len(cases) == planned:
+        judged = len(cases) - len(unjudged)
+        return Gate("equivalence", "passed", f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
+                    "from two initial output states) equal to the reference", tuple(unjudged))
+    details = []
+    for c in failed[:6]:
+        values = f"; values {c.values}" if c.values else ""
+        details.append(f"[{size_label(c.sizes)}; seed {c.seed}{values}] {c.reason or c.fault}")
+    skipped = planned - len(cases)
+    if skipped:
+        details.append(f"{skipped} cases not run after the fault")
+    if not failed:
+        return Gate("equivalence", "failed", f"{planned - len(cases)} of {planned} cases not run", tuple(details))
+    first = failed[0]
+    return Gate("equivalence", "failed", f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
+                tuple(details))
+
+
+def fault_reason(fault: WorkerFault) -> str:
+    """A fault, with what an illegal address most likely means under porter's fences."""
+    reason = f"{fault.kind}: {fault}"
+    if "illegaladdress" in str(fault).lower().replace("_", ""):  # the driver's and the runtime's names
+        reason += (" (an out-of-bounds access, most likely: in a case's first run every buffer ends at unmapped "
+                   "memory, so a read or write past its end faults, and inputs are mapped read-only, so a write "
+                   "to one faults too)")
+    return reason
+
+
+@dataclass
+class Judging:
+    """The cases of a check once all have run: their judgements (NumPy comparisons in threads,
+    some perhaps still under way), the case that faulted, and each case's output digests."""
+
+    pending: list[Future[CaseResult]]
+    faulted: list[CaseResult]
+    digests: dict[tuple, list[int]]
+
+    def failed_so_far(self) -> bool:
+        """Whether a case is already known to have failed (a fault, or a finished judgement)."""
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in ("passed", "not run"))
+                                         for f in self.pending)
+
+    def results(self) -> list[CaseResult]:
+        return [future.result() for future in self.pending] + self.faulted
+
+
+def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
+               launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
+               references: ReferenceCache | None = None) -> Judging:
+    """Run the plan in the worker, judging each case in a thread while the next one runs (the
+    comparison is NumPy work that releases the GIL), and stop at the first fault. Returns once
+    every case has run; the last judgements may still be under way, so that the GPU work that
+    follows (profiling, timing) overlaps them. A reference that ``references`` holds is not asked
+    of the worker again (a ``held`` job); one it computes is kept."""
+    judging = Judging([], [], {})
+    judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
+    try:
+        for index, case in enumerate(plan):
+            job = reference_job(index)
+            key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
+            held = references.get(key) if references is not None else None
+            try:
+                reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
+                                                seed=case.seed, values=case.values, launch=launch, first=index == 0,
+                                                reference=Reference("held", key=job.key) if held is not None else job),
+                                options.case_timeout_s)
+            except WorkerFault as fault:
+                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                                                  values=case.values, reason=fault_reason(fault), fault=str(fault)))
+                break
+            judging.digests[case.key()] = reply.digests
+            if held is not None:
+                reply = replace(reply, reference=held)
+            elif references is not None and reply.reference is not None:
+                reply = replace(reply, reference=references.put(key, reply.reference))
+            if reply.fence and reply.fence not in warnings:
+                warnings.append(reply.fence)
+            judging.pending.append(judges.submit(judge_case, spec, case, reply))
+    finally:
+        judges.shutdown(wait=False)  # the submitted judgements still finish
+    return judging
+
+
+def case_warnings(cases: list[CaseResult], warnings: list[str]) -> None:
+    for result in cases:
+        for c in result.outputs:
+            warnings.extend(w for w in c.warnings if w not in warnings)
+
+

@@ -1,0 +1,38 @@
+"""What a check is asked to do: its options, and the size sets it times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from porter.gate.spec import Spec
+
+
+def timed_sizes(spec: Spec, options: CheckOptions) -> list[dict[str, int]]:
+    """The size sets the timing gate runs at: each --time-at set, or [sizes]."""
+    return [spec.timing_sizes(o) for o in options.time_at] or [spec.default_sizes()]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    arch: str | None = None  # assemble for this target; default: the candidate's .target
+    against: Path | None = None  # source kernel: the reference (unless golden) and a speed baseline
+    speed_baseline: Path | None = None  # source kernel timed beside the candidate, not used as reference
+    golden: Path | None = None  # outputs recorded by `porter record`
+    seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see check_seeds)
+    timing: bool = True
+    case_timeout_s: float = 60.0
+    timing_budget_s: float = 1.0
+    # Profile with ncu: were the target's own instructions executed, and did they do the work?
+    # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
+    native: bool | None = False
+    sanitize: bool = False  # memcheck up to the largest checked case; racecheck, initcheck, synccheck on the smallest
+    time_at: tuple[dict[str, int], ...] = ()  # [sizes] overrides to time at; default: [sizes] itself
+    entry: str | None = None  # the candidate's entry to check (--entry); default: the spec's (or its porter-launch)
+    # A thorough check (`porter ci`, a port's final candidate) draws its large size set past 2^31 bytes.
+    thorough: bool = False
+    # Run the candidate in porter's PTX emulator too (the emulation gate). None: where no GPU here
+    # can run it. Evidence only: a check that emulated but ran nothing on a GPU stays `not run`.
+    emulate: bool | None = None
+
+

@@ -1,0 +1,183 @@
+"""The timing gate: candidate, source and library timed interleaved, every timed launch held to
+its verified outputs; at the named size sets and at one the check drew."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from porter.gate.options import CheckOptions
+from porter.gate.plan import (
+    BUDGET_BYTES,
+    Case,
+    total_buffer_bytes,
+)
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, run_job
+from porter.gate.runner.protocol import Contender, Reference, TimeJob, TimeReply
+from porter.gate.spec import Spec
+from porter.gate.verdict import (
+    Gate,
+    Timing,
+    size_label,
+)
+from porter.ptx.arch import get_profile
+
+
+def _timing_stats(name: str, samples: list[float], flops: float | None, nbytes: float | None,
+                  peak_tflops: float, peak_tbps: float) -> Timing:
+    ordered = sorted(samples)
+    median = statistics.median(ordered)
+    q = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
+    seconds = median / 1e3
+    tflops = flops / seconds / 1e12 if flops else None
+    tbps = nbytes / seconds / 1e12 if nbytes else None
+    shares = [x for x in ((tflops / peak_tflops) if tflops else None, (tbps / peak_tbps) if tbps else None) if x]
+    return Timing(name=name, median_ms=median, p10_ms=q(0.1), p90_ms=q(0.9), count=len(samples),
+                  tflops=tflops, tbps=tbps, roofline_fraction=max(shares) if shares else None)
+
+
+def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
+    """Peak bf16 TFLOP/s and memory TB/s of this GPU, from its arch profile's parts."""
+    profile = get_profile(device.arch)
+    return profile.peak_for(device.name)
+
+
+def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]], seed: int) -> dict[str, int] | None:
+    """The size set timed beside the named ones: of the size sets this check drew for itself (the
+    unannounced and the large one, checked at ``seed``), the costliest. Nobody learns it before
+    the check runs, so a kernel tuned to the timed shape alone cannot choose where it is timed.
+    A thorough check's large case past the ordinary budget is left out: every contender holds its
+    buffers while timing."""
+    drawn = [c.sizes for c in plan if c.why in ("unannounced", "large") and c.seed == seed and not c.values
+             and c.sizes not in timed and total_buffer_bytes(spec, c.sizes) <= BUDGET_BYTES]
+    if not drawn:
+        return None
+    return max(drawn, key=lambda sizes: (spec.flops(sizes) or 0.0, spec.bytes(sizes) or 0.0,
+                                         total_buffer_bytes(spec, sizes)))
+
+
+def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
+            source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seeds: tuple[int, ...],
+            verified: dict[tuple, list[int]], timed: list[dict[str, int]],
+            reference_for: Callable[[dict[str, int], int], Reference | None] = lambda sizes, seed: None,
+            ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+    """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
+    at each size set in ``timed`` (the named ones, then the drawn one); the headline speed-ups are
+    the lowest over them, so that a kernel fast only at the shape it is timed at gains nothing.
+
+    What is timed must be what was verified: timing rotates through every input set checked at
+    the size set (one per seed), and every timed launch of the candidate must leave the outputs
+    (by digest) that its checked launch on the same set left, its guard bytes intact; no timing
+    may beat the roofline unless the spec calls its cost approximate.
+    """
+    contenders = [Contender("candidate", "kernel", cubin=cubin, entry=entry, launch=launch)]
+    source_cubin, source_entry, source_launch = source
+    if source_cubin is not None:
+        contenders.append(Contender("source", "kernel", cubin=source_cubin, entry=source_entry, launch=source_launch))
+    if spec.baseline is not None:
+        contenders.append(Contender("library", "callable", path=str(spec.baseline.path),
+                                    function=spec.baseline.function))
+    peak_tflops, peak_tbps, part = _peaks(device)
+    approximate = spec.cost is not None and spec.cost.approximate
+    timings: list[Timing] = []
+    parts: list[str] = []
+    problems: list[str] = []
+    notes: list[str] = []
+    ratios: dict[str, list[float]] = {"source": [], "library": []}
+    # Outputs declared nondeterministic cannot be held to a digest: each timed launch's are
+    # compared with the reference, on the GPU, within the spec's tolerance.
+    held = tuple(p.name for p in spec.outputs if not p.deterministic)
+    for sizes in timed:
+        label = size_label(sizes)
+        checked = [seed for seed in seeds if verified.get(Case(sizes, seed).key())]
+        if not checked:
+            problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+            continue
+        references = tuple(reference_for(sizes, seed) for seed in checked) if held else None
+        if references is not None and None in references:
+            problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
+                            "(no checked case there)")
+        try:
+            reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=tuple(checked),
+                                            contenders=tuple(contenders), budget_s=options.timing_budget_s,
+                                            references=references), max(120.0, options.case_timeout_s))
+        except WorkerFault as fault:
+            return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
+                         ("a kernel that passes its checked launches but fails when launched repeatedly is not "
+                          "correct",)), tuple(timings), _headline(ratios))
+        flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
+        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
+                for name, samples in zip(reply.names, reply.times_ms, strict=True)]
+        timings.extend(here)
+        by_name = {t.name: t for t in here}
+        cand = by_name["candidate"]
+        problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in checked], verified, label,
+                                            tuple(p.name for p in spec.outputs), held)
+        if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
+            said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
+                    "faster than the hardware allows for the spec's cost")
+            if approximate:
+                notes.append(said + " (the spec's cost is declared approximate)")
+            else:
+                problems.append(said + "; either the kernel skips work or [cost] overstates it "
+                                "(set cost.approximate = true if the cost model is an estimate)")
+        for other in ratios:
+            if other in by_name:
+                ratios[other].append(by_name[other].median_ms / cand.median_ms)
+        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}, {len(checked)} input sets) at {label}"]
+        if cand.roofline_fraction is not None:
+            part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
+        for other in ("source", "library"):
+            if other in by_name:
+                part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
+        parts.append(", ".join(part_text))
+    if len(parts) > 1:
+        notes.append("the headline speed-ups are the lowest over these size sets")
+    speed = _headline(ratios)
+    if problems:
+        return Gate("timing", "failed", problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
+    return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
+
+
+def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:
+    """The verdict's speed-ups: each the lowest measured (None where that contender never ran)."""
+    return {f"speedup_vs_{other}": min(found) if found else None for other, found in ratios.items()}
+
+
+def timed_outputs_problems(reply: TimeReply, keys: list[tuple], verified: dict[tuple, list[int]], label: str,
+                            outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
+    """How the candidate's timed launches differ from its verified launches on the same input sets.
+
+    Timed launch ``r`` ran on input set ``r % len(keys)`` (the case ``keys[r % len(keys)]``); the
+    repeat phase on the first. Each launch leaves one number per output (``outputs``, in order): a
+    digest, which must be the verified launch's, or for an output declared nondeterministic
+    (``held``) the count of its elements outside the reference's tolerance, which must be 0 (the
+    verified launch's entry)."""
+    problems = []
+    guards = reply.guards[reply.of("candidate")]
+    if guards:
+        problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
+    expected = [verified.get(key) for key in keys]
+    digests = reply.digests[reply.of("candidate")]
+    if not keys or not all(expected) or digests is None:
+        problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+        return problems
+    per = reply.outputs_per_launch
+    for what, found, sets in (("timed launches", digests, len(keys)),
+                              ("repeated launches (globals kept)", reply.repeat_digests, 1)):
+        launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
+        differ = [i for i, got in enumerate(launches) if list(got) != list(expected[i % sets] or [])]
+        if differ:
+            first, want = launches[differ[0]], expected[differ[0] % sets] or []
+            slots = [k for k in range(min(len(first), len(want))) if first[k] != want[k]]
+            which = [outputs[k] + (f" ({first[k]} elements outside the reference's tolerance)" if outputs[k] in held
+                                   else "") for k in slots if k < len(outputs)]
+            named = f", in {', '.join(which)}" if which else ""
+            problems.append(f"{len(differ)} of {len(launches)} {what} at {label} left outputs that differ from "
+                            f"the verified launch (first: launch {differ[0] + 1}{named}): the kernel did not do the "
+                            "verified work on every launch (skipped, cached or changed it when called again)")
+    return problems
+
+
