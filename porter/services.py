@@ -422,7 +422,7 @@ def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str],
 
     scheduler = scheduler_address(scheduler, "--scheduler")  # before any GPU is started
     try:
-        from porter.pool.worker import WorkerGroup, local_gpus
+        from porter.pool.dask_workers import WorkerGroup, local_gpus
     except ImportError:
         raise EnvironmentProblem(f"porter worker needs dask.distributed: {install_hint('dask')}") from None
     gpus = local_gpus()

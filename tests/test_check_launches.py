@@ -14,7 +14,7 @@ from test_gate_defenses import ScriptedRunner
 from porter.gate import nsight
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.nsight import launch_failure
-from porter.gate.plan import Case, check_plan, total_buffer_bytes
+from porter.gate.plan import Case, plan_cases, total_buffer_bytes
 from porter.gate.spec import load_spec
 from porter.gate.under_tools import (
     LARGEST_MEMCHECK_TIMEOUT_S,
@@ -121,7 +121,7 @@ def test_memcheck_covers_every_size_set_given_once_and_the_slow_tools_the_smalle
 def test_the_largest_checked_case_is_the_plans_largest_at_the_first_seed(example: str, seed: int) -> None:
     spec = load_spec(EXAMPLES / example / "porter.toml")
     seeds = (seed, seed + 1)
-    plan = check_plan(spec, seeds, timed=[spec.default_sizes()])
+    plan = plan_cases(spec, seeds, timed=[spec.default_sizes()])
     largest = largest_checked(spec, plan, seeds[0])
     comparable = [c for c in plan if c.seed == seeds[0] and not c.values]
     assert largest is not None and any(c.sizes == largest for c in comparable)

@@ -27,8 +27,8 @@ from porter.gate.spec import load_spec
 from porter.gate.verdict import judge
 from porter.pool.bundle import pack, unpack
 from porter.pool.cluster import ClusterVerifier
+from porter.pool.dask_workers import Gpu, WorkerGroup, offered_targets
 from porter.pool.verifier import CheckJob
-from porter.pool.worker import Gpu, WorkerGroup, offered_targets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,7 +177,7 @@ def test_a_bundle_carries_what_the_check_reads(tmp_path: Path) -> None:
 WORKER_SCRIPT = """
 import sys
 from porter.gate.runner.fake import FakeGpu
-from porter.pool.worker import Gpu, WorkerGroup
+from porter.pool.dask_workers import Gpu, WorkerGroup
 gpu = FakeGpu(arch="sm_90a", die_first=int(sys.argv[2]), marker=sys.argv[3])
 WorkerGroup(sys.argv[1], [Gpu(0, gpu.runner(), gpu.info)], name=sys.argv[4]).run()
 """

@@ -24,7 +24,7 @@ from porter.gate.golden import check_golden, load_golden
 from porter.gate.inputs import fresh_seed, make_args
 from porter.gate.native import instruction_flops, judge_native
 from porter.gate.nsight import opcode_bases, parse_source_csv
-from porter.gate.plan import BUDGET_BYTES, Case, check_plan, check_seeds
+from porter.gate.plan import BUDGET_BYTES, Case, plan_cases, plan_seeds
 from porter.gate.runner import WorkerFault
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
@@ -50,8 +50,8 @@ def spec_with(tmp_path: Path, example: Path, old: str, new: str):
 # --- unpredictable inputs --------------------------------------------------------------------
 
 def test_fresh_seeds_differ_and_given_seeds_are_kept() -> None:
-    assert check_seeds((5, 6)) == (5, 6)
-    a, b = check_seeds(), check_seeds()
+    assert plan_seeds((5, 6)) == (5, 6)
+    a, b = plan_seeds(), plan_seeds()
     assert a != b and len(a) == 2 and a[1] == a[0] + 1
     assert fresh_seed() != fresh_seed()
 
@@ -104,7 +104,7 @@ def test_spec_value_cases_and_ranges_are_checked(tmp_path: Path) -> None:
 def test_the_plan_checks_the_timed_and_profiled_sizes_and_the_value_cases() -> None:
     spec = load_spec(VECTOR_ADD / "porter.toml")
     timed = [spec.default_sizes(), spec.timing_sizes({"n": 4096})]
-    plan = check_plan(spec, (11, 12), timed=timed, profiled=spec.default_sizes())
+    plan = plan_cases(spec, (11, 12), timed=timed, profiled=spec.default_sizes())
     sweep = [c for c in plan if c.why == "sweep"]
     assert len(sweep) == 2 * len(spec.size_sets())
     # every timed size set under every seed: timing rotates through the input sets checked there
@@ -291,7 +291,7 @@ def test_the_drawn_timed_size_is_one_the_check_drew_and_verified(seed: int) -> N
     for folder in ("vector_add", "gemm_bf16", "attention_fwd", "softmax"):
         spec = load_spec(VECTOR_ADD.parent / folder / "porter.toml")
         timed = [spec.default_sizes()]
-        plan = check_plan(spec, (seed, seed + 1), timed=timed, thorough=True)
+        plan = plan_cases(spec, (seed, seed + 1), timed=timed, thorough=True)
         drawn = drawn_timed_sizes(spec, plan, timed, seed)
         if drawn is None:
             continue
@@ -419,7 +419,7 @@ def test_the_unannounced_size_set_stays_inside_the_contract_the_sweep_implies() 
     for d in drawn:  # the kernel's contract: K and every leading dimension a multiple of 8
         assert d["K"] % 8 == 0 and d["lda"] % 8 == 0 and d["ldb"] % 8 == 0 and d["ldc"] % 8 == 0
         assert 1 <= d["M"] <= 4096 and d["lda"] >= d["K"] and d["ldb"] >= d["N"]  # the listed range, [sizes] included
-    plan = check_plan(spec, (5, 6))
+    plan = plan_cases(spec, (5, 6))
     assert [c.why for c in plan].count("unannounced") == 1
 
 

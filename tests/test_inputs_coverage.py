@@ -37,7 +37,7 @@ def test_exactly_the_elements_whose_reference_is_finite_in_the_dtype_are_judged(
 from pathlib import Path  # noqa: E402
 
 from porter.gate.inputs import MAGNITUDE_TOP, make_args, specials  # noqa: E402
-from porter.gate.plan import check_plan  # noqa: E402
+from porter.gate.plan import plan_cases  # noqa: E402
 from porter.gate.spec import parse_spec  # noqa: E402
 
 DOMAINS = {"real": ("real", False), "finite": ("real", True), "positive": ("positive", False),
@@ -124,6 +124,6 @@ def test_porter_widens_a_positive_fill_multiplicatively_inside_the_domain(seed) 
 @given(st.sampled_from(["", "const"]), st.integers(0, 2**40))
 def test_a_fixed_float_scalar_is_perturbed_in_some_case_unless_const(const, seed) -> None:
     spec = one_input_spec("f32", "real", scalar=const or "fixed")
-    plan = check_plan(spec, (seed, seed + 1))
+    plan = plan_cases(spec, (seed, seed + 1))
     seen = {float(make_args(spec, c.sizes, c.seed, c.values)["a"]) for c in plan}
     assert (seen == {0.25}) == (const == "const")

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from porter.gate.plan import LARGE_ELEMENTS, check_plan, large_sizes, unannounced_sizes, with_residue
+from porter.gate.plan import LARGE_ELEMENTS, large_sizes, plan_cases, unannounced_sizes, with_residue
 from porter.gate.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def test_the_large_case_passes_2_24_elements_above_the_listed_sizes_inside_the_c
     sizes = large_sizes(spec, seed)
     assert sizes is not None and sizes["n"] >= 2 * largest * step and sizes["n"] % step == 0
     assert max(sizes["n"], sizes["ld"]) > LARGE_ELEMENTS
-    plan = check_plan(spec, (seed, seed + 1))
+    plan = plan_cases(spec, (seed, seed + 1))
     assert [c.why for c in plan].count("large") == 1
 
 

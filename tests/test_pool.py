@@ -13,7 +13,7 @@ import pytest
 from conftest import candidates, small_vector_add
 
 from porter.gate.check import CheckOptions, run_check
-from porter.gate.plan import check_plan
+from porter.gate.plan import plan_cases
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.fake import FakeGpu
 from porter.gate.runner.protocol import OutputsJob
@@ -85,7 +85,7 @@ def test_the_pool_is_faster_than_one_candidate_after_another(toolchain, tmp_path
 def test_a_port_run_computes_each_reference_once(toolchain, tmp_path: Path) -> None:
     paths = candidates(tmp_path, 5)
     spec = load_spec(tmp_path / "porter.toml")
-    planned = len(check_plan(spec, (11, 12), timed=[spec.default_sizes()]))
+    planned = len(plan_cases(spec, (11, 12), timed=[spec.default_sizes()]))
     gpu = FakeGpu()
     cache = ReferenceCache()
     pool = LocalPool(toolchain, devices=[0], per_gpu=1, runner_factory=lambda d: gpu.runner())

@@ -64,7 +64,7 @@ def test_a_round_through_a_dask_scheduler_gives_the_local_verdicts(toolchain, ru
     from distributed import LocalCluster
 
     from porter.pool.cluster import ClusterVerifier
-    from porter.pool.worker import WorkerGroup, local_gpus
+    from porter.pool.dask_workers import WorkerGroup, local_gpus
 
     paths = _round(tmp_path, 4)
     here = RunnerVerifier(runner, toolchain).verify(_jobs(paths, (31, 32)))

@@ -28,7 +28,7 @@ from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.compare import compare, within_tolerance
 from porter.gate.inputs import MIX_MAX, make_args
-from porter.gate.plan import Case, check_plan, skipped_unannounced, unannounced_sizes
+from porter.gate.plan import Case, plan_cases, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
 from porter.gate.runner.hold import HeldOutput, decode
 from porter.gate.runner.jobs import job_case, job_time
@@ -90,14 +90,14 @@ def test_the_unannounced_size_set_is_drawn_inside_the_contract(tmp_path: Path) -
     spec = load_spec(vocab_with(tmp_path, '"C % 4 == 0"', '"C % 4 == 0", "R % 3 != 2"'))
     drawn = [unannounced_sizes(spec, seed) for seed in range(30)]
     assert all(d is not None and d["C"] % 4 == 0 and d["R"] % 3 != 2 for d in drawn)
-    assert skipped_unannounced(spec, check_plan(spec, (1, 2))) == ""
+    assert skipped_unannounced(spec, plan_cases(spec, (1, 2))) == ""
 
 
 def test_a_contract_no_draw_can_meet_skips_the_unannounced_set_and_says_so(tmp_path: Path) -> None:
     listed_only = ("(R == 1) * (C == 4) + (R == 33) * (C == 100) + (R == 300) * (C == 516) + (R == 1000) * (C == 256)"
                    " + (R == 4096) * (C == 1024)")
     spec = load_spec(vocab_with(tmp_path, '"C % 4 == 0"', f'"C % 4 == 0", "{listed_only}"'))
-    plan = check_plan(spec, (1, 2))
+    plan = plan_cases(spec, (1, 2))
     assert not [c for c in plan if c.why == "unannounced"]
     assert "inside the sweep's ranges and kernel.require" in skipped_unannounced(spec, plan)
 

@@ -91,14 +91,14 @@ def jobs_for(paths: list[Path], spec, options, references=None):
 def sequential(paths, spec, options, toolchain, factory) -> Row:
     from dataclasses import replace
 
-    from porter.gate.plan import check_seeds
+    from porter.gate.plan import plan_seeds
     from porter.pool import RunnerVerifier
 
     verifier = RunnerVerifier(factory(0), toolchain)
     try:
-        verifier.verify(jobs_for(paths[:1], spec, replace(options, seeds=check_seeds())))  # warm
+        verifier.verify(jobs_for(paths[:1], spec, replace(options, seeds=plan_seeds())))  # warm
         start = time.perf_counter()
-        verdicts = [verifier.verify(jobs_for([p], spec, replace(options, seeds=check_seeds())))[0] for p in paths]
+        verdicts = [verifier.verify(jobs_for([p], spec, replace(options, seeds=plan_seeds())))[0] for p in paths]
         wall = time.perf_counter() - start
     finally:
         verifier.close()
@@ -109,25 +109,25 @@ def sequential(paths, spec, options, toolchain, factory) -> Row:
 def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None, label="pool") -> tuple[Row, list]:
     from dataclasses import replace
 
-    from porter.gate.plan import check_seeds
+    from porter.gate.plan import plan_seeds
     from porter.gate.references import ReferenceCache
     from porter.pool.lease import overlaps
     from porter.pool.local import LocalPool
 
     pool = LocalPool(toolchain, devices=devices, per_gpu=per_gpu, runner_factory=factory, record=True)
     try:
-        warm = replace(options, seeds=check_seeds())
+        warm = replace(options, seeds=plan_seeds())
         pool.verify(jobs_for(paths[: pool.capacity], spec, warm))  # every worker started and warm
         for lease in pool.leases.values():
             lease.windows.clear()
         cache = ReferenceCache()
-        run = replace(options, seeds=check_seeds())
+        run = replace(options, seeds=plan_seeds())
         start = time.perf_counter()
         verdicts = pool.verify(jobs_for(paths, spec, run, cache))
         wall = time.perf_counter() - start
         # What a port does next with a passing candidate: the same check on fresh seeds.
         start = time.perf_counter()
-        pool.verify(jobs_for(paths[:1], spec, replace(options, seeds=check_seeds())))
+        pool.verify(jobs_for(paths[:1], spec, replace(options, seeds=plan_seeds())))
         confirm = time.perf_counter() - start
         clashes = sum(len(overlaps(lease.windows)) for lease in pool.leases.values())
         gpus = pool.gpus
@@ -144,14 +144,14 @@ def clustered(address: str, paths, spec, options, toolchain, factory) -> tuple[R
     worker on this machine's GPUs, both started here (tcp://127.0.0.1)."""
     from dataclasses import replace
 
-    from porter.gate.plan import check_seeds
+    from porter.gate.plan import plan_seeds
     from porter.pool.cluster import ClusterVerifier
 
     cluster = group = None
     if address == "local":
         from distributed import LocalCluster
 
-        from porter.pool.worker import WorkerGroup, local_gpus
+        from porter.pool.dask_workers import WorkerGroup, local_gpus
 
         cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None)
         address = cluster.scheduler_address
@@ -160,9 +160,9 @@ def clustered(address: str, paths, spec, options, toolchain, factory) -> tuple[R
     verifier = ClusterVerifier(address, toolchain=toolchain)
     try:
         workers = verifier.capacity
-        verifier.verify(jobs_for(paths[:workers], spec, replace(options, seeds=check_seeds())))  # warm
+        verifier.verify(jobs_for(paths[:workers], spec, replace(options, seeds=plan_seeds())))  # warm
         start = time.perf_counter()
-        verdicts = verifier.verify(jobs_for(paths, spec, replace(options, seeds=check_seeds())))  # a run's shared seeds
+        verdicts = verifier.verify(jobs_for(paths, spec, replace(options, seeds=plan_seeds())))  # a run's shared seeds
         wall = time.perf_counter() - start
     finally:
         verifier.close()

@@ -40,7 +40,7 @@ from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, ne
 from porter.agent.steering import Steering, Unsteered
 from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
-from porter.gate.plan import check_seeds
+from porter.gate.plan import plan_seeds
 from porter.gate.references import ReferenceCache
 from porter.gate.spec import Spec
 from porter.gate.verdict import Status, Verdict, judge
@@ -255,7 +255,7 @@ class PortSession:
         self.gpu_guard = gpu_guard or nullcontext
         self.spend = Spend()
         self.candidates: list[CandidateRecord] = []
-        self.seeds = check_seeds(request.check.seeds)  # the run's seeds, shared by its candidates
+        self.seeds = plan_seeds(request.check.seeds)  # the run's seeds, shared by its candidates
         self.references = ReferenceCache()
         self.texts: dict[int, str] = {}
         self.stopped = False  # the developer stopped the port without accepting it
@@ -326,9 +326,9 @@ class PortSession:
         passing = [k for k, v in enumerate(verdicts) if judge(v, require_native=require_native).passed]
         if not passing:
             return verdicts
-        fresh = check_seeds()
+        fresh = plan_seeds()
         while fresh == self.seeds:
-            fresh = check_seeds()
+            fresh = plan_seeds()
         # The confirming check is thorough: its large size set passes 2^31 bytes (see porter.gate.plan).
         again = self.verifier.verify([CheckJob(paths[k], self.request.spec, replace(options, seeds=fresh, thorough=True))
                                       for k in passing])

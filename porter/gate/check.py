@@ -3,7 +3,7 @@
 Order of work, each step feeding the Verdict:
 1. interface: the PTX entry exists and its params match the spec;
 2. assemble: ptxas for the candidate's target (diagnostics, resources, signature SASS);
-3. equivalence: every case in the plan (:func:`check_plan`) on this GPU, in the worker: each size
+3. equivalence: every case in the plan (:func:`plan_cases`) on this GPU, in the worker: each size
    set of the sweep x seed, plus every size set that is timed or profiled, plus the value cases
    (wider inputs); each case runs once per initial output state (NaN poison, random values);
 4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
@@ -44,8 +44,8 @@ from porter.gate.native import judge_native
 from porter.gate.options import CheckOptions, timed_sizes
 from porter.gate.plan import (
     Case,
-    check_plan,
-    check_seeds,
+    plan_cases,
+    plan_seeds,
     skipped_unannounced,
 )
 from porter.gate.references import ReferenceCache
@@ -269,7 +269,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     profiled = spec.default_sizes() if options.native else None
     golden_cases: tuple[GoldenCase, ...] = ()
     if golden is not None:
-        golden_cases = golden.plan(check_seeds(options.seeds)[0])
+        golden_cases = golden.plan(plan_seeds(options.seeds)[0])
         plan = [c.case() for c in golden_cases]
         seeds = tuple(dict.fromkeys(c.seed for c in golden.cases))
         warnings.append(REPLAYABLE)
@@ -281,8 +281,8 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                              "which this check times or profiles: what is timed must be verified; record with the "
                              "same --time-at, or check with --no-timing")
     else:
-        seeds = check_seeds(options.seeds)
-        plan = check_plan(spec, seeds, timed=timed, profiled=profiled, thorough=options.thorough)
+        seeds = plan_seeds(options.seeds)
+        plan = plan_cases(spec, seeds, timed=timed, profiled=profiled, thorough=options.thorough)
         if note := skipped_unannounced(spec, plan):
             warnings.append(note)
 
@@ -353,7 +353,7 @@ def _emulated(spec: Spec, module: PtxModule, options: CheckOptions, extras: dict
     it drew go into ``extras`` (the Verdict's seeds reproduce its inputs)."""
     if options.emulate is False:
         return []
-    extras["seeds"] = check_seeds(options.seeds)
+    extras["seeds"] = plan_seeds(options.seeds)
     return [emulation_gate(spec, module.text, extras["seeds"])]
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from porter.errors import EnvironmentProblem, InputError
 from porter.gate.inputs import fresh_seed, stream
-from porter.gate.plan import Case, check_plan, check_seeds, unannounced_sizes
+from porter.gate.plan import Case, plan_cases, plan_seeds, unannounced_sizes
 from porter.gate.spec import Spec, declared_spec
 
 MANIFEST = "manifest.json"
@@ -141,7 +141,7 @@ def check_golden(manifest: Manifest, spec: Spec, candidate: Path | None = None) 
                          "record the source kernel")
     seeds = tuple(dict.fromkeys(c.seed for c in manifest.cases))
     recorded = {c.case().key() for c in manifest.cases}
-    absent = [c for c in check_plan(spec, seeds, timed=[spec.default_sizes()]) if c.key() not in recorded]
+    absent = [c for c in plan_cases(spec, seeds, timed=[spec.default_sizes()]) if c.key() not in recorded]
     if absent:
         raise InputError(f"{folder}: does not cover the plan its spec implies ({len(absent)} cases absent, first "
                          f"{absent[0].why} at {absent[0].sizes}, seed {absent[0].seed}): record again")
@@ -161,7 +161,7 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), 
         raise InputError(f"{out}: exists and is not a folder")
     declared, launch = declared_spec(spec, source.read_text(encoding="utf-8", errors="replace"), source=str(source))
     out.mkdir(parents=True, exist_ok=True)
-    plan = check_plan(spec, check_seeds(seeds), timed=[spec.default_sizes()])
+    plan = plan_cases(spec, plan_seeds(seeds), timed=[spec.default_sizes()])
     reserve = [Case(sizes, seed, why="reserve") for seed in (fresh_seed() for _ in range(RESERVE))
                if (sizes := unannounced_sizes(spec, seed)) is not None]
     written: list[list[dict[str, Any]]] = [[], []]

@@ -19,7 +19,7 @@ class CheckOptions:
     against: Path | None = None  # source kernel: the reference (unless golden) and a speed baseline
     speed_baseline: Path | None = None  # source kernel timed beside the candidate, not used as reference
     golden: Path | None = None  # outputs recorded by `porter record`
-    seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see check_seeds)
+    seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see plan_seeds)
     timing: bool = True
     case_timeout_s: float = 60.0
     timing_budget_s: float = 1.0

@@ -43,7 +43,7 @@ class Case:
         return tuple(sorted(self.sizes.items())), self.seed, self.values
 
 
-def check_seeds(seeds: tuple[int, ...] = ()) -> tuple[int, ...]:
+def plan_seeds(seeds: tuple[int, ...] = ()) -> tuple[int, ...]:
     """``seeds`` when given, else a fresh pair no candidate can have been tuned to."""
     if seeds:
         return seeds
@@ -51,7 +51,7 @@ def check_seeds(seeds: tuple[int, ...] = ()) -> tuple[int, ...]:
     return tuple(first + k for k in range(SEEDS_PER_SIZE))
 
 
-def check_plan(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]] | None = None,
+def plan_cases(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]] | None = None,
                profiled: dict[str, int] | None = None, thorough: bool = False) -> list[Case]:
     """Every case a check runs: the sweep x seeds, each timed size set x seeds (timing rotates
     through those input sets: what is timed is what was verified), the profiled size set (first

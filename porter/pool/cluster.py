@@ -160,7 +160,7 @@ def resource_for(job: CheckJob, offered: dict[str, int]) -> str:
 
 
 def _check_remote() -> Any:
-    from porter.pool.worker import check_remote
+    from porter.pool.dask_workers import check_remote
 
     return check_remote
 
