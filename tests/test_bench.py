@@ -79,6 +79,27 @@ def test_rows_and_rates_count_only_what_ran() -> None:
     assert "- correct: 2/3 (67%)" in table and "1 not run" in table and "1 tasks ship no reference port" in table
 
 
+def test_a_row_says_when_its_equivalence_is_emulated() -> None:
+    """Without a GPU for the target, the emulator's answer fills the column, marked; it is never
+    counted as correct, and a wrong result in emulation fails the row."""
+    def emulated(status: str) -> Verdict:
+        gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"),
+                 Gate("emulation", status, "equivalent in emulation (6 cases, shapes M=1)"))
+        return Verdict(kernel="k.ptx", entry="k", arch="sm_100a", status="not run" if status == "passed" else status,
+                       reason="", gates=gates, signature_sass={"UTCHMMA": 4})
+
+    rows = [row_from_verdict("right", "m", emulated("passed"), require_native=True, port=True),
+            row_from_verdict("wrong", "m", emulated("failed"), require_native=True, port=True),
+            row_from_verdict("gpu", "m", _verdict("passed", "executed"), require_native=True)]
+    assert [(r.status, r.equivalent) for r in rows] == [("not run on target hardware", "yes (emulated)"),
+                                                         ("failed", "no (emulated)"), ("passed", "yes")]
+    s = summarise(rows)
+    assert (s.ran, s.not_run, s.correct) == (2, 1, 1)
+    table = render_markdown(rows, s)
+    assert "| right | m | not run on target hardware | yes | yes (emulated) | yes |" in table
+    assert "| wrong | m | failed | yes | no (emulated) | yes |" in table
+
+
 def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) -> None:
     tasks = [t for t in find_tasks(ROOT / "examples") if t.solution is not None]
     rows = run_bench(tasks, models=[None], solutions=True, toolchain=toolchain, runner=no_gpu)
@@ -86,6 +107,7 @@ def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) 
     assert len(rows) == 7
     for row in rows:
         assert row.status == "not run" and row.assembled and row.native_in_sass, row
+        assert row.equivalent == "yes (emulated)", row  # porter's PTX emulator ran each one, and says so
     assert summarise(rows).ran == 0
 
 

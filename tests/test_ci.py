@@ -125,12 +125,26 @@ def test_without_a_gpu_a_valid_change_is_not_run_with_its_static_results(repo: P
     gates = {g["name"]: g["status"] for g in kernel["verdict"]["gates"]}
     assert gates["interface"] == gates["assemble"] == "passed"
     assert gates["equivalence"] == "not run"
+    assert gates["emulation"] == "passed"  # the runner has no GPU: the cases ran in porter's PTX emulator
     assert "no usable GPU" in kernel["reason"]
     summary = (tmp_path / "summary.md").read_text()
-    assert f"| `{KERNEL}` | **not run** | passed (sm_80) |" in summary
+    assert f"| `{KERNEL}` | **not run** | passed (sm_80) | yes (emulated) | - |" in summary
     (case,) = ET.parse(junit).getroot().iter("testcase")
     assert "no usable GPU" in case.find("skipped").get("message")
     assert not any(p.startswith("::") for p in printed)  # annotations are off outside GitHub Actions
+
+
+def test_without_a_gpu_a_wrong_change_fails_in_emulation_and_says_so(repo: Path, toolchain) -> None:
+    fma = "fma.rn.f32 \t%f4, %f2, %f1, %f3;"
+    assert fma in kernel_text()
+    commit(repo, "x - y", {KERNEL: kernel_text().replace(fma, "sub.f32 \t%f4, %f2, %f3;")})
+    outcome, printed = ci(repo, toolchain, base="HEAD~1")
+    assert outcome.exit_code == 1
+    (kernel,) = outcome.kernels
+    assert kernel.status == "failed" and kernel.reason.startswith("emulation: at n=1")
+    assert f"| `{KERNEL}` | **failed** | passed (sm_80) | no (emulated) |" in render_markdown(outcome)
+    row = next(line for line in printed[0].splitlines() if line.startswith(KERNEL))
+    assert row.split()[1:6] == ["failed", "passed", "(sm_80)", "no", "(emulated)"], printed[0]
 
 
 def test_the_step_summary_is_appended_to(repo: Path, toolchain, tmp_path: Path) -> None:

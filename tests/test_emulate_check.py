@@ -16,6 +16,7 @@ import pytest
 from porter.emu import Diagnostic, EmuResult
 from porter.gate import emulated
 from porter.gate.check import CheckOptions, run_check
+from porter.gate.evidence import Equivalence, equivalence, outcome_words
 from porter.gate.spec import declared_spec, load_spec
 from porter.gate.verdict import Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
@@ -47,7 +48,12 @@ def test_vector_add_is_equivalent_in_emulation_and_still_not_run(toolchain) -> N
     gate = verdict.gate("emulation")
     assert gate is not None and gate.status == "passed", gate
     assert gate.summary == "equivalent in emulation (6 cases, shapes n=1; n=33; n=1000)"
+    # Each case is listed (the run record and PORT_REPORT.md show them), with its seed and error.
+    assert [d.split("]")[0] for d in gate.details] == [f"[n={n}; seed {s}" for n in (1, 33, 1000) for s in (7, 8)]
+    assert all("] equivalent (out: max abs err " in d and ", rel L2 " in d for d in gate.details)
     assert verdict.status == "not run" and judge(verdict).exit_code == 3  # never passed without the GPU
+    assert equivalence(verdict) == Equivalence("yes", True, gate.summary)
+    assert outcome_words(verdict.status, verdict) == "equivalent in emulation, not run"
     assert verdict.gate("equivalence").status == "not run"
     assert verdict.seeds == (7, 8)
     assert from_jsonable(Verdict, to_jsonable(verdict)) == verdict
@@ -66,6 +72,7 @@ def test_a_wrong_kernel_fails_in_emulation(wrong_vector_add: Path, toolchain) ->
     assert verdict.status == "failed" and judge(verdict).exit_code == 1
     assert verdict.reason.startswith("emulation: ")
     assert from_jsonable(Verdict, to_jsonable(verdict)) == verdict
+    assert equivalence(verdict).label == "no (emulated)" and outcome_words(verdict.status, verdict) == "failed"
 
 
 def test_an_unsupported_instruction_leaves_the_gate_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,6 +109,11 @@ def test_the_cli_prints_the_gate(wrong_vector_add: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED - emulation: at n=1" in r.stdout
     assert any(line.split()[:2] == ["emulation", "failed"] for line in r.stdout.splitlines()), r.stdout
+    right = subprocess.run([sys.executable, "-m", "porter", "check", str(VECTOR_ADD / "kernel.ptx"), "--no-gpu"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert right.returncode == 3, right.stdout + right.stderr
+    listed = right.stdout.split("emulated cases (porter's PTX emulator on this CPU; not hardware):\n")[1].splitlines()
+    assert [line.split(";")[0] for line in listed[:6]] == ["  [n=1"] * 2 + ["  [n=33"] * 2 + ["  [n=1000"] * 2
 
 
 def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vector_add: Path, toolchain) -> None:
@@ -117,3 +129,4 @@ def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vec
     asked = run_check(kernel, spec, CheckOptions(timing=False, emulate=True), toolchain=toolchain, runner=gpu.runner())
     assert asked.gate("equivalence").status == "passed" and asked.gate("emulation").status == "failed"
     assert asked.status == "failed" and judge(asked).exit_code == 1
+    assert equivalence(asked).label == "yes"  # the GPU ran it: its answer, not the emulator's, and no marker

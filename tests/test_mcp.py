@@ -124,7 +124,8 @@ def test_a_port_over_stdio_sends_progress_and_ends_in_the_port_outcome(tmp_path)
                 progress_callback=on_progress)
             result = ported.structured_content["result"]
             assert result["status"] == "not run on target hardware" and result["best"]["index"] == 3
-            assert ported.content[0].text.startswith("NOT RUN ON TARGET HARDWARE: candidate 3 assembles")
+            assert ported.content[0].text.startswith("EQUIVALENT IN EMULATION, NOT RUN ON TARGET HARDWARE: "
+                                                     "candidate 3 assembles")
             assert any("candidate 1: failed" in m for m in progress) and any(m.startswith("done:") for m in progress)
             listed = await client.call_tool("runs", {})
             assert [r["id"] for r in listed.structured_content["runs"]] == [result["run_id"]]

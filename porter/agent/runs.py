@@ -7,7 +7,8 @@ Layout of one run::
     candidates/NN.ptx           every candidate (00 is the mechanical retarget baseline)
     candidates/NN.json          its verdict, origin, round and the feedback sent back
     spend.json                  tokens, cost and time so far (rewritten after each call)
-    result.json                 status word, stop reason, best candidate (written last; on Ctrl-C too,
+    result.json                 status word, stop reason, best candidate and whether (and where: a GPU,
+                                or the emulator) it was shown equivalent (written last; on Ctrl-C too,
                                 saying ``interrupted``)
     inputs/, inputs.json, session.json   what ``porter port --resume`` needs (see porter.agent.resume)
 
@@ -171,6 +172,9 @@ class RunOutcome:
     best: int | None
     spend: dict[str, Any] = field(default_factory=dict)
     ended: str = "finished"
+    # The best candidate's answer to "equal to the reference?" (porter.gate.evidence): "yes", "no",
+    # "not run", or "yes (emulated)" where only porter's PTX emulator ran it; "" in older records.
+    equivalent: str = ""
 
 
 @dataclass(frozen=True)

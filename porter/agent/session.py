@@ -13,7 +13,10 @@ instructions, where the tensor-core model changes): ``passed``, ``passed without
 instructions``, ``not run on target hardware`` or ``failed``. The port's status is its best
 candidate's (highest rank, then fastest; no candidate is ``failed``). The session stops at the
 first candidate that is ``not run on target hardware``: more rounds could not be verified here, so
-they are not spent.
+they are not spent. Where porter's PTX emulator runs the candidate (by default where no GPU here
+can), that is the first candidate equivalent in emulation with the target's own instructions in
+its SASS: one wrong in emulation, or without those instructions where they are required, is
+failed and fed back like any other.
 
 Between rounds the session asks its steering (:mod:`porter.agent.steering`): a developer may add a
 hint for the model, edit the candidate (verified as the next one), accept the best or stop. The
@@ -40,6 +43,7 @@ from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, ne
 from porter.agent.steering import Steering, Unsteered
 from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
+from porter.gate.evidence import equivalence, outcome_words
 from porter.gate.plan import plan_seeds
 from porter.gate.references import ReferenceCache
 from porter.gate.spec import Spec
@@ -108,6 +112,13 @@ class PortResult:
     asked_target: str = ""  # --to as given, when the target chosen differs from it
     warnings: tuple[str, ...] = ()  # from the pre-flight
     stopped: bool = False  # the developer stopped it without accepting: no review branch; it can be resumed
+
+    @property
+    def outcome(self) -> str:
+        """The status as people read it: ``equivalent in emulation, not run on target hardware``
+        where the best candidate's evidence of equivalence is the emulator's
+        (:func:`porter.gate.evidence.outcome_words`), else the status word."""
+        return outcome_words(self.status, self.best.verdict if self.best else None)
 
 
 def repo_relative(path: Path, root: Path | None) -> str | None:
@@ -185,14 +196,26 @@ def _best(record: CandidateRecord) -> tuple[int, float]:
 
 def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
     """A candidate that assembles for an absent target (with its signature SASS, where native
-    instructions are required) is as far as this machine can take a port: more rounds could not
-    produce more evidence, so none is spent."""
-    if record.status == Status.NOT_RUN_ON_TARGET:
-        found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)
-        with_sass = f" with {found} in its SASS" if found and record.require_native else ""
-        return (f"candidate {record.index} assembles for {target}{with_sass}; it cannot run on this machine, "
-                f"so nothing more can be verified here")
-    return None
+    instructions are required) and is not wrong in emulation is as far as this machine can take a
+    port: more rounds could not produce more evidence, so none is spent. A candidate wrong in
+    emulation, or equivalent there but without the target's own instructions where they are
+    required, is failed (:func:`porter.gate.verdict.judge`): the model hears why and the port goes
+    on. One the emulator could not run (an instruction it lacks) ends the port too, and the reason
+    says so: the model is not asked to write around porter's emulator."""
+    if record.status != Status.NOT_RUN_ON_TARGET:
+        return None
+    found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)
+    with_sass = f" with {found} in its SASS" if found and record.require_native else ""
+    said = equivalence(record.verdict)
+    gate = record.verdict.gate("emulation")
+    if said.emulated and said.said == "yes":
+        evidence = f" and is {said.summary}"
+    elif gate is not None:
+        evidence = f" (emulation {gate.status}: {gate.summary})"
+    else:
+        evidence = ""
+    return (f"candidate {record.index} assembles for {target}{with_sass}{evidence}; it cannot run on this machine, "
+            f"so nothing more can be verified here")
 
 
 def _first_line(text: str, limit: int = 240) -> str:
@@ -421,7 +444,8 @@ class PortSession:
         )
         log.write_json("spend.json", result.spend)
         log.write_json("result.json", RunOutcome(result.status, stop, setup.target, best.index if best else None,
-                                                 result.spend, ended=ended))
+                                                 result.spend, ended=ended,
+                                                 equivalent=equivalence(best.verdict).label if best else ""))
         self.emit("interrupted" if ended == "interrupted" else "done", result=result)
         return result
 

@@ -6,6 +6,8 @@ runs the port (or, with ``--solutions``, checks the reference port) and reports 
 assemble, is it equivalent, are the target's own instructions in the SASS and did they execute, and
 how fast is it against the source, the library and the roofline. Suite rates are taken over the
 tasks that could run here: a task whose target is absent is ``not run``, never passed or failed.
+Where no GPU here runs a task's kernel, porter's PTX emulator may have: the row's ``equivalent``
+then says ``yes (emulated)`` (or ``no (emulated)``), and only a GPU's ``yes`` counts as correct.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from porter._toml import tomllib
 from porter.errors import InputError
+from porter.gate.evidence import equivalence
 from porter.gate.verdict import EXIT_CODES, Status, Verdict, exit_code_for, exit_code_for_all, judge
 from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
 
@@ -41,7 +44,7 @@ class BenchRow:
     model: str  # a model name, "solution" for a reference port, "none" for the retarget alone
     status: str  # passed | failed | not run | no solution
     assembled: bool | None
-    equivalent: str  # yes | no | not run
+    equivalent: str  # yes | no | not run, marked "(emulated)" where porter's PTX emulator said it
     native_in_sass: bool | None
     native_executed: str  # yes | no | not run | not required
     speedup_vs_source: float | None
@@ -124,8 +127,6 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     """One bench row, read off a Verdict (the one currency: nothing is re-derived). The status is
     the check's (``port=False``: a reference port) or the port's judgement (:func:`porter.gate.verdict.judge`)."""
     gates = {g.name: g.status for g in verdict.gates}
-    said = {"passed": "yes", "failed": "no"}
-    equivalent = said.get(gates.get("equivalence", "not run"), "not run")
     if not require_native:
         executed = "not required"
     elif verdict.native is None:
@@ -137,7 +138,7 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     return BenchRow(
         task=task, model=model, status=judge(verdict, require_native=require_native if port else None).status.value,
         assembled=gates.get("assemble") == "passed" if "assemble" in gates else None,
-        equivalent=equivalent, native_in_sass=any(verdict.signature_sass.values()) if verdict.signature_sass else None,
+        equivalent=equivalence(verdict).label, native_in_sass=any(verdict.signature_sass.values()) if verdict.signature_sass else None,
         native_executed=executed, speedup_vs_source=verdict.speedup_vs_source,
         speedup_vs_library=verdict.speedup_vs_library,
         roofline=candidate.roofline_fraction if candidate else None,

@@ -25,8 +25,10 @@ For the commits base..head:
    change the interface its base version (or, for a new kernel, the spec) declares fails as an
    interface change unless ``allow_interface_change`` (:mod:`porter.ci.interface`).
 5. Each head kernel goes through the gate (:func:`porter.gate.check.run_check`) against the spec's
-   reference. Without a GPU the static gates (interface, assemble) still run and are reported, and
-   the runtime gates are ``not run``.
+   reference. Without a GPU the static gates (interface, assemble) still run and are reported, the
+   runtime gates are ``not run``, and the equivalence cases run in porter's PTX emulator at small
+   shapes (the ``emulation`` gate): a wrong result there fails the kernel, a right one leaves it
+   ``not run`` with its cases column saying ``yes (emulated)`` (:mod:`porter.gate.evidence`).
 6. The base version, when there is one, is the gate's ``speed_baseline``: timed interleaved with
    the head kernel in the same run, never used as the reference (that would fail every pull request
    that fixes a wrong kernel). A slowdown (``1 / speedup - 1``) beyond ``max_slowdown`` fails the

@@ -17,6 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from porter.ci.change import CiKernel, CiOutcome, Finding, SpeedCheck
+from porter.gate.evidence import equivalence
 from porter.gate.verdict import size_label
 from porter.jsonable import to_jsonable
 from porter.report.tables import table
@@ -48,8 +49,13 @@ def _assemble(kernel: CiKernel) -> str:
 
 
 def _cases(kernel: CiKernel) -> str:
-    if kernel.verdict is None or not kernel.verdict.cases:
+    """The GPU's cases passed, of those run; on a runner without a GPU, what porter's PTX emulator
+    said (``yes (emulated)``), never a count that reads like hardware's."""
+    if kernel.verdict is None:
         return "-"
+    if not kernel.verdict.cases:
+        said = equivalence(kernel.verdict)
+        return said.label if said.emulated else "-"
     passed = sum(c.status == "passed" for c in kernel.verdict.cases)
     return f"{passed}/{len(kernel.verdict.cases)} passed"
 

@@ -66,7 +66,7 @@ class PlainProgress:
             self._say(f"your edit of candidate {data['after']} is candidate {data['index']}: checking it")
         elif kind == "done":
             result = data["result"]
-            self._say(f"done: {result.status} - {result.stop_reason}")
+            self._say(f"done: {result.outcome} - {result.stop_reason}")
         elif kind == "interrupted":
             result = data["result"]
             self._say(f"run {result.run_id} interrupted; its records are whole (best so far: {result.status}); "

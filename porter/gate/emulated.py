@@ -250,7 +250,8 @@ def _view(case: Case, name: str) -> np.ndarray:
 def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: float = BUDGET_S) -> Gate:
     """The ``emulation`` gate: the candidate over :func:`emulated_size_sets` x ``seeds`` in the
     emulator. Failed at the first wrong case; ``not run`` where the emulator lacks an instruction
-    (or the spec has no Python reference); cases past the time budget are left out and named."""
+    (or the spec has no Python reference); cases past the time budget are left out and named.
+    Passed, its details list every case that ran, one line each."""
     ref = spec.reference
     if ref is None or ref.callable is None:
         return Gate("emulation", "not run", "emulation compares with the spec's Python reference; this spec has none")
@@ -274,8 +275,17 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
                 where = f"{size_label(sizes)}; seed {seed}"
                 wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
                 return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
-                            (*wrong, *(f"[{size_label(c.sizes)}; seed {c.seed}] equivalent" for c in results)))
+                            (*wrong, *map(_equivalent_case, results)))
             results.append(judged)
     shapes = "; ".join(dict.fromkeys(_label(spec, c.sizes) for c in results))
-    details = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
-    return Gate("emulation", "passed", f"equivalent in emulation ({len(results)} cases, shapes {shapes})", details)
+    left_out = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
+    return Gate("emulation", "passed", f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
+                (*map(_equivalent_case, results), *left_out))
+
+
+def _equivalent_case(case: CaseResult) -> str:
+    """One emulated case that matched the reference, as the gate's details list it (and so the run
+    record and PORT_REPORT.md): its sizes, seed and, per output, the largest difference and the
+    relative L2 error (a large value may differ by much and still be within the spec's rtol)."""
+    errors = "; ".join(f"{o.name}: max abs err {o.max_abs_err:.3g}, rel L2 {o.rel_l2:.3g}" for o in case.outputs)
+    return f"[{size_label(case.sizes)}; seed {case.seed}] equivalent ({errors})"

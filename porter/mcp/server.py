@@ -301,7 +301,7 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
 
 def _port_summary(result: Any) -> str:
     best = f"best: candidate {result.best.index} ({result.best.path})" if result.best is not None else "no candidate"
-    return (f"{result.status.upper()}: {result.stop_reason}\n{best}\nrun {result.run_id}; "
+    return (f"{result.outcome.upper()}: {result.stop_reason}\n{best}\nrun {result.run_id}; "
             f"spent {result.spend['rounds']} rounds, "
             f"{result.spend['prompt_tokens'] + result.spend['completion_tokens']} tokens, "
             f"${result.spend['usd']:.4f}")

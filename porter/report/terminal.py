@@ -144,6 +144,10 @@ def render_verdict(v: Verdict) -> str:
             out.append("")
             out.append(f"{g.name}:")
             out.extend(f"  {d}" for d in g.details)
+    emulation = v.gate("emulation")
+    if emulation is not None and emulation.status == "passed":
+        out += ["", "emulated cases (porter's PTX emulator on this CPU; not hardware):"]
+        out.extend(f"  {d}" for d in emulation.details)
     if v.cases:
         out.append("")
         rows = []
@@ -198,7 +202,7 @@ def render_verdict(v: Verdict) -> str:
 
 def render_port(result: PortResult) -> str:
     """The end of `porter port`: what was achieved, what was not, and where the evidence is."""
-    out = [f"porter port: {result.status.upper()} - {result.stop_reason}"]
+    out = [f"porter port: {result.outcome.upper()} - {result.stop_reason}"]
     if result.asked_target:
         out.append(f"target: {result.target}, NOT {result.asked_target} as asked: {result.target_reason}")
     else:
@@ -269,7 +273,7 @@ def render_review(review: ReviewOutcome | None, result: PortResult, *, branch: b
     if review is None and result.stopped:
         return f"review branch: none, the port was stopped (`porter port --resume {result.run_id}` goes on)"
     if review is None:
-        return (f"review branch: none, the port is {result.status}; --branch-on-failure makes one whose title "
+        return (f"review branch: none, the port is {result.outcome}; --branch-on-failure makes one whose title "
                 "says NOT VERIFIED")
     lines = []
     if review.branch:

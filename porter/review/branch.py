@@ -163,7 +163,7 @@ def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, re
     if result.status == "passed":
         title = f"porter: port {name} to {result.target} (passed)"
     else:
-        title = f"porter: NOT VERIFIED port of {name} to {result.target} ({result.status})"
+        title = f"porter: NOT VERIFIED port of {name} to {result.target} ({result.outcome})"
     paragraphs = [
         f"Candidate {best.index} ({best.origin}, round {best.round}) ported from {result.source_arch}, "
         f"written to {ported}. Stopped: {result.stop_reason}",

@@ -14,7 +14,9 @@ from pathlib import PurePath
 
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
+from porter.gate.evidence import EMULATED, equivalence
 from porter.gate.verdict import Verdict, size_label
+from porter.ptx.arch import get_profile
 from porter.report.tables import timing_table
 
 HEADLINE = {
@@ -115,6 +117,29 @@ def _sweep_section(v: Verdict) -> list[str]:
     return out
 
 
+def _emulation_section(v: Verdict, target: str) -> list[str]:
+    """The cases porter's PTX emulator ran, one per line, and, where they are the only evidence of
+    equivalence, a plain sentence that nothing ran on the target's hardware."""
+    gate = v.gate("emulation")
+    if gate is None:
+        return []
+    out = ["", "### Emulated cases", ""]
+    hardware = f"{target} ({get_profile(target).generation}) hardware"
+    said = equivalence(v)
+    if said.emulated:
+        out += [f"The equivalence evidence is **{EMULATED}**: porter's PTX emulator ran the candidate on the CPU, "
+                f"at small shapes, and compared its outputs with the spec's reference. Nothing ran on {hardware}.", ""]
+    elif said.said == "not run":
+        out += [f"Nothing ran on {hardware}, and porter's PTX emulator gave no evidence either:", ""]
+    else:
+        out += ["Beside the GPU's cases, porter's PTX emulator ran the candidate on the CPU:", ""]
+    if gate.status == "passed":
+        out.extend(f"- {line}" for line in gate.details)
+    else:
+        out.append(f"- emulation {gate.status}: {gate.summary} (its details are under Gates)")
+    return out
+
+
 def _evidence_section(v: Verdict) -> list[str]:
     out = ["", "### Instruction evidence", ""]
     if v.signature_sass:
@@ -203,7 +228,8 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
     :func:`reproduce_command`); ``toolchain`` and ``gpu`` describe the machine that measured it."""
     best = result.best
     name = best.verdict.entry if best is not None else kernel_rel
-    out = [f"# Port of `{name}` to {result.target}: {HEADLINE.get(result.status, result.status)}", ""]
+    headline = result.outcome if result.outcome != result.status else HEADLINE.get(result.status, result.status)
+    out = [f"# Port of `{name}` to {result.target}: {headline}", ""]
     out.append(f"- **source:** `{kernel_rel}` ({result.source_arch})")
     if best is not None:
         out.append(f"- **port:** `{ported_rel}`: candidate {best.index} ({best.origin}, round {best.round})")
@@ -226,7 +252,8 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
         out.extend(f"- {line}" for line in shown or ["nothing"])
         out += ["", "## What was not shown", ""]
         out.extend(f"- {line}" for line in not_shown or ["nothing left unmeasured"])
-        out += _gate_section(v) + _sweep_section(v) + _evidence_section(v) + _speed_section(v)
+        out += (_gate_section(v) + _sweep_section(v) + _emulation_section(v, result.target) + _evidence_section(v)
+                + _speed_section(v))
         baseline = result.candidates[0] if result.candidates else None
         out += _resources_section(baseline, best)
         if v.warnings:
