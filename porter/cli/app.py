@@ -375,7 +375,7 @@ def runs(
 ) -> None:
     """List recorded port runs."""
     from porter.agent.runs import list_runs
-    from porter.report.tables import table
+    from porter.gate.tables import table
 
     root = _runs_root(root)
     found = list_runs(root / ".porter" / "runs")
@@ -399,7 +399,7 @@ def replay(
     """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded.
     Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
-    from porter.report.tables import table
+    from porter.gate.tables import table
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu)
     if as_json:

@@ -14,8 +14,8 @@ from pathlib import PurePath
 
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
+from porter.gate.tables import timing_table
 from porter.gate.verdict import Verdict, size_label
-from porter.report.tables import timing_table
 
 HEADLINE = {
     "passed": "passed",
