@@ -11,11 +11,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from porter.errors import InputError, PorterError, file_problem
+
+if TYPE_CHECKING:
+    from porter.services import Seams
 
 app = typer.Typer(
     name="porter",
@@ -57,6 +60,13 @@ def _main(
         from porter.ptx.toolchain import toolchain_home
 
         os.environ["PORTER_CUDA_HOME"] = str(toolchain_home(toolchain))
+
+
+def _seams(ctx: typer.Context) -> Seams:
+    """What the command runs on: porter's own, or the doubles a test's driver gave :func:`main`."""
+    from porter.services import REAL
+
+    return ctx.obj or REAL
 
 
 def _emit_json(data: object) -> None:
@@ -148,6 +158,7 @@ SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default:
 
 @app.command()
 def check(
+    ctx: typer.Context,
     candidate: Annotated[Path, typer.Argument(help="Candidate PTX file.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     arch: Annotated[str | None, typer.Option(help="Assemble for this target (default: the PTX's .target).")] = None,
@@ -197,7 +208,7 @@ def check(
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
                            time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry,
                            emulate=emulate)
-    verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster)
+    verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster, seams=_seams(ctx))
     if as_json:
         _emit_json(verdict)
     else:
@@ -207,6 +218,7 @@ def check(
 
 @app.command()
 def record(
+    ctx: typer.Context,
     source: Annotated[Path, typer.Argument(help="Source PTX whose outputs become the golden reference.")],
     out: Annotated[Path, typer.Option(help="Folder to write the golden outputs to.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
@@ -218,12 +230,13 @@ def record(
     from porter import services
 
     loaded = services.find_spec(source, spec)
-    manifest = services.record(source, loaded, out, seeds=_seeds(seeds, seed), force=force)
+    manifest = services.record(source, loaded, out, seeds=_seeds(seeds, seed), force=force, seams=_seams(ctx))
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
 
 
 @app.command()
 def profile(
+    ctx: typer.Context,
     kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     from_csv: Annotated[
@@ -235,7 +248,7 @@ def profile(
     from porter import services
 
     loaded = services.find_spec(kernel, spec)
-    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write)
+    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write, seams=_seams(ctx))
     for key, value in profiled.facts.items():
         typer.echo(f"{key:>26}: {value}")
     if write:
@@ -244,6 +257,7 @@ def profile(
 
 @app.command()
 def port(
+    ctx: typer.Context,
     kernel: Annotated[Path | None, typer.Argument(help="The hot loop's PTX (none with --resume).")] = None,
     to: Annotated[str | None, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")] = None,
     from_arch: Annotated[str | None, typer.Option("--from", help="Source architecture (default: the PTX's .target).")] = None,
@@ -316,14 +330,14 @@ def port(
             raise InputError(f"--resume goes on with the run's own kernel, spec, target, model, agent and entry: drop "
                              f"{', '.join(given)}")
         ported = services.resume(resume, _runs_root(None), budget=budget, api_base=api_base, gpu=gpu,
-                                 on_event=progress, steering=steering, cluster=cluster, **branching)
+                                 on_event=progress, steering=steering, cluster=cluster, seams=_seams(ctx), **branching)
     else:
         if kernel is None or to is None:
             raise InputError("porter port needs KERNEL and --to (or --resume RUN)")
         ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base,
                                agent=agent, budget=budget, optimize=optimize, require_native=require_native, gpu=gpu,
                                on_event=progress, steering=steering, candidates=candidates, cluster=cluster,
-                               entry=entry, **branching)
+                               entry=entry, seams=_seams(ctx), **branching)
     if as_json:
         _emit_json({"result": ported.result, "review": ported.review})
     else:
@@ -391,6 +405,7 @@ def runs(
 
 @app.command()
 def replay(
+    ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run id (or unique prefix, or its folder).")],
     root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
@@ -401,7 +416,7 @@ def replay(
     from porter import services
     from porter.gate.tables import table
 
-    replayed = services.replay(run, _runs_root(root), gpu=gpu)
+    replayed = services.replay(run, _runs_root(root), gpu=gpu, seams=_seams(ctx))
     if as_json:
         _emit_json(replayed.as_data())
     else:
@@ -502,6 +517,7 @@ def ci(
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     suite: Annotated[Path, typer.Argument(help="A folder of tasks (each a folder with task.toml).")] = Path("examples"),
     model: Annotated[list[str] | None, typer.Option("--model", help="Model to port with (repeatable); none: retarget only.")] = None,
     solutions: Annotated[bool, typer.Option(help="Check the tasks' shipped reference ports instead of porting.")] = False,
@@ -518,7 +534,7 @@ def bench(
     from porter.bench.suite import exit_code, render_markdown
 
     benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu, cluster=cluster,
-                             on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
+                             seams=_seams(ctx), on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
     if as_json:
         _emit_json({"rows": benched.rows, "summary": benched.summary, "gpu": benched.gpu})
     else:
@@ -596,11 +612,12 @@ def spec_scaffold(
                f"kernel against that reference, and `porter port {kernel}{spec_option} --to ARCH` ports it")
 
 
-def main() -> None:
-    """Console entry point: run the app, turning porter's errors into one line and an exit code."""
+def main(seams: Seams | None = None) -> None:
+    """Console entry point: run the app, turning porter's errors into one line and an exit code.
+    ``seams``: what the commands run on, porter's own unless a test passes doubles."""
     try:
         try:
-            code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+            code = app(standalone_mode=False, obj=seams)  # returns the exit code of a typer.Exit in this mode
         except OSError as err:  # a path porter cannot read or write: one line naming it
             problem = file_problem(err)
             if problem is None:
