@@ -1,7 +1,7 @@
 """The ``porter`` command line. Thin: parse options, call the core, render, map errors to exit codes.
 
-Exit codes: 0 passed / ok, 1 the kernel failed the gate, 2 bad input or usage, 3 environment
-(no toolchain, no GPU) or an internal error. Heavy modules are imported inside each command so
+Exit codes (:class:`porter.errors.ExitCode`): 0 passed / ok, 1 the kernel failed the gate, 2 bad
+input or usage, 3 environment (no toolchain, no GPU), 70 an internal error, 130 interrupted. Heavy modules are imported inside each command so
 that ``porter --help`` stays fast.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from porter.errors import InputError, PorterError, file_problem
+from porter.errors import ExitCode, InputError, PorterError, file_problem
 
 if TYPE_CHECKING:
     from porter.services import Seams
@@ -41,7 +41,7 @@ def _version(value: bool) -> None:
         except PackageNotFoundError:  # run from a checkout without installing
             installed = __version__
         typer.echo(f"porter {installed}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitCode.OK)
 
 
 @app.callback()
@@ -97,7 +97,7 @@ def inspect(
         _emit_json(report)
     else:
         typer.echo(render_inspect(report))
-    raise typer.Exit(1 if report.rejected_everywhere else 0)
+    raise typer.Exit(ExitCode.FAILED if report.rejected_everywhere else ExitCode.OK)
 
 
 @app.command()
@@ -114,7 +114,7 @@ def doctor(
     else:
         typer.echo(render_doctor(report))
     if not report.ok:
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.ENVIRONMENT)
 
 
 def _size_overrides(text: str, spec: Any) -> dict[str, int]:
@@ -630,19 +630,18 @@ def main(seams: Seams | None = None) -> None:
         sys.exit(ex.exit_code)
     except typer.Abort:
         typer.echo("porter: aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         typer.echo("porter: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except Exception as err:  # a usage error from click (vendored by newer typer), or a bug in porter
         if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
             err.show()
             sys.exit(err.exit_code)
         if os.environ.get("PORTER_DEBUG"):
             raise
-        typer.echo(
-            f"porter: internal error: {type(err).__name__}: {err} (set PORTER_DEBUG=1 for the traceback)",
-            err=True,
-        )
-        sys.exit(3)
-    sys.exit(code if isinstance(code, int) else 0)
+        said = " ".join(str(err).split())  # one line, whatever the exception's message holds
+        typer.echo(f"porter: internal error: {type(err).__name__}: {said} (set PORTER_DEBUG=1 for the traceback)",
+                   err=True)
+        sys.exit(ExitCode.INTERNAL)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)
