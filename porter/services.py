@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Seams:
     """What a command runs on that a test can replace: the GPU worker of a device (each of the local
-    pool's, and the one of ``record`` and ``profile``) and the class that plays a ``replay:``
+    pool's and of ``porter worker``, and the one of ``record`` and ``profile``) and the class that plays a ``replay:``
     script. None is porter's own. Passed in rather than patched into module globals, so that a test
     driving the real command line (``tests/porter_with_doubles.py``) changes nothing it does not pass."""
 
@@ -111,15 +111,12 @@ def repo_root(path: Path) -> Path:
 def _kernel_on_this_gpu(kernel: Path, runner: GpuRunner, command: str) -> tuple[DeviceInfo, bytes]:
     """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
     from porter.gate.check import runnable_cubin
-    from porter.gate.runner import WorkerFault
+    from porter.gate.runner.client import started
     from porter.ptx import read_ptx
 
     module = read_ptx(kernel)
     toolchain = assembler()
-    try:
-        device = runner.start()
-    except WorkerFault as fault:
-        raise EnvironmentProblem(f"porter {command} needs a GPU: {fault}") from fault
+    device = started(runner, command)
     cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
     if cubin is None:
         raise EnvironmentProblem(f"{kernel}: {note}")
@@ -443,7 +440,8 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
     return Benched(rows, summarise(rows), name)
 
 
-def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
+def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print,
+               seams: Seams = REAL) -> None:
     """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
     from porter.install import install_hint
     from porter.pool.address import scheduler_address
@@ -453,7 +451,7 @@ def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str],
         from porter.pool.worker import WorkerGroup, local_gpus
     except ImportError:
         raise EnvironmentProblem(f"porter worker needs dask.distributed: {install_hint('dask')}") from None
-    gpus = local_gpus()
+    gpus = local_gpus(seams.runner_factory) if seams.runner_factory is not None else local_gpus()
     group = WorkerGroup(scheduler, gpus, name=name)
     echo(f"porter worker: joining {scheduler} with {group.describe()}")
     try:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from porter.errors import ExitCode
-from porter.gate.runner.client import GpuRunner
+from porter.gate.runner.client import GpuRunner, Unavailable
+from porter.gate.runner.fake import FakeGpu
 from porter.services import Seams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,3 +252,13 @@ def test_a_bug_in_porter_exits_70_in_one_line_saying_how_to_see_the_traceback(
     assert capsys.readouterr().err == ("porter: internal error: RuntimeError: a bug in porter, said over two lines "
                                        "(set PORTER_DEBUG=1 for the traceback)\n")
 
+
+def test_a_gpu_worker_that_cannot_start_is_one_line_exit_3(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """#31: a worker that failed to start (here `porter worker`'s second GPU) ended as an internal error."""
+    pytest.importorskip("distributed")
+    first = FakeGpu(device_count=2)
+    seams = Seams(runner_factory=lambda device: first.runner() if device == 0 else Unavailable("CUDA error: no device"))
+    code = _main(monkeypatch, seams, "worker", "--scheduler", "tcp://127.0.0.1:8786")
+    assert code == ExitCode.ENVIRONMENT == 3
+    assert capsys.readouterr().err == "porter: error: porter worker needs GPU 1: CUDA error: no device\n"

@@ -545,6 +545,7 @@ def bench(
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     scheduler: Annotated[str, typer.Option(metavar="ADDRESS", help="The dask scheduler to join (tcp://HOST:8786).")],
     name: Annotated[str | None, typer.Option(help="Name prefix of the workers (default: the host name).")] = None,
 ) -> None:
@@ -553,7 +554,7 @@ def worker(
     README's security notes."""
     from porter import services
 
-    services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True))
+    services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True), seams=_seams(ctx))
 
 
 @app.command("mcp")
