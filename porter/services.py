@@ -3,7 +3,8 @@ library functions under the interfaces (the CLI, an MCP server, a notebook).
 
 Each service owns what a command needs for its whole run: where candidates are verified (one
 :func:`porter.pool.open_verifier` context per command: the local pool over every GPU, a cluster, or
-:func:`gpu_runner`'s one worker; closed whatever happens), the toolchain, the spec search and
+:func:`gpu_runner`'s one worker; closed whatever happens; on the :class:`Seams` given, porter's own
+unless a test passes doubles), the toolchain, the spec search and
 the model's resolution and pre-flight (:func:`porter.agent.llm.open_model`). The interfaces only parse
 arguments, call one of these and render what it returns; exit codes come from
 :func:`porter.gate.verdict.judge`.
@@ -18,6 +19,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,17 +27,18 @@ from porter.errors import EnvironmentProblem, InputError
 from porter.gate.verdict import size_label
 
 if TYPE_CHECKING:
-    from porter.agent.llm import Budget
+    from porter.agent.llm import Budget, ReplayModel
     from porter.agent.runs import RunConfig
     from porter.agent.session import PortResult
     from porter.agent.steering import Steering
     from porter.bench.suite import BenchRow, BenchSummary
     from porter.ci.bot import CiOutcome
     from porter.gate.check import CheckOptions
-    from porter.gate.runner import GpuRunner, Runner
+    from porter.gate.runner import GpuRunner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
     from porter.gate.verdict import Status, Verdict
+    from porter.pool.local import RunnerFactory
     from porter.ptx.toolchain import Toolchain
     from porter.review.branch import ReviewOutcome
 
@@ -43,12 +46,28 @@ if TYPE_CHECKING:
 # -- what every command shares ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What a command runs on that a test can replace: the GPU worker of a device (each of the local
+    pool's and of ``porter worker``, and the one of ``record`` and ``profile``) and the class that plays a ``replay:``
+    script. None is porter's own. Passed in rather than patched into module globals, so that a test
+    driving the real command line (``tests/porter_with_doubles.py``) changes nothing it does not pass."""
+
+    runner_factory: RunnerFactory | None = None
+    replay_model: type[ReplayModel] | None = None
+
+
+REAL = Seams()
+
+
 @contextmanager
-def gpu_runner(gpu: bool = True) -> Iterator[Runner | None]:
-    """The GPU worker for one command (None with ``gpu=False``: static checks only), closed on exit."""
+def gpu_runner(gpu: bool = True, seams: Seams = REAL) -> Iterator[GpuRunner | None]:
+    """The GPU worker for one command, on the first GPU (None with ``gpu=False``: static checks
+    only), closed on exit."""
     from porter.gate.runner.client import Runner, opened
 
-    with opened(Runner if gpu else None) as runner:
+    factory = partial(seams.runner_factory, 0) if seams.runner_factory is not None else Runner
+    with opened(factory if gpu else None) as runner:
         yield runner
 
 
@@ -89,18 +108,15 @@ def repo_root(path: Path) -> Path:
     return repo_root_of(path) or Path.cwd()
 
 
-def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[DeviceInfo, bytes]:
+def _kernel_on_this_gpu(kernel: Path, runner: GpuRunner, command: str) -> tuple[DeviceInfo, bytes]:
     """This GPU (from the runner) and a cubin of ``kernel`` it can load, or a one-line error (exit 3)."""
     from porter.gate.check import runnable_cubin
-    from porter.gate.runner import WorkerFault
+    from porter.gate.runner.client import started
     from porter.ptx import read_ptx
 
     module = read_ptx(kernel)
     toolchain = assembler()
-    try:
-        device = runner.start()
-    except WorkerFault as fault:
-        raise EnvironmentProblem(f"porter {command} needs a GPU: {fault}") from fault
+    device = started(runner, command)
     cubin, note = runnable_cubin(module, None, device, toolchain, kernel.name)
     if cubin is None:
         raise EnvironmentProblem(f"{kernel}: {note}")
@@ -111,7 +127,7 @@ def _kernel_on_this_gpu(kernel: Path, runner: Runner, command: str) -> tuple[Dev
 
 
 def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = True, cluster: str | None = None,
-          runner: GpuRunner | None = None) -> Verdict:
+          runner: GpuRunner | None = None, seams: Seams = REAL) -> Verdict:
     """``porter check``: the gate on one candidate, here (in ``runner``, a long-lived server's, when
     one is given) or on a worker of the cluster at ``cluster``."""
     from porter.gate.check import check_inputs
@@ -119,15 +135,17 @@ def check(candidate: Path, spec: Spec, options: CheckOptions, *, gpu: bool = Tru
 
     check_inputs(spec, options)  # a wrong --against or reference is exit 2 here too, not `not run`
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner,
+                       runner_factory=seams.runner_factory) as verifier:
         return verifier.verify([CheckJob(candidate, spec, options)])[0]
 
 
-def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False) -> dict[str, Any]:
+def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), force: bool = False,
+           seams: Seams = REAL) -> dict[str, Any]:
     """``porter record``: the source kernel's outputs for the whole sweep, as a golden folder; its manifest."""
     from porter.gate.golden import record as record_golden
 
-    with gpu_runner() as runner:
+    with gpu_runner(seams=seams) as runner:
         assert runner is not None
         device, cubin = _kernel_on_this_gpu(source, runner, "record")
         return record_golden(source, spec, out, seeds=seeds, runner=runner, cubin=cubin, device=device.describe(),
@@ -140,7 +158,8 @@ class Profiled:
     roofline: str  # which roofline the peaks are ("H200 SXM", ...)
 
 
-def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bool = True) -> Profiled:
+def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bool = True,
+            seams: Seams = REAL) -> Profiled:
     """``porter profile``: the hot loop under Nsight Compute (or an ncu export), written into the
     spec's ``[profile]`` unless ``write=False``."""
     from porter.gate.hotspots import import_details, profile_kernel, stamp, summarise, write_profile
@@ -154,7 +173,7 @@ def profile(kernel: Path, spec: Spec, *, from_csv: Path | None = None, write: bo
         gpu, tool = "imported", f"ncu export {from_csv.name}"
         arch = read_ptx(kernel).arch
     else:
-        with gpu_runner() as runner:
+        with gpu_runner(seams=seams) as runner:
             assert runner is not None
             device, cubin = _kernel_on_this_gpu(kernel, runner, "profile")
         run = profile_kernel(LaunchJob(cubin, spec.entry, spec.path, sizes))
@@ -186,14 +205,14 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
          gpu: bool = True, on_event: Callable[..., None] | None = None,
          env: Mapping[str, str] | None = None, candidates: int = 1, cluster: str | None = None,
          steering: Steering | None = None, runner: GpuRunner | None = None, entry: str | None = None,
-         gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
+         gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None, seams: Seams = REAL) -> Ported:
     """``porter port``: checks first (the spec, the architectures, the model's key and server, that a
     branch asked for can be made), then the session, then the review branch of a port that passed.
     ``steering`` is asked between rounds (``--interactive``); ``runner`` and ``gpu_guard`` are a
     server's shared GPU worker and the lock held around each candidate's check. ``model_fixed``:
     ``model`` and ``api_base`` are the whole choice (a server's, made when it started; None is no
     model): no config file is read for it."""
-    from porter.agent.llm import Budget, open_model
+    from porter.agent.llm import Budget, ReplayModel, open_model
     from porter.agent.session import run_port
     from porter.pool import open_verifier
     from porter.review.branch import branch_problem
@@ -208,7 +227,8 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     # The model is resolved and its credentials checked before any work (and before the session's
     # heavier imports): a missing key is one line, exit 3, in about a second.
     client = open_model(model, api_base=api_base, env=os.environ if env is None else env,
-                        config_path=None if model_fixed else root / ".porter" / "config.toml")
+                        config_path=None if model_fixed else root / ".porter" / "config.toml",
+                        replay_model=seams.replay_model or ReplayModel)
     # A branch that cannot be made is said now, not after every round has been spent.
     asked_for_branch = branch is True or branch_on_failure or push is not None or in_place
     no_branch = branch_problem(kernel) if branch is not False else ""
@@ -219,7 +239,8 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     if candidates < 1:
         raise InputError(f"--candidates: at least 1 (got {candidates})")
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner,
+                       runner_factory=seams.runner_factory) as verifier:
         result = run_port(kernel, loaded, to_arch, toolchain=toolchain, verifier=verifier, model=client,
                           from_arch=from_arch, agent=agent, budget=budget or Budget(), optimize=optimize,
                           require_native=require_native, repo_root=root, on_event=on_event, candidates=candidates,
@@ -265,10 +286,11 @@ def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str 
            push: str | None = None, out: Path | None = None, gpu: bool = True,
            on_event: Callable[..., None] | None = None, env: Mapping[str, str] | None = None,
            steering: Steering | None = None, runner: GpuRunner | None = None, cluster: str | None = None,
-           gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None) -> Ported:
+           gpu_guard: Callable[[], AbstractContextManager[Any]] | None = None, seams: Seams = REAL) -> Ported:
     """``porter port --resume RUN``: go on with a recorded run from its last step, with the kernel,
     spec, model and conversation it recorded, and ``budget`` on top of what it spent. The review
     branch goes where the kernel is in this clone of the repository."""
+    from porter.agent.llm import ReplayModel
     from porter.agent.resume import reopen_model, resume_point
     from porter.agent.runs import find_run
     from porter.agent.session import resume_port
@@ -277,7 +299,8 @@ def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str 
 
     point = resume_point(find_run(root / ".porter" / "runs", run))
     config = point.config
-    client = reopen_model(point, api_base=api_base, env=os.environ if env is None else env)
+    client = reopen_model(point, api_base=api_base, env=os.environ if env is None else env,
+                          replay_model=seams.replay_model or ReplayModel)
     here = [root / rel for rel in (config.kernel_in_repo,) if rel] + [Path(config.kernel)]
     kernel = next((p for p in here if p.is_file()), None)
     no_branch = branch_problem(kernel) if kernel is not None and branch is not False else ""
@@ -286,7 +309,8 @@ def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str 
     in_repo = root / config.spec_in_repo if config.spec_in_repo else None
     spec_path = in_repo if in_repo is not None and in_repo.is_file() else point.run_dir / point.inputs.spec
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner=runner,
+                       runner_factory=seams.runner_factory) as verifier:
         result = resume_port(point, toolchain=toolchain, verifier=verifier, model=client, budget=budget,
                              repo_root=root, on_event=on_event, steering=steering, gpu_guard=gpu_guard)
     review = _review(result, kernel, spec_path, toolchain, no_branch=no_branch, branch=branch,
@@ -363,7 +387,8 @@ def recorded_spec(config: RunConfig, root: Path) -> Path:
     return in_repo if in_repo is not None and in_repo.is_file() else Path(config.spec)
 
 
-def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None) -> Replayed:
+def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None = None,
+           seams: Seams = REAL) -> Replayed:
     """``porter replay``: re-verify every candidate of a recorded run on this machine."""
     from porter.agent.runs import candidates, find_run, read_config
     from porter.gate.check import CheckOptions
@@ -375,7 +400,7 @@ def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None =
     loaded = load_spec(recorded_spec(config, root))
     options = CheckOptions(arch=config.target, native=config.require_native)
     recorded = list(candidates(folder))
-    with open_verifier(assembler(), gpu=gpu, runner=runner) as verifier:
+    with open_verifier(assembler(), gpu=gpu, runner=runner, runner_factory=seams.runner_factory) as verifier:
         verdicts = verifier.verify([CheckJob(folder / "candidates" / f"{index:02d}.ptx", loaded, options)
                                     for index, _text, _record in recorded])
     rows = [ReplayRow(index, record.origin if record is not None else "?",
@@ -396,7 +421,7 @@ class Benched:
 
 def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: bool = False,
           api_base: str | None = None, gpu: bool = True, on_row: Callable[[BenchRow], None] | None = None,
-          env: Mapping[str, str] | None = None, cluster: str | None = None) -> Benched:
+          env: Mapping[str, str] | None = None, cluster: str | None = None, seams: Seams = REAL) -> Benched:
     """``porter bench``: every task of a suite ported by every model (or its reference port checked),
     the tasks spread over every local GPU (or the cluster's workers)."""
     from porter.agent.llm import check_model
@@ -408,14 +433,15 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
         for name in models:
             check_model(name, api_base=api_base, env=os.environ if env is None else env)  # a missing key: one line
     toolchain = assembler()
-    with open_verifier(toolchain, gpu=gpu, cluster=cluster) as verifier:
+    with open_verifier(toolchain, gpu=gpu, cluster=cluster, runner_factory=seams.runner_factory) as verifier:
         rows = run_bench(tasks, models=list(models) or [None], solutions=solutions, toolchain=toolchain,
                          verifier=verifier, api_base=api_base, on_row=on_row)
         name = verifier.describe()
     return Benched(rows, summarise(rows), name)
 
 
-def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print) -> None:
+def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str], None] = print,
+               seams: Seams = REAL) -> None:
     """``porter worker``: this machine's GPUs as dask workers of ``scheduler``, until interrupted."""
     from porter.install import install_hint
     from porter.pool.address import scheduler_address
@@ -425,7 +451,7 @@ def serve_gpus(scheduler: str, *, name: str | None = None, echo: Callable[[str],
         from porter.pool.dask_workers import WorkerGroup, local_gpus
     except ImportError:
         raise EnvironmentProblem(f"porter worker needs dask.distributed: {install_hint('dask')}") from None
-    gpus = local_gpus()
+    gpus = local_gpus(seams.runner_factory) if seams.runner_factory is not None else local_gpus()
     group = WorkerGroup(scheduler, gpus, name=name)
     echo(f"porter worker: joining {scheduler} with {group.describe()}")
     try:

@@ -1,8 +1,10 @@
 """``porter`` as a user runs it, on a GPU double: for tests that drive the real command line in a
 subprocess (a pseudo-terminal, a real SIGINT) and need a port that can pass on a CPU.
 
-The GPU worker is :class:`port_doubles.OnlyGoodCubins` (vector_add's fixed kernel is the one right
-kernel). Environment:
+It builds the doubles and hands them to the command line as its :class:`porter.services.Seams`;
+nothing of porter is patched. The GPU workers are :class:`port_doubles.OnlyGoodCubins`
+(vector_add's fixed kernel is the one right kernel), and ``replay:`` scripts are played by
+:class:`WatchedReplay`. Environment:
 
 - ``PORTER_TEST_PROMPTS=FILE``: every prompt the scripted model is sent is appended to FILE as a
   JSON line, as it is sent;
@@ -16,42 +18,37 @@ import json
 import os
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
+
+from porter.agent.llm import ReplayModel, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def main() -> None:
-    from port_doubles import OnlyGoodCubins, good_cubins
+class WatchedReplay(ReplayModel):
+    """A scripted model that writes each prompt to ``PORTER_TEST_PROMPTS`` as it is sent, and is
+    slow from reply ``PORTER_TEST_SLOW_FROM`` on."""
 
-    from porter import services
-    from porter.agent import llm
-    from porter.cli.app import main as porter_main
-    from porter.pool import local
-    from porter.ptx.toolchain import find_toolchain
-
-    good = good_cubins(find_toolchain())
-
-    @contextmanager
-    def double(gpu: bool = True):
-        yield OnlyGoodCubins(good) if gpu else None
-
-    services.gpu_runner = double  # type: ignore[assignment]
-    local.default_runner_factory = lambda device: OnlyGoodCubins(good)  # the pool's workers, likewise
-    record, slow_from = os.environ.get("PORTER_TEST_PROMPTS"), os.environ.get("PORTER_TEST_SLOW_FROM")
-    complete = llm.ReplayModel.complete
-
-    def recorded(self, messages, **kw):  # type: ignore[no-untyped-def]
+    def complete(self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int,
+                 timeout_s: float) -> Reply:
+        record, slow_from = os.environ.get("PORTER_TEST_PROMPTS"), os.environ.get("PORTER_TEST_SLOW_FROM")
         if record:
             with open(record, "a") as fh:
                 fh.write(json.dumps(messages) + "\n")
         if slow_from is not None and self._next >= int(slow_from):
             time.sleep(60)
-        return complete(self, messages, **kw)
+        return super().complete(messages, temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s)
 
-    llm.ReplayModel.complete = recorded  # type: ignore[method-assign]
-    porter_main()
+
+def main() -> None:
+    from port_doubles import OnlyGoodCubins, good_cubins
+
+    from porter.cli.app import main as porter_main
+    from porter.ptx.toolchain import find_toolchain
+    from porter.services import Seams
+
+    good = good_cubins(find_toolchain())
+    porter_main(Seams(runner_factory=lambda device: OnlyGoodCubins(good), replay_model=WatchedReplay))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from porter.errors import ExitCode
+from porter.gate.runner.client import GpuRunner, Unavailable
+from porter.gate.runner.fake import FakeGpu
+from porter.services import Seams
+
 ROOT = Path(__file__).resolve().parent.parent
 INSPECT = ROOT / "examples" / "inspect"
 
@@ -221,3 +226,39 @@ def test_spec_suggests_checking_against_the_reference_not_the_kernel_itself(tmp_
     assert r.returncode == 0, r.stderr
     assert "--against" not in r.stdout and f"`porter check {kernel}`" in r.stdout
     assert f"`porter port {kernel} --to ARCH`" in r.stdout
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, seams: Seams, *args: str) -> int:
+    """``porter ARGS`` in this process on ``seams``; its exit code."""
+    from porter.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["porter", *args])
+    monkeypatch.delenv("PORTER_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(seams)
+    assert isinstance(exited.value.code, int)
+    return exited.value.code
+
+
+def test_a_bug_in_porter_exits_70_in_one_line_saying_how_to_see_the_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """#31: a bug in porter exited 3, the code of a machine without a GPU."""
+
+    def broken(device: int) -> GpuRunner:
+        raise RuntimeError("a bug in porter,\nsaid over two lines")
+
+    code = _main(monkeypatch, Seams(runner_factory=broken), "check", str(_vector_add(tmp_path)))
+    assert code == ExitCode.INTERNAL == 70
+    assert capsys.readouterr().err == ("porter: internal error: RuntimeError: a bug in porter, said over two lines "
+                                       "(set PORTER_DEBUG=1 for the traceback)\n")
+
+
+def test_a_gpu_worker_that_cannot_start_is_one_line_exit_3(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """#31: a worker that failed to start (here `porter worker`'s second GPU) ended as an internal error."""
+    pytest.importorskip("distributed")
+    first = FakeGpu(device_count=2)
+    seams = Seams(runner_factory=lambda device: first.runner() if device == 0 else Unavailable("CUDA error: no device"))
+    code = _main(monkeypatch, seams, "worker", "--scheduler", "tcp://127.0.0.1:8786")
+    assert code == ExitCode.ENVIRONMENT == 3
+    assert capsys.readouterr().err == "porter: error: porter worker needs GPU 1: CUDA error: no device\n"

@@ -259,7 +259,7 @@ def test_arguments_are_bounded_and_every_failure_is_an_error_result(repo, monkey
 
     monkeypatch.setattr(services, "check", broken)
     [crashed] = _calls(build_server(root=repo["root"]), [("check", {"candidate": kernel, "gpu": False})])
-    assert _refused(crashed, exit_code=3) == "internal error: RuntimeError (the server's log has the details)"
+    assert _refused(crashed, exit_code=70) == "internal error: RuntimeError (the server's log has the details)"
     assert SECRET not in _said(crashed) and "Traceback" not in _said(crashed)
 
 

@@ -31,7 +31,6 @@ from porter.agent.runs import list_runs, read_outcome, read_record
 from porter.agent.session import resume_port, run_port
 from porter.errors import InputError
 from porter.gate.spec import load_spec
-from porter.pool import local
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "porter_with_doubles.py"
@@ -223,8 +222,8 @@ def test_services_resume_finds_the_kernel_in_this_clone_for_the_review(tmp_path,
                    runs_root=tmp_path / ".porter" / "runs")
     # No repository here: the resumed port that passes says where its files could go instead.
     good = good_cubins(toolchain)
-    monkeypatch.setattr(local, "default_runner_factory", lambda device: OnlyGoodCubins(good))
-    ported = services.resume(cut.run_id, tmp_path, env={})
+    ported = services.resume(cut.run_id, tmp_path, env={},
+                             seams=services.Seams(runner_factory=lambda device: OnlyGoodCubins(good)))
     assert ported.result.status == "passed"
     assert ported.review is not None and ported.review.branch is None and "--out DIR" in ported.review.reason
 

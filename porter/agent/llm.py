@@ -779,24 +779,25 @@ def _reachable(model: str, url: str, timeout_s: float) -> None:
         raise ModelError(f"model {model}: cannot reach the API at {url} ({why})") from None
 
 
-def make_model(model: str | None, *, api_base: str | None) -> ModelClient | None:
+def make_model(model: str | None, *, api_base: str | None,
+               replay_model: type[ReplayModel] = ReplayModel) -> ModelClient | None:
     """The client for a model spec: None (no model; porter makes the mechanical baseline only),
-    ``replay:FILE`` (scripted replies), ``mock:TEXT`` (litellm answers TEXT locally), or a litellm
-    model name such as ``openai/gpt-4o``."""
+    ``replay:FILE`` (scripted replies, played by ``replay_model``), ``mock:TEXT`` (litellm answers
+    TEXT locally), or a litellm model name such as ``openai/gpt-4o``."""
     if model is None:
         return None
     if model.startswith("replay:"):
-        return ReplayModel(Path(model.removeprefix("replay:")))
+        return replay_model(Path(model.removeprefix("replay:")))
     if model.startswith("mock:"):
         return LiteLLMModel("openai/porter-mock", mock_response=model.removeprefix("mock:"))
     return LiteLLMModel(model, api_base=api_base)
 
 
 def open_model(model: str | None, *, api_base: str | None, env: Mapping[str, str],
-               config_path: Path | None) -> ModelClient | None:
+               config_path: Path | None, replay_model: type[ReplayModel] = ReplayModel) -> ModelClient | None:
     """The model a command runs with, ready to call: resolved (``--model``, ``PORTER_MODEL``, the
     config file; ``api_base``, the ``--api-base`` option, overrides the one resolved with it),
     checked (:func:`check_model`: a missing key is one line, exit 3, before any work) and made."""
     name, base, _where = resolve_model(model, env=env, config_path=config_path)
     check_model(name, api_base=api_base or base, env=env)
-    return make_model(name, api_base=api_base or base)
+    return make_model(name, api_base=api_base or base, replay_model=replay_model)

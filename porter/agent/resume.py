@@ -232,16 +232,18 @@ def extend(budget: Budget, spend: Spend) -> Budget:
     )
 
 
-def reopen_model(point: ResumePoint, *, api_base: str | None, env: Any) -> ModelClient | None:
-    """The run's model, as it was: a scripted model from its copied replies, going on after the
-    replies the conversation holds; another model checked (its key, its server) as ``porter port``
-    checks it. ``api_base`` overrides the recorded one (a local server's address differs per machine)."""
+def reopen_model(point: ResumePoint, *, api_base: str | None, env: Any,
+                 replay_model: type[ReplayModel] = ReplayModel) -> ModelClient | None:
+    """The run's model, as it was: a scripted model (``replay_model``) from its copied replies, going
+    on after the replies the conversation holds; another model checked (its key, its server) as
+    ``porter port`` checks it. ``api_base`` overrides the recorded one (a local server's address
+    differs per machine)."""
     ref = point.inputs.model
     if ref is None:
         return None
     if ref.startswith("replay:"):
         script = point.run_dir / ref.removeprefix("replay:")
-        return ReplayModel(script, start=point.state.replies if point.state is not None else 0)
+        return replay_model(script, start=point.state.replies if point.state is not None else 0)
     base = api_base or point.inputs.api_base
     check_model(ref, api_base=base, env=env)
     return make_model(ref, api_base=base)

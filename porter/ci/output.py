@@ -18,9 +18,9 @@ import xml.etree.ElementTree as ET
 
 from porter.ci.change import CiKernel, CiOutcome, Finding, SpeedCheck
 from porter.gate.evidence import equivalence
+from porter.gate.tables import table
 from porter.gate.verdict import size_label
 from porter.jsonable import to_jsonable
-from porter.report.tables import table
 
 MAX_ANNOTATIONS = 10  # GitHub's limit of error annotations shown per step
 _DETAIL_CASES = 5

@@ -1,7 +1,7 @@
 """The ``porter`` command line. Thin: parse options, call the core, render, map errors to exit codes.
 
-Exit codes: 0 passed / ok, 1 the kernel failed the gate, 2 bad input or usage, 3 environment
-(no toolchain, no GPU) or an internal error. Heavy modules are imported inside each command so
+Exit codes (:class:`porter.errors.ExitCode`): 0 passed / ok, 1 the kernel failed the gate, 2 bad
+input or usage, 3 environment (no toolchain, no GPU), 70 an internal error, 130 interrupted. Heavy modules are imported inside each command so
 that ``porter --help`` stays fast.
 """
 
@@ -11,11 +11,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from porter.errors import InputError, PorterError, file_problem
+from porter.errors import ExitCode, InputError, PorterError, file_problem
+
+if TYPE_CHECKING:
+    from porter.services import Seams
 
 app = typer.Typer(
     name="porter",
@@ -38,7 +41,7 @@ def _version(value: bool) -> None:
         except PackageNotFoundError:  # run from a checkout without installing
             installed = __version__
         typer.echo(f"porter {installed}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitCode.OK)
 
 
 @app.callback()
@@ -57,6 +60,13 @@ def _main(
         from porter.ptx.toolchain import toolchain_home
 
         os.environ["PORTER_CUDA_HOME"] = str(toolchain_home(toolchain))
+
+
+def _seams(ctx: typer.Context) -> Seams:
+    """What the command runs on: porter's own, or the doubles a test's driver gave :func:`main`."""
+    from porter.services import REAL
+
+    return ctx.obj or REAL
 
 
 def _emit_json(data: object) -> None:
@@ -87,7 +97,7 @@ def inspect(
         _emit_json(report)
     else:
         typer.echo(render_inspect(report))
-    raise typer.Exit(1 if report.rejected_everywhere else 0)
+    raise typer.Exit(ExitCode.FAILED if report.rejected_everywhere else ExitCode.OK)
 
 
 @app.command()
@@ -104,7 +114,7 @@ def doctor(
     else:
         typer.echo(render_doctor(report))
     if not report.ok:
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.ENVIRONMENT)
 
 
 def _size_overrides(text: str, spec: Any) -> dict[str, int]:
@@ -148,6 +158,7 @@ SEEDS_HELP = ("Comma-separated seeds, each size set runs once per seed (default:
 
 @app.command()
 def check(
+    ctx: typer.Context,
     candidate: Annotated[Path, typer.Argument(help="Candidate PTX file.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     arch: Annotated[str | None, typer.Option(help="Assemble for this target (default: the PTX's .target).")] = None,
@@ -197,7 +208,7 @@ def check(
                            case_timeout_s=timeout, native=native, sanitize=sanitize,
                            time_at=tuple(_size_overrides(t, loaded) for t in time_at or ()), entry=entry,
                            emulate=emulate)
-    verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster)
+    verdict = services.check(candidate, loaded, options, gpu=gpu, cluster=cluster, seams=_seams(ctx))
     if as_json:
         _emit_json(verdict)
     else:
@@ -207,6 +218,7 @@ def check(
 
 @app.command()
 def record(
+    ctx: typer.Context,
     source: Annotated[Path, typer.Argument(help="Source PTX whose outputs become the golden reference.")],
     out: Annotated[Path, typer.Option(help="Folder to write the golden outputs to.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
@@ -218,12 +230,13 @@ def record(
     from porter import services
 
     loaded = services.find_spec(source, spec)
-    manifest = services.record(source, loaded, out, seeds=_seeds(seeds, seed), force=force)
+    manifest = services.record(source, loaded, out, seeds=_seeds(seeds, seed), force=force, seams=_seams(ctx))
     typer.echo(f"recorded {len(manifest['cases'])} cases of {source} on {manifest['gpu']} into {out}")
 
 
 @app.command()
 def profile(
+    ctx: typer.Context,
     kernel: Annotated[Path, typer.Argument(help="The hot loop's PTX.")],
     spec: Annotated[Path | None, typer.Option(help="Hot-loop spec (default: porter.toml beside the kernel).")] = None,
     from_csv: Annotated[
@@ -235,7 +248,7 @@ def profile(
     from porter import services
 
     loaded = services.find_spec(kernel, spec)
-    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write)
+    profiled = services.profile(kernel, loaded, from_csv=from_csv, write=write, seams=_seams(ctx))
     for key, value in profiled.facts.items():
         typer.echo(f"{key:>26}: {value}")
     if write:
@@ -244,6 +257,7 @@ def profile(
 
 @app.command()
 def port(
+    ctx: typer.Context,
     kernel: Annotated[Path | None, typer.Argument(help="The hot loop's PTX (none with --resume).")] = None,
     to: Annotated[str | None, typer.Option("--to", help="Target architecture, e.g. sm_90a or sm_100.")] = None,
     from_arch: Annotated[str | None, typer.Option("--from", help="Source architecture (default: the PTX's .target).")] = None,
@@ -316,14 +330,14 @@ def port(
             raise InputError(f"--resume goes on with the run's own kernel, spec, target, model, agent and entry: drop "
                              f"{', '.join(given)}")
         ported = services.resume(resume, _runs_root(None), budget=budget, api_base=api_base, gpu=gpu,
-                                 on_event=progress, steering=steering, cluster=cluster, **branching)
+                                 on_event=progress, steering=steering, cluster=cluster, seams=_seams(ctx), **branching)
     else:
         if kernel is None or to is None:
             raise InputError("porter port needs KERNEL and --to (or --resume RUN)")
         ported = services.port(kernel, to, spec=spec, from_arch=from_arch, model=model, api_base=api_base,
                                agent=agent, budget=budget, optimize=optimize, require_native=require_native, gpu=gpu,
                                on_event=progress, steering=steering, candidates=candidates, cluster=cluster,
-                               entry=entry, **branching)
+                               entry=entry, seams=_seams(ctx), **branching)
     if as_json:
         _emit_json({"result": ported.result, "review": ported.review})
     else:
@@ -375,7 +389,7 @@ def runs(
 ) -> None:
     """List recorded port runs."""
     from porter.agent.runs import list_runs
-    from porter.report.tables import table
+    from porter.gate.tables import table
 
     root = _runs_root(root)
     found = list_runs(root / ".porter" / "runs")
@@ -391,6 +405,7 @@ def runs(
 
 @app.command()
 def replay(
+    ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run id (or unique prefix, or its folder).")],
     root: Annotated[Path | None, typer.Option(help="Repository holding .porter/runs (default: this one).")] = None,
     gpu: Annotated[bool, typer.Option("--gpu/--no-gpu")] = True,
@@ -399,9 +414,9 @@ def replay(
     """Re-verify every candidate of a recorded run on this machine, and compare with what was recorded.
     Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
-    from porter.report.tables import table
+    from porter.gate.tables import table
 
-    replayed = services.replay(run, _runs_root(root), gpu=gpu)
+    replayed = services.replay(run, _runs_root(root), gpu=gpu, seams=_seams(ctx))
     if as_json:
         _emit_json(replayed.as_data())
     else:
@@ -502,6 +517,7 @@ def ci(
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     suite: Annotated[Path, typer.Argument(help="A folder of tasks (each a folder with task.toml).")] = Path("examples"),
     model: Annotated[list[str] | None, typer.Option("--model", help="Model to port with (repeatable); none: retarget only.")] = None,
     solutions: Annotated[bool, typer.Option(help="Check the tasks' shipped reference ports instead of porting.")] = False,
@@ -518,7 +534,7 @@ def bench(
     from porter.bench.suite import exit_code, render_markdown
 
     benched = services.bench(suite, models=model or [None], solutions=solutions, api_base=api_base, gpu=gpu, cluster=cluster,
-                             on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
+                             seams=_seams(ctx), on_row=None if as_json else lambda r: typer.echo(f"  {r.task} [{r.model}]: {r.status}", err=True))
     if as_json:
         _emit_json({"rows": benched.rows, "summary": benched.summary, "gpu": benched.gpu})
     else:
@@ -529,6 +545,7 @@ def bench(
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     scheduler: Annotated[str, typer.Option(metavar="ADDRESS", help="The dask scheduler to join (tcp://HOST:8786).")],
     name: Annotated[str | None, typer.Option(help="Name prefix of the workers (default: the host name).")] = None,
 ) -> None:
@@ -537,7 +554,7 @@ def worker(
     README's security notes."""
     from porter import services
 
-    services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True))
+    services.serve_gpus(scheduler, name=name, echo=lambda line: typer.echo(line, err=True), seams=_seams(ctx))
 
 
 @app.command("mcp")
@@ -596,11 +613,12 @@ def spec_scaffold(
                f"kernel against that reference, and `porter port {kernel}{spec_option} --to ARCH` ports it")
 
 
-def main() -> None:
-    """Console entry point: run the app, turning porter's errors into one line and an exit code."""
+def main(seams: Seams | None = None) -> None:
+    """Console entry point: run the app, turning porter's errors into one line and an exit code.
+    ``seams``: what the commands run on, porter's own unless a test passes doubles."""
     try:
         try:
-            code = app(standalone_mode=False)  # returns the exit code of a typer.Exit in this mode
+            code = app(standalone_mode=False, obj=seams)  # returns the exit code of a typer.Exit in this mode
         except OSError as err:  # a path porter cannot read or write: one line naming it
             problem = file_problem(err)
             if problem is None:
@@ -613,19 +631,18 @@ def main() -> None:
         sys.exit(ex.exit_code)
     except typer.Abort:
         typer.echo("porter: aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         typer.echo("porter: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except Exception as err:  # a usage error from click (vendored by newer typer), or a bug in porter
         if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
             err.show()
             sys.exit(err.exit_code)
         if os.environ.get("PORTER_DEBUG"):
             raise
-        typer.echo(
-            f"porter: internal error: {type(err).__name__}: {err} (set PORTER_DEBUG=1 for the traceback)",
-            err=True,
-        )
-        sys.exit(3)
-    sys.exit(code if isinstance(code, int) else 0)
+        said = " ".join(str(err).split())  # one line, whatever the exception's message holds
+        typer.echo(f"porter: internal error: {type(err).__name__}: {said} (set PORTER_DEBUG=1 for the traceback)",
+                   err=True)
+        sys.exit(ExitCode.INTERNAL)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

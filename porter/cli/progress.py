@@ -1,9 +1,7 @@
 """Progress of a port as it runs: a live view in a terminal, plain lines in a log, JSON for machines.
 
-The session emits events (``start``, ``warning``, ``checking``, ``verdict``, ``reply``,
-``no-candidate`` (a reply that gives none), ``format-error`` (a round that gave none), ``hint``,
-``edit``, ``done``, ``interrupted``); each view turns them into output. Views write to stderr, so
-stdout carries only the result (and only JSON with ``--json``).
+Each view turns the session's events into output, in the words of :mod:`porter.report.progress`.
+Views write to stderr, so stdout carries only the result (and only JSON with ``--json``).
 """
 
 from __future__ import annotations
@@ -13,21 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from porter.jsonable import to_jsonable
-
-
-def _gates(verdict: Any) -> str:
-    return "  ".join(f"{g.name}:{g.status}" for g in verdict.gates)
-
-
-def _round(data: dict[str, Any]) -> str:
-    """``round R``, and ``sample k of N`` when each round asks the model for several (--candidates)."""
-    samples = data.get("samples", 1)
-    return f"round {data['round']}" + (f", sample {data['sample']} of {samples}" if samples > 1 else "")
-
-
-def _spend(spend: dict[str, Any]) -> str:
-    tokens = spend.get("prompt_tokens", 0) + spend.get("completion_tokens", 0)
-    return f"{spend.get('rounds', 0)} rounds, {tokens} tokens, ${spend.get('usd', 0.0):.4f}"
+from porter.report.progress import gates_line, progress_lines, spend_line
 
 
 class PlainProgress:
@@ -40,37 +24,8 @@ class PlainProgress:
         print(f"porter: {text}", file=self.stream, flush=True)
 
     def __call__(self, kind: str, **data: Any) -> None:
-        if kind == "start":
-            model = data["model"] or "no model (retarget baseline only)"
-            native = "required" if data["require_native"] else "not required"
-            if data.get("changed"):  # the first line says so when the target is not the one asked for
-                self._say(f"{data['changed']}: {data['reason']}")
-            again = f"resumed after {data['resumed']} candidates; " if data.get("resumed") is not None else ""
-            self._say(f"run {data['run_id']}: {again}{data['source_arch']} -> {data['target']} ({data['reason']}); "
-                      f"native instructions {native}; model: {model}")
-        elif kind == "warning":
-            self._say(f"warning: {data['message']}")
-        elif kind == "checking":
-            self._say(f"candidate {data['index']} ({data['origin']}, round {data['round']}): checking")
-        elif kind == "verdict":
-            self._say(f"candidate {data['index']}: {data['status']}  [{_gates(data['verdict'])}]")
-        elif kind == "reply":
-            self._say(f"{_round(data)}: reply received ({data['tokens']} tokens; spent {_spend(data['spend'])})")
-        elif kind == "no-candidate":
-            self._say(f"{_round(data)}: no candidate ({data['error']}): {data['message']}")
-        elif kind == "format-error":
-            self._say(f"round {data['round']}: no candidate this round; the model is told why")
-        elif kind == "hint":
-            self._say(f"hint after candidate {data['after']} recorded; it goes into the next prompt")
-        elif kind == "edit":
-            self._say(f"your edit of candidate {data['after']} is candidate {data['index']}: checking it")
-        elif kind == "done":
-            result = data["result"]
-            self._say(f"done: {result.outcome} - {result.stop_reason}")
-        elif kind == "interrupted":
-            result = data["result"]
-            self._say(f"run {result.run_id} interrupted; its records are whole (best so far: {result.status}); "
-                      f"`porter port --resume {result.run_id}` goes on from the last step")
+        for line in progress_lines(kind, data):
+            self._say(line)
 
 
 class LiveProgress(PlainProgress):
@@ -95,10 +50,10 @@ class LiveProgress(PlainProgress):
             self.state["candidate"] = f"{data['index']} ({data['origin']})"
             self.state["gates"] = "checking..."
         elif kind == "verdict":
-            self.state["gates"] = _gates(data["verdict"])
+            self.state["gates"] = gates_line(data["verdict"])
         elif kind == "reply":
             self.state["round"] = str(data["round"])
-            self.state["spend"] = _spend(data["spend"])
+            self.state["spend"] = spend_line(data["spend"])
         if kind in ("done", "interrupted"):
             self.status.stop()
             return

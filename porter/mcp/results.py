@@ -5,9 +5,9 @@ with ``isError: true``: clients hand those to the model, which can read them and
 while a JSON-RPC error is the client's to handle and the model often never sees it. So every
 failure of a porter tool is a result whose structured content is ``{"error": LINE, "exit_code":
 N}`` (LINE also as its text): porter's one-line message and exit code (2: the call's input, 3: the
-environment), arguments that fail the tool's schema (exit 2), and anything unexpected (exit 3, the
-exception's type only: its message could quote a file, and the traceback stays in the server's
-log). Only an unknown tool or a malformed request is left to the SDK.
+environment), arguments that fail the tool's schema (exit 2), and anything unexpected (exit 70, a bug
+in porter as the CLI's; the exception's type only: its message could quote a file, and the
+traceback stays in the server's log). Only an unknown tool or a malformed request is left to the SDK.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from porter.errors import PorterError
+from porter.errors import ExitCode, PorterError
 from porter.jsonable import to_jsonable
 
 log = logging.getLogger("porter.mcp")
@@ -39,14 +39,14 @@ def tool_result(data: Any, summary: str) -> CallToolResult:
 def tool_error(message: str, exit_code: int) -> CallToolResult:
     line = " ".join(message.split())
     return CallToolResult(content=[TextContent(type="text", text=line)],
-                          structured_content={"error": line, "exit_code": exit_code}, is_error=True)
+                          structured_content={"error": line, "exit_code": int(exit_code)}, is_error=True)
 
 
 def failure(err: Exception) -> CallToolResult:
     if isinstance(err, PorterError):
         return tool_error(str(err), err.exit_code)
     log.error("porter mcp: a tool failed unexpectedly", exc_info=err)
-    return tool_error(f"internal error: {type(err).__name__} (the server's log has the details)", 3)
+    return tool_error(f"internal error: {type(err).__name__} (the server's log has the details)", ExitCode.INTERNAL)
 
 
 async def answer(work: Callable[[], CallToolResult]) -> CallToolResult:
@@ -65,7 +65,7 @@ class _StrictTool(Tool):
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as err:
             if isinstance(err.__cause__, ValidationError):
-                return tool_error(f"{self.name}: {_invalid(self.name, err.__cause__)}", 2)
+                return tool_error(f"{self.name}: {_invalid(self.name, err.__cause__)}", ExitCode.INPUT)
             raise
 
 

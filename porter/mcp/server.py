@@ -229,16 +229,17 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
         passed. The result is the port's outcome with every candidate's Verdict."""
         from porter import services
         from porter.agent.llm import Budget
-        from porter.cli.progress import PlainProgress
+        from porter.report.progress import progress_lines
 
         sent = 0
 
-        class Notify(PlainProgress):
-            def _say(self, text: str) -> None:
-                nonlocal sent
+        def notify(kind: str, **data: Any) -> None:
+            """Each line a terminal would print, as a progress notification."""
+            nonlocal sent
+            for line in progress_lines(kind, data):
                 sent += 1
                 with contextlib.suppress(Exception):  # a client that went away does not stop the port
-                    anyio.from_thread.run(ctx.report_progress, sent, None, text)
+                    anyio.from_thread.run(ctx.report_progress, sent, None, line)
 
         def run() -> CallToolResult:
             path = work.path(kernel, "kernel")
@@ -251,7 +252,7 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
             try:
                 ported = services.port(path, to, spec=loaded.path, model=chosen.name, api_base=chosen.api_base,
                                        model_fixed=True, agent=agent, budget=granted, require_native=require_native,
-                                       branch=branch, gpu=gpu, on_event=Notify(),
+                                       branch=branch, gpu=gpu, on_event=notify,
                                        runner=shared.runner() if gpu else None, gpu_guard=shared.gpu_work)
                 spent.update(ported.result.spend)
             finally:

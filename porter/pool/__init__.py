@@ -21,17 +21,20 @@ from porter.ptx.toolchain import Toolchain
 
 if TYPE_CHECKING:
     from porter.gate.runner.client import GpuRunner
+    from porter.pool.local import RunnerFactory
 
 __all__ = ["CheckJob", "RunnerVerifier", "Verifier", "open_verifier"]
 
 
 @contextmanager
 def open_verifier(toolchain: Toolchain, *, gpu: bool = True, cluster: str | None = None,
-                  per_gpu: int | None = None, runner: GpuRunner | None = None) -> Iterator[Verifier]:
+                  per_gpu: int | None = None, runner: GpuRunner | None = None,
+                  runner_factory: RunnerFactory | None = None) -> Iterator[Verifier]:
     """The verifier for one command, closed when the block ends: the cluster at ``cluster`` (an
     unreachable scheduler is one line, exit 3, within seconds), else ``runner`` (a long-lived
     server's GPU worker, kept warm: the caller closes it), else the local pool over this machine's
-    GPUs, else (``gpu=False``) static checks only."""
+    GPUs (its workers made by ``runner_factory``, porter's own by default), else (``gpu=False``)
+    static checks only."""
     verifier: Verifier
     if runner is not None and gpu and not cluster:
         yield RunnerVerifier(runner, toolchain)
@@ -43,7 +46,7 @@ def open_verifier(toolchain: Toolchain, *, gpu: bool = True, cluster: str | None
     elif gpu:
         from porter.pool.local import DEFAULT_PER_GPU, LocalPool
 
-        verifier = LocalPool(toolchain, per_gpu=per_gpu or DEFAULT_PER_GPU)
+        verifier = LocalPool(toolchain, per_gpu=per_gpu or DEFAULT_PER_GPU, runner_factory=runner_factory)
     else:
         verifier = RunnerVerifier(None, toolchain)
     try:

@@ -28,7 +28,7 @@ from distributed import Worker, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from porter.errors import EnvironmentProblem
-from porter.gate.runner.client import DeviceInfo, GpuRunner, Runner, WorkerFault
+from porter.gate.runner.client import DeviceInfo, GpuRunner, Runner, started
 from porter.jsonable import to_jsonable
 from porter.pool.bundle import Bundle, options_at, unpack
 
@@ -103,16 +103,18 @@ class Gpu:
 
 
 def local_gpus(factory: Callable[[int], GpuRunner] = lambda i: Runner(device=i)) -> list[Gpu]:
-    """This machine's GPUs, each with its started runner (the first worker says how many there are)."""
+    """This machine's GPUs, each with its started runner (the first worker says how many there are).
+    A worker that cannot start is one line, exit 3; the ones started before it are closed."""
     first = factory(0)
+    gpus = [Gpu(0, first, started(first, "worker"))]
     try:
-        info = first.start()
-    except WorkerFault as fault:
-        raise EnvironmentProblem(f"porter worker needs a GPU: {fault}") from fault
-    gpus = [Gpu(0, first, info)]
-    for index in range(1, info.device_count):
-        runner = factory(index)
-        gpus.append(Gpu(index, runner, runner.start()))
+        for index in range(1, gpus[0].info.device_count):
+            runner = factory(index)
+            gpus.append(Gpu(index, runner, started(runner, "worker", gpu=f"GPU {index}")))
+    except EnvironmentProblem:
+        for gpu in gpus:
+            gpu.runner.close()
+        raise
     return gpus
 
 

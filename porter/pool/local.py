@@ -45,7 +45,8 @@ class Slot:
 
 
 def default_runner_factory(device: int) -> GpuRunner:
-    """A GPU worker on ``device``: each of the pool's slots has one (the seam a GPU double replaces)."""
+    """A GPU worker on ``device``: each of the pool's slots has one unless the pool is given another
+    ``runner_factory`` (a GPU double, in the tests)."""
     return Runner(device=device)
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from porter.agent.session import PortResult
 from porter.agent.steering import RoundView
 from porter.gate.doctor import DoctorReport
+from porter.gate.tables import table, timing_table
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx.inspection import ArchInspection, InspectReport
-from porter.report.tables import table, timing_table
 from porter.review.branch import ReviewOutcome
 
 

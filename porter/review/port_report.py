@@ -15,9 +15,9 @@ from pathlib import PurePath
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
 from porter.gate.evidence import EMULATED, equivalence
+from porter.gate.tables import timing_table
 from porter.gate.verdict import Verdict, size_label
 from porter.ptx.arch import get_profile
-from porter.report.tables import timing_table
 
 HEADLINE = {
     "passed": "passed",

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
+from porter.errors import EnvironmentProblem
 from porter.gate.runner.gpulock import GpuLock
 from porter.gate.runner.protocol import (
     EXCLUSIVE_OPS,
@@ -280,3 +281,13 @@ def opened(factory: Callable[[], GpuRunner] | None) -> Iterator[GpuRunner | None
     finally:
         if runner is not None:
             runner.close()
+
+
+def started(runner: GpuRunner, command: str, *, gpu: str = "a GPU") -> DeviceInfo:
+    """``runner`` started for ``porter COMMAND``, its device said. A worker that cannot start (no
+    GPU, no CuPy, a driver it cannot use) is the machine's problem, not porter's: one line naming
+    ``gpu``, exit 3, where a :class:`WorkerFault` would end as an internal error."""
+    try:
+        return runner.start()
+    except WorkerFault as fault:
+        raise EnvironmentProblem(f"porter {command} needs {gpu}: {fault}") from fault

@@ -1,4 +1,7 @@
-"""Tables shared by the terminal report, PORT_REPORT.md and the bot's log: plain text only."""
+"""Tables shared by the terminal report, PORT_REPORT.md and the bot's log: plain text only.
+
+Here, beside the Verdict whose timings they print, rather than in ``report/``: PORT_REPORT.md
+(``review/``) is written in a layer below ``report/`` and may not import it."""
 
 from __future__ import annotations
 
