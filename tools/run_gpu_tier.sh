@@ -3,10 +3,12 @@
 # porter check on every example (plain, --native, --sanitize), the scripted port, the gate
 # benchmark and raw profiler outputs for the parser fixtures. Logs go to $OUT (or ./gpu-logs),
 # at most 8 files. Runs from a source checkout with PYTHONPATH: litellm and git are not imported.
-#   tools/run_gpu_tier.sh [all | tests | cuda12 | checks]
-# tests: the gpu tests (about 8 minutes on the H200); cuda12: the same with CUDA 12's ptxas (about 8);
+#   tools/run_gpu_tier.sh [all | tests | tests-a | tests-b | cuda12 | checks]
+# tests: the gpu tests (over 9 minutes on the H200 since #28's checks: split it); tests-a: the attacks
+# and the examples' gate tests; tests-b: the rest; cuda12: the gpu tests with CUDA 12's ptxas;
 # checks: porter check on every example, the scripted port, the benchmark, the captures (about 4).
-# Each part fits one 10-minute call of its own; `all` does not.
+# tests-a, tests-b and checks each fit one 10-minute call; `all` does not. Each failure is written
+# to $OUT/failures.txt as it happens (PORTER_FAILURE_LOG): a part cut by the machine's limit keeps them.
 set -uo pipefail
 PART=${1:-all}
 cd "$(dirname "$0")/.."
@@ -30,18 +32,25 @@ python3 -c 'import mcp, distributed' 2> /dev/null || python3 -m pip install -q -
 LOGS=$(mktemp -d)
 PARALLEL=()
 python3 -c 'import xdist' 2> /dev/null && PARALLEL=(-n 6 -p no:benchmark)
-tier() { # name cuda_home
+GROUP_A=(tests/test_attacks_gpu.py tests/test_gate_gpu.py tests/test_cuda_releases.py)
+# every other file with gpu tests (found, not listed: a new one cannot be left out)
+mapfile -t GROUP_B < <(grep -l "mark.gpu" tests/test_*.py | grep -v -x -F "${GROUP_A[@]/#/-e}" | sort)
+export PORTER_FAILURE_LOG=$OUT/failures.txt
+tier() { # name cuda_home test paths...
   local name=$1 home=$2
+  shift 2
   PORTER_CUDA_HOME=$home PORTER_CACHE_DIR=$PORTER_CACHE_DIR/$name python3 -m pytest -q -m gpu -p no:cacheprovider \
-    "${PARALLEL[@]}" -rfEs --durations=15 --junitxml="$LOGS/$name.xml" tests/ > "$LOGS/$name.txt" 2>&1
+    "${PARALLEL[@]}" -rfEs --durations=15 --junitxml="$LOGS/$name.xml" "$@" > "$LOGS/$name.txt" 2>&1
   echo "$name: $(tail -1 "$LOGS/$name.txt")"
 }
 {
-  if [ "$PART" = all ] || [ "$PART" = tests ]; then
-    tier tests "${PORTER_CUDA_HOME:-}"  # the toolchain porter picks, or the one named
-  fi
+  case $PART in  # the toolchain porter picks, or the one named
+    all|tests) tier tests "${PORTER_CUDA_HOME:-}" tests/ ;;
+    tests-a) tier tests-a "${PORTER_CUDA_HOME:-}" "${GROUP_A[@]}" ;;
+    tests-b) tier tests-b "${PORTER_CUDA_HOME:-}" "${GROUP_B[@]}" ;;
+  esac
   if { [ "$PART" = all ] || [ "$PART" = cuda12 ]; } && [ -x .cuda12/bin/ptxas ]; then
-    tier cuda12 "$PWD/.cuda12"
+    tier cuda12 "$PWD/.cuda12" tests/
   fi
   grep -h -A20 "short test summary" "$LOGS"/*.txt | cut -c1-300
 } 2>&1 | tee "$OUT/gpu-tests.txt"
