@@ -5,7 +5,7 @@ Each service owns what a command needs for its whole run: where candidates are v
 :func:`porter.pool.open_verifier` context per command: the local pool over every GPU, a cluster, or
 :func:`gpu_runner`'s one worker; closed whatever happens; on the :class:`Seams` given, porter's own
 unless a test passes doubles), the toolchain, the spec search and
-the model's resolution and pre-flight (:func:`porter.agent.llm.open_model`). The interfaces only parse
+the model's resolution and pre-flight (:func:`porter.agent.model_choice.open_model`). The interfaces only parse
 arguments, call one of these and render what it returns; exit codes come from
 :func:`porter.gate.verdict.judge`.
 
@@ -27,7 +27,8 @@ from porter.errors import EnvironmentProblem, InputError
 from porter.gate.verdict import size_label
 
 if TYPE_CHECKING:
-    from porter.agent.llm import Budget, ReplayModel
+    from porter.agent.llm import Budget
+    from porter.agent.replay import ReplayModel
     from porter.agent.runs import RunConfig
     from porter.agent.session import PortResult
     from porter.agent.steering import Steering
@@ -212,7 +213,9 @@ def port(kernel: Path, to_arch: str, *, spec: Path | None = None, from_arch: str
     server's shared GPU worker and the lock held around each candidate's check. ``model_fixed``:
     ``model`` and ``api_base`` are the whole choice (a server's, made when it started; None is no
     model): no config file is read for it."""
-    from porter.agent.llm import Budget, ReplayModel, open_model
+    from porter.agent.llm import Budget
+    from porter.agent.model_choice import open_model
+    from porter.agent.replay import ReplayModel
     from porter.agent.session import run_port
     from porter.pool import open_verifier
     from porter.review.branch import branch_problem
@@ -290,7 +293,7 @@ def resume(run: str, root: Path, *, budget: Budget | None = None, api_base: str 
     """``porter port --resume RUN``: go on with a recorded run from its last step, with the kernel,
     spec, model and conversation it recorded, and ``budget`` on top of what it spent. The review
     branch goes where the kernel is in this clone of the repository."""
-    from porter.agent.llm import ReplayModel
+    from porter.agent.replay import ReplayModel
     from porter.agent.resume import reopen_model, resume_point
     from porter.agent.runs import find_run
     from porter.agent.session import resume_port
@@ -424,7 +427,7 @@ def bench(suite: Path, *, models: Sequence[str | None] = (None,), solutions: boo
           env: Mapping[str, str] | None = None, cluster: str | None = None, seams: Seams = REAL) -> Benched:
     """``porter bench``: every task of a suite ported by every model (or its reference port checked),
     the tasks spread over every local GPU (or the cluster's workers)."""
-    from porter.agent.llm import check_model
+    from porter.agent.model_choice import check_model
     from porter.bench.suite import find_tasks, run_bench, summarise
     from porter.pool import open_verifier
 
@@ -472,7 +475,7 @@ def ci(repo: Path, *, model: str | None = None, api_base: str | None = None, por
 
     name, base = None, None
     if port_to:
-        from porter.agent.llm import resolve_model
+        from porter.agent.model_choice import resolve_model
 
         name, base, _ = resolve_model(model, env=os.environ if env is None else env, config_path=None)
     return run_ci(repo, port_to=port_to, model=name, api_base=api_base or base,

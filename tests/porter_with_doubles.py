@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from porter.agent.llm import ReplayModel, Reply
+from porter.agent.llm import Reply
+from porter.agent.replay import ReplayModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

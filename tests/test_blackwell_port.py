@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import NoGpuRunner, git, plain_git
 
-from porter.agent.llm import ReplayModel
+from porter.agent.replay import ReplayModel
 from porter.agent.session import PortRequest, PortSession
 from porter.gate.spec import load_spec
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import NoGpuRunner
 from toolchains import Release, ids, releases
 
-from porter.agent.llm import ReplayModel
+from porter.agent.replay import ReplayModel
 from porter.agent.session import PortRequest, PortSession
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.spec import load_spec

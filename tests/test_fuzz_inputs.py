@@ -85,7 +85,7 @@ def test_agent_files_take_any_text(body: str) -> None:
 @FUZZ
 @given(st.text(max_size=300))
 def test_script_and_task_files_take_any_text(tmp_path_factory, body: str) -> None:
-    from porter.agent.llm import ReplayModel
+    from porter.agent.replay import ReplayModel
     from porter.bench.suite import load_tasks
 
     folder = tmp_path_factory.mktemp("fuzz")

@@ -20,19 +20,17 @@ from porter.agent.llm import (
     BudgetExhausted,
     LiteLLMModel,
     ModelError,
-    ReplayModel,
     Reply,
     Spend,
     Usage,
     _retry_after_s,  # the date form is hard to time over the wire
-    check_model,
     complete_within,
     estimate_prompt_tokens,
     estimate_tokens,
-    make_model,
     price_per_token,
-    resolve_model,
 )
+from porter.agent.model_choice import check_model, make_model, resolve_model
+from porter.agent.replay import ReplayModel
 from porter.errors import EnvironmentProblem, InputError
 
 MESSAGES = [{"role": "system", "content": "You port PTX."}, {"role": "user", "content": "Port this kernel."}]
@@ -472,7 +470,7 @@ def _closed_port() -> int:
 
 
 def test_a_missing_key_is_named_without_importing_litellm() -> None:
-    code = ("import sys\nfrom porter.agent.llm import check_model, ModelError\n"
+    code = ("import sys\nfrom porter.agent.llm import ModelError\nfrom porter.agent.model_choice import check_model\n"
             "try:\n    check_model('openai/gpt-4o', api_base=None, env={})\nexcept ModelError as e:\n"
             "    print(e.exit_code, e)\nprint('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -517,7 +515,8 @@ def test_an_unknown_provider_is_bad_input() -> None:
 
 def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
     """porter names the variables without importing litellm; litellm's validate_environment is the truth."""
-    from porter.agent.llm import BARE_PREFIXES, PROVIDER_KEYS, _litellm
+    from porter.agent.llm import _litellm
+    from porter.agent.model_choice import BARE_PREFIXES, PROVIDER_KEYS
 
     litellm = _litellm()
     for key in {k for keys in PROVIDER_KEYS.values() for k in keys}:

@@ -16,7 +16,8 @@ from conftest import NoGpuRunner, as_nvcc_of
 from port_doubles import scripted_vector_add, vector_add_copy
 from test_check_entry import AXPY_SPEC, NVCC, REF
 
-from porter.agent.llm import ReplayModel, resolve_model
+from porter.agent.model_choice import resolve_model
+from porter.agent.replay import ReplayModel
 from porter.agent.resume import resume_point
 from porter.agent.session import resume_port, run_port
 from porter.errors import InputError

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import NoGpuRunner, git, plain_git
 
-from porter.agent.llm import Budget, ReplayModel
+from porter.agent.llm import Budget
+from porter.agent.replay import ReplayModel
 from porter.agent.session import PortRequest, PortSession, choose_target
 from porter.cli.progress import PlainProgress
 from porter.errors import InputError

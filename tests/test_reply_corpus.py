@@ -19,7 +19,7 @@ import pytest
 from conftest import NoGpuRunner
 
 from porter._toml import tomllib
-from porter.agent.llm import ReplayModel
+from porter.agent.replay import ReplayModel
 from porter.agent.runs import read_outcome
 from porter.agent.session import run_port
 from porter.bench.suite import Task, run_bench

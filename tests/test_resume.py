@@ -25,7 +25,8 @@ from port_doubles import (
 )
 
 from porter import services
-from porter.agent.llm import Budget, ReplayModel
+from porter.agent.llm import Budget
+from porter.agent.replay import ReplayModel
 from porter.agent.resume import SessionState, resume_point
 from porter.agent.runs import list_runs, read_outcome, read_record
 from porter.agent.session import resume_port, run_port

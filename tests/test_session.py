@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from porter.agent.llm import Budget, ReplayModel
+from porter.agent.llm import Budget
+from porter.agent.replay import ReplayModel
 from porter.agent.runs import find_run, list_runs, no_pairs_reason, repair_pairs
 from porter.agent.session import PortRequest, PortSession, choose_target
 from porter.gate.spec import load_spec

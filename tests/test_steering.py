@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from port_doubles import OnlyGoodCubins, fixed_kernel, good_cubins, scripted_vector_add, vector_add_copy
 
-from porter.agent.llm import ReplayModel
+from porter.agent.replay import ReplayModel
 from porter.agent.resume import SessionState
 from porter.agent.runs import list_runs, read_outcome, read_record, repair_pairs
 from porter.agent.session import run_port

@@ -8,7 +8,8 @@ usage, cost when known, finish reason, latency, attempts). Two implementations:
   call, so the retry policy here is the only one: transient failures (429, timeouts, connection
   errors, 500/502/503 and any other 5xx) are retried with jittered exponential backoff, honouring
   ``Retry-After``; anything else (401, 400, 404, context window exceeded, ...) fails at once. Every failure surfaces as one :class:`ModelError` line.
-- :class:`ReplayModel` plays scripted replies from a TOML file, for demos and tests without a model.
+- :class:`porter.agent.replay.ReplayModel` plays scripted replies from a TOML file, for demos and
+  tests without a model.
 
 The budget (:class:`Budget`, :class:`Spend`) is checked *before* each call: porter never starts a
 call that it knows could exceed the rounds, tokens, dollars or wall-clock time it was given. The
@@ -16,12 +17,13 @@ dollar check uses the model's price from litellm's bundled price map and assumes
 whole ``max_tokens`` is used). For a model without a known price the cost is only counted after the
 fact, so ``max_usd`` then stops the run once the spend has reached it, not before.
 
-Importing this module imports neither litellm (about 5 s) nor tenacity; they load on first use.
+Which model a command runs with, and whether it can be called at all, is
+:mod:`porter.agent.model_choice`'s. Importing this module imports neither litellm (about 5 s) nor
+tenacity; they load on first use.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import logging
@@ -31,11 +33,9 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from porter._toml import tomllib
 from porter.errors import EnvironmentProblem, InputError
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Where resolve_model's caller looks for the project's model settings, relative to the project root.
-CONFIG_FILE = Path(".porter") / "config.toml"
 # Rough cost of a chat message's framing (role, separators) on top of its content, in tokens.
 _MESSAGE_OVERHEAD_TOKENS = 4
 
@@ -400,115 +398,6 @@ class LiteLLMModel:
 
 
 # ---------------------------------------------------------------------------------------------
-# Scripted replies
-
-
-@dataclass(frozen=True)
-class ScriptedReply:
-    """One ``[[reply]]`` table; token counts left out are estimated when the reply is played."""
-
-    text: str
-    note: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    finish_reason: str
-
-
-_REPLY_KEYS = {"text", "note", "prompt_tokens", "completion_tokens", "finish_reason"}
-
-
-class ReplayModel:
-    """Plays the ``[[reply]]`` tables of a TOML file in order, one per call; nothing is billed.
-
-    The file's top-level ``label`` must say that the replies are scripted, so that no report built
-    from a replay can pass for a real model's work. Token counts default to estimates. ``start``
-    skips the replies a resumed run has already had; ``received`` keeps every prompt it was sent.
-    """
-
-    def __init__(self, path: Path, *, start: int = 0) -> None:
-        self.path = Path(path)
-        self.name = f"replay:{self.path.name}"
-        self.label, self.replies = _load_script(self.path)
-        self._next = start
-        self.received: list[list[dict[str, str]]] = []
-
-    def __repr__(self) -> str:
-        return f"ReplayModel({str(self.path)!r})"
-
-    def complete(
-        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float
-    ) -> Reply:
-        self.received.append([dict(m) for m in messages])
-        if self._next >= len(self.replies):
-            raise ModelError(f"model {self.name}: scripted replies exhausted after {len(self.replies)}")
-        scripted = self.replies[self._next]
-        self._next += 1
-        prompt = scripted.prompt_tokens
-        completion = scripted.completion_tokens
-        return Reply(
-            text=scripted.text,
-            usage=Usage(
-                prompt if prompt is not None else estimate_prompt_tokens(messages),
-                completion if completion is not None else estimate_tokens(scripted.text),
-                0.0,
-            ),
-            finish_reason=scripted.finish_reason,
-            model=self.name,
-            latency_s=0.0,
-            attempts=1,
-        )
-
-
-def _load_script(path: Path) -> tuple[str, tuple[ScriptedReply, ...]]:
-    def bad(problem: str) -> InputError:
-        return InputError(f"{path}: {problem}")
-
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise bad("scripted replies file not found") from None
-    except OSError as e:
-        raise bad(f"cannot read the scripted replies ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise bad("not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise bad(f"TOML syntax error: {e}") from None
-    unknown = sorted(set(data) - {"label", "reply"})
-    if unknown:
-        raise bad(f"unknown top-level key(s) {', '.join(unknown)} (expected label and [[reply]])")
-    label = data.get("label")
-    if not isinstance(label, str) or "scripted" not in label.lower():
-        raise bad('needs a top-level label that says the replies are scripted, e.g. label = "scripted demo"')
-    tables = data.get("reply")
-    if not isinstance(tables, list) or not tables:
-        raise bad("no [[reply]] tables")
-    replies = []
-    for i, table in enumerate(tables, 1):
-        if not isinstance(table, dict):
-            raise bad(f"reply {i}: expected a [[reply]] table")
-        extra = sorted(set(table) - _REPLY_KEYS)
-        if extra:
-            raise bad(f"reply {i}: unknown key(s) {', '.join(extra)}")
-        text, note, finish = table.get("text"), table.get("note"), table.get("finish_reason", "stop")
-        if not isinstance(text, str):
-            raise bad(f"reply {i}: text must be a string (use '''...''' for several lines)")
-        if note is not None and not isinstance(note, str):
-            raise bad(f"reply {i}: note must be a string")
-        if not isinstance(finish, str):
-            raise bad(f"reply {i}: finish_reason must be a string")
-        counts = {}
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = table.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise bad(f"reply {i}: {key} must be a non-negative integer")
-            counts[key] = value
-        replies.append(
-            ScriptedReply(text, note, counts["prompt_tokens"], counts["completion_tokens"], finish)
-        )
-    return label, tuple(replies)
-
-
-# ---------------------------------------------------------------------------------------------
 # Budget
 
 
@@ -631,173 +520,3 @@ def complete_within(
     reply = client.complete(messages, temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s)
     spend.record(reply)
     return reply
-
-
-# ---------------------------------------------------------------------------------------------
-# Choosing the model
-
-
-def resolve_model(
-    cli_model: str | None, *, env: Mapping[str, str], config_path: Path | None
-) -> tuple[str | None, str | None, str]:
-    """(model, api_base, where it came from): ``--model``, then ``PORTER_MODEL``, then the config file.
-
-    The api_base travels with its model: the config file's ``api_base`` applies only to the config
-    file's ``model``. ``PORTER_API_BASE`` applies to a model from ``--model`` or ``PORTER_MODEL``;
-    a command's ``--api-base`` option overrides either (see :func:`open_model`). Empty values count
-    as unset.
-    """
-    env_base = env.get("PORTER_API_BASE") or None
-    if cli_model:
-        return cli_model, env_base, "--model"
-    if env.get("PORTER_MODEL"):
-        return env["PORTER_MODEL"], env_base, "PORTER_MODEL"
-    if config_path is not None and config_path.is_file():
-        try:
-            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise InputError(f"{config_path}: cannot read the porter config ({e})") from None
-        _refuse_unknown_config_keys(data, config_path)
-        model, api_base = data.get("model"), data.get("api_base")
-        for key, value in (("model", model), ("api_base", api_base)):
-            if value is not None and not isinstance(value, str):
-                raise InputError(f"{config_path}: {key} must be a string")
-        if model:
-            return model, api_base or None, str(config_path)
-    return None, None, "none"
-
-
-CONFIG_KEYS = ("model", "api_base")
-
-
-def _refuse_unknown_config_keys(data: Mapping[str, Any], config_path: Path) -> None:
-    """A key porter does not read is a typo until shown otherwise: ``modle = ...`` would otherwise
-    run the port without a model, and say so only at the end."""
-    for key in data:
-        if key not in CONFIG_KEYS:
-            close = difflib.get_close_matches(key, CONFIG_KEYS, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"{config_path}: unknown key {key!r}{hint}; porter reads {' and '.join(CONFIG_KEYS)}")
-
-
-# The environment variables litellm needs for the providers porter's users name most; any one of a
-# group is enough. They follow litellm.validate_environment (tests/test_model.py holds the two in
-# agreement) and are checked without importing litellm, which takes 5-8 s: a missing key is said at
-# once. Other providers are asked of litellm itself.
-PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "mistral": ("MISTRAL_API_KEY",),
-    "groq": ("GROQ_API_KEY",),
-    "deepseek": ("DEEPSEEK_API_KEY",),
-    "xai": ("XAI_API_KEY",),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "together_ai": ("TOGETHERAI_API_KEY",),
-    "fireworks_ai": ("FIREWORKS_AI_API_KEY", "FIREWORKS_API_KEY", "FIREWORKSAI_API_KEY", "FIREWORKS_AI_TOKEN"),
-    "cohere": ("COHERE_API_KEY",),
-    "deepinfra": ("DEEPINFRA_API_KEY",),
-    "cerebras": ("CEREBRAS_API_KEY",),
-    "nvidia_nim": ("NVIDIA_NIM_API_KEY",),
-    "perplexity": ("PERPLEXITYAI_API_KEY",),
-}
-# Local servers take no key; where they listen by default (or the variable litellm reads instead).
-LOCAL_PROVIDERS: dict[str, tuple[str, str | None]] = {
-    "ollama": ("OLLAMA_API_BASE", "http://localhost:11434"),
-    "ollama_chat": ("OLLAMA_API_BASE", "http://localhost:11434"),
-    "hosted_vllm": ("HOSTED_VLLM_API_BASE", None),
-}
-# Bare model names (no "provider/") litellm routes by their prefix, for the key check only.
-BARE_PREFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("gpt-", "chatgpt-", "o1", "o3", "o4"), "openai"),
-    (("claude-",), "anthropic"),
-)
-REACH_TIMEOUT_S = 3.0
-
-
-def check_model(model: str | None, *, api_base: str | None, env: Mapping[str, str],
-                reach_timeout_s: float = REACH_TIMEOUT_S) -> None:
-    """Before a session spends anything: can this model be called at all?
-
-    Raises :class:`ModelError` (exit 3) naming the missing environment variable, or the URL of a
-    server that does not accept a connection; :class:`InputError` (exit 2) for a provider litellm
-    does not know. ``replay:`` and ``mock:`` need nothing. The credentials of the common providers
-    are checked without importing litellm; only a server porter is told about (``--api-base``, or a
-    local provider's default) is contacted, with one TCP connection.
-    """
-    if model is None or model.startswith(("replay:", "mock:")):
-        return
-    provider, slash, _ = model.partition("/")
-    provider = provider if slash else next((p for prefixes, p in BARE_PREFIXES if model.startswith(prefixes)), "")
-    base = api_base
-    if provider in PROVIDER_KEYS:
-        keys = PROVIDER_KEYS[provider]
-        if not any(env.get(k) for k in keys):
-            hint = "; a local OpenAI-compatible server that takes no key accepts any value" if api_base else ""
-            raise ModelError(f"model {model}: {' or '.join(keys)} is not set (litellm reads the {provider} key from "
-                             f"it){hint}")
-    elif provider in LOCAL_PROVIDERS:
-        variable, default = LOCAL_PROVIDERS[provider]
-        base = api_base or env.get(variable) or default
-        if base is None:
-            raise InputError(f"model {model}: give the server's URL with --api-base (or set {variable})")
-    else:
-        _check_with_litellm(model, api_base=api_base, env=env)
-    if base:
-        _reachable(model, base, reach_timeout_s)
-
-
-def _check_with_litellm(model: str, *, api_base: str | None, env: Mapping[str, str]) -> None:
-    litellm = _litellm()
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception:
-        provider = model.partition("/")[0] if "/" in model else model
-        raise InputError(f"model {model!r}: litellm knows no such provider or model ({provider!r}); name it as "
-                         f"provider/model, e.g. openai/gpt-4o or anthropic/claude-sonnet-4-5") from None
-    missing = [k for k in litellm.validate_environment(model=model, api_base=api_base).get("missing_keys") or []
-               if not env.get(k)]
-    if missing and not (api_base and all(k.endswith("_API_BASE") for k in missing)):
-        raise ModelError(f"model {model}: {' and '.join(missing)} not set (litellm needs it for {provider})")
-
-
-def _reachable(model: str, url: str, timeout_s: float) -> None:
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise InputError(f"model {model}: --api-base {url!r} is not a URL") from None
-    if not parts.hostname:
-        raise InputError(f"model {model}: --api-base {url!r} is not a URL")
-    try:
-        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
-    except OSError as err:
-        why = err.strerror or str(err) or type(err).__name__
-        raise ModelError(f"model {model}: cannot reach the API at {url} ({why})") from None
-
-
-def make_model(model: str | None, *, api_base: str | None,
-               replay_model: type[ReplayModel] = ReplayModel) -> ModelClient | None:
-    """The client for a model spec: None (no model; porter makes the mechanical baseline only),
-    ``replay:FILE`` (scripted replies, played by ``replay_model``), ``mock:TEXT`` (litellm answers
-    TEXT locally), or a litellm model name such as ``openai/gpt-4o``."""
-    if model is None:
-        return None
-    if model.startswith("replay:"):
-        return replay_model(Path(model.removeprefix("replay:")))
-    if model.startswith("mock:"):
-        return LiteLLMModel("openai/porter-mock", mock_response=model.removeprefix("mock:"))
-    return LiteLLMModel(model, api_base=api_base)
-
-
-def open_model(model: str | None, *, api_base: str | None, env: Mapping[str, str],
-               config_path: Path | None, replay_model: type[ReplayModel] = ReplayModel) -> ModelClient | None:
-    """The model a command runs with, ready to call: resolved (``--model``, ``PORTER_MODEL``, the
-    config file; ``api_base``, the ``--api-base`` option, overrides the one resolved with it),
-    checked (:func:`check_model`: a missing key is one line, exit 3, before any work) and made."""
-    name, base, _where = resolve_model(model, env=env, config_path=config_path)
-    check_model(name, api_base=api_base or base, env=env)
-    return make_model(name, api_base=api_base or base, replay_model=replay_model)

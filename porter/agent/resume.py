@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from porter.agent.llm import Budget, LiteLLMModel, ModelClient, ReplayModel, Spend, check_model, make_model
+from porter.agent.llm import Budget, LiteLLMModel, ModelClient, Spend
+from porter.agent.model_choice import check_model, make_model
+from porter.agent.replay import ReplayModel
 from porter.agent.runs import (
     CandidateRecord,
     RunConfig,

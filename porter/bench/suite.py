@@ -229,7 +229,7 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
 
 def _port_row(task: Task, spec: Any, model_name: str | None, toolchain: Any, verifier: Verifier,
               api_base: str | None, runs_root: Path | None) -> BenchRow:
-    from porter.agent.llm import make_model
+    from porter.agent.model_choice import make_model
     from porter.agent.session import run_port
     from porter.gitcmd import repo_root_of
 

@@ -51,7 +51,7 @@ def trusted_tree(git: GitRepo, outcome: CiOutcome, kernel: CiKernel, root: Path)
 def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | None, api_base: str | None,
                  budget: Any, push: str | None, toolchain: Any, runner_factory: Any) -> tuple[CiPort, ...]:
     """Port every checked kernel of ``outcome`` to ``to_arch`` (see the module docstring)."""
-    from porter.agent.llm import check_model, make_model
+    from porter.agent.model_choice import check_model, make_model
     from porter.agent.session import run_port
     from porter.gate.spec import load_spec
     from porter.review.branch import open_review_branch

@@ -81,7 +81,7 @@ class ModelChoice:
 def choose_model(model: str | None, api_base: str | None, *, root: Path, env: Mapping[str, str]) -> ModelChoice:
     """The server's :class:`ModelChoice`, resolved as ``porter port`` resolves it; a ``replay:FILE``
     script is made absolute, so it is the file the owner named at start whatever the call."""
-    from porter.agent.llm import resolve_model
+    from porter.agent.model_choice import resolve_model
 
     name, base, where = resolve_model(model, env=env, config_path=root / ".porter" / "config.toml")
     if name is not None and name.startswith("replay:"):

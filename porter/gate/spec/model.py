@@ -413,7 +413,7 @@ class Spec:
 
     def value_case_sizes(self, case: ValueCase) -> dict[str, int]:
         """Where a value case runs: its ``at``, else the sweep's middle size set (porter's own case
-        is placed per check instead, see :func:`porter.gate.plan.check_plan`)."""
+        is placed per check instead, see :func:`porter.gate.plan.plan_cases`)."""
         if not case.at:
             return self.middle_sizes()
         return resolve_sizes(self.sizes, case.at, where=f"{self.source}: inputs.cases {case.name!r}.at")
