@@ -57,7 +57,7 @@ def test_one_round_of_three_samples_is_verified_together_and_the_pass_wins(toolc
                       _kernel(kernel, wrong=False, note="right")])
     result, _ = _port(toolchain, tmp_path, model, candidates=3)
     assert result.status == "passed"
-    assert result.spend["rounds"] == 3 and len(model.sent) == 3
+    assert result.spend.rounds == 3 and len(model.sent) == 3
     assert model.sent[0] == model.sent[1] == model.sent[2]  # independent samples of one conversation
     model_candidates = [c for c in result.candidates if c.origin == "model"]
     assert [c.status for c in model_candidates] == ["failed", "passed"]  # the malformed one is no candidate
@@ -102,4 +102,4 @@ def test_rounds_and_samples_are_numbered_and_a_sample_without_a_candidate_is_sai
     assert "round 1, sample 3 of 3: no candidate (entry): The kernel in your reply renames the entry" in out.getvalue()
     assert [(c.origin, c.round) for c in result.candidates] == [("retarget", 0), ("model", 1), ("model", 3)]
     assert "candidate 1 (model, round 1): checking" in lines and "candidate 2 (model, round 3): checking" in lines
-    assert result.spend["rounds"] == 7  # the budget counts model calls: three samples a round, one in the last
+    assert result.spend.rounds == 7  # the budget counts model calls: three samples a round, one in the last

@@ -28,7 +28,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from port_doubles import OnlyGoodCubins, good_cubins, scripted_vector_add, vector_add_copy  # noqa: E402
 
-from porter.agent.llm import Budget  # noqa: E402
+from porter.agent.llm import Budget, SpendRecord  # noqa: E402
 from porter.errors import EnvironmentProblem  # noqa: E402
 from porter.gate.runner.protocol import Job, Reply  # noqa: E402
 from porter.gate.verdict import Verdict  # noqa: E402
@@ -290,7 +290,7 @@ def test_the_allowance_reserves_and_gives_back():
     assert (second.max_rounds, second.max_usd) == (1, 0.5)
     with pytest.raises(EnvironmentProblem, match=r"the server's budget is spent \(rounds, usd\)"):
         allowance.reserve(Budget(max_rounds=1))
-    allowance.settle(first, {"rounds": 1, "usd": 0.25})
+    allowance.settle(first, SpendRecord(rounds=1, usd=0.25))
     assert allowance.left() == {"rounds": 3, "tokens": None, "usd": 0.25}
     unlimited = Allowance().reserve(Budget(max_rounds=None))
     assert unlimited.max_rounds is None

@@ -72,7 +72,7 @@ def session(tmp_path: Path, toolchain, kernel: Path, to: str, model=None, **more
 def test_a_plain_kernel_that_cannot_run_here_is_not_run_after_one_candidate(tmp_path, toolchain):
     result, _ = session(tmp_path, toolchain, VADD / "kernel.ptx", "sm_100", model=ReplayModel(junk_script(tmp_path)))
     assert result.status == "not run on target hardware"
-    assert len(result.candidates) == 1 and result.spend["rounds"] == 0  # no model call was made
+    assert len(result.candidates) == 1 and result.spend.rounds == 0  # no model call was made
     assert "cannot run on this machine" in result.stop_reason
 
 
@@ -95,7 +95,7 @@ def test_the_cli_exits_3_for_a_plain_kernel_not_run_on_target_hardware(tmp_path)
 def test_zero_rounds_is_the_baseline_alone(tmp_path, toolchain):
     result, _ = session(tmp_path, toolchain, TILE / "kernel_sm80.ptx", "sm_90a", model=ReplayModel(SCRIPT),
                         budget=Budget(max_rounds=0))
-    assert result.spend["rounds"] == 0 and len(result.candidates) == 1
+    assert result.spend.rounds == 0 and len(result.candidates) == 1
     assert "0 of 0 rounds" in result.stop_reason
 
 

@@ -64,7 +64,7 @@ def test_a_port_ended_by_its_budget_resumes_to_the_same_passing_candidate(tmp_pa
     assert "round budget spent" in cut.stop_reason and cut.status == "failed"
     resumed = _resume(cut.run_dir, toolchain, OnlyGoodCubins(good_cubins(toolchain)), Budget(max_rounds=1))
     assert resumed.run_id == cut.run_id and _ending(resumed) == _ending(whole)
-    assert resumed.status == "passed" and resumed.spend["rounds"] == 2  # one round, then one more
+    assert resumed.status == "passed" and resumed.spend.rounds == 2  # one round, then one more
     state = read_record(SessionState, resumed.run_dir / "session.json")
     assert len(state.resumes) == 1 and state.resumes[0].budget["max_rounds"] == 1
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from porter.agent.llm import SpendRecord
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
 from porter.errors import InputError
@@ -108,8 +109,7 @@ def make_result(tmp_path: Path, *, passed: bool = True) -> PortResult:
                       stop_reason="candidate 1 passes every gate" if passed else "round budget of 1 spent",
                       source_arch="sm_80", target="sm_90a", target_reason="sm_90a, as asked", require_native=True,
                       model="openai/gpt-test", best=best, candidates=(baseline, model),
-                      spend={"rounds": 1, "prompt_tokens": 1200, "completion_tokens": 800, "usd": 0.0123,
-                             "wall_s": 4.5})
+                      spend=SpendRecord(rounds=1, prompt_tokens=1200, completion_tokens=800, usd=0.0123, wall_s=4.5))
 
 
 def snapshot(repo: Path) -> dict[str, object]:

@@ -56,7 +56,7 @@ def test_scripted_session_walks_the_repair_path_on_the_cpu(tmp_path, toolchain):
     assert result.status == "not run on target hardware"
     assert result.best.index == 3 and result.best.verdict.signature_sass["HGMMA"] > 0
     assert result.best.verdict.gate("emulation").status == "passed"
-    assert result.spend["rounds"] == 3
+    assert result.spend.rounds == 3
     assert any(kind == "format-error" for kind, _ in events) is False
     # Everything was recorded as it happened.
     run = find_run(tmp_path / "runs", result.run_id)
@@ -67,7 +67,7 @@ def test_scripted_session_walks_the_repair_path_on_the_cpu(tmp_path, toolchain):
 
 def test_budget_stops_before_a_call_that_would_exceed_it(tmp_path, toolchain):
     result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT), budget=Budget(max_rounds=1))
-    assert result.spend["rounds"] == 1
+    assert result.spend.rounds == 1
     assert "round budget" in result.stop_reason
 
 

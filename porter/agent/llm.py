@@ -421,6 +421,26 @@ def _usd(amount: float) -> str:
     return f"${amount:.6f}"
 
 
+@dataclass(frozen=True)
+class SpendRecord:
+    """What a session had used when it was recorded: ``spend.json``, a port's result, its progress
+    events. One type from the session to every reader (resume, bench, progress, MCP, PORT_REPORT)."""
+
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def line(self) -> str:
+        """The spend in a few words, as progress and summaries say it."""
+        return f"{self.rounds} rounds, {self.tokens} tokens, ${self.usd:.4f}"
+
+
 @dataclass
 class Spend:
     """What a session has used so far. ``usd`` sums the known costs; unpriced calls add nothing."""
@@ -439,6 +459,17 @@ class Spend:
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
+
+    @classmethod
+    def going_on_from(cls, recorded: SpendRecord) -> Spend:
+        """A Spend that goes on from a recorded one (its wall-clock time too): a resumed session's."""
+        return cls(rounds=recorded.rounds, prompt_tokens=recorded.prompt_tokens,
+                   completion_tokens=recorded.completion_tokens, usd=recorded.usd,
+                   started=time.monotonic() - recorded.wall_s)
+
+    def snapshot(self) -> SpendRecord:
+        return SpendRecord(self.rounds, self.prompt_tokens, self.completion_tokens, round(self.usd, 6),
+                           round(self.elapsed_s, 2))
 
     def record(self, reply: Reply) -> None:
         self.rounds += 1

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from porter.agent.llm import Budget, LiteLLMModel, ModelClient, Spend
+from porter.agent.llm import Budget, LiteLLMModel, ModelClient, Spend, SpendRecord
 from porter.agent.model_choice import check_model, make_model
 from porter.agent.replay import ReplayModel
 from porter.agent.runs import (
@@ -168,7 +168,7 @@ class ResumePoint:
     state: SessionState | None
     records: tuple[CandidateRecord, ...]
     texts: dict[int, str]
-    spend: dict[str, Any]
+    spend: SpendRecord
     outcome: RunOutcome | None
 
     @property
@@ -201,27 +201,12 @@ def resume_point(run_dir: Path) -> ResumePoint:
     return ResumePoint(run_dir, config, inputs, state, tuple(records), texts, spend, outcome)
 
 
-def _read_spend(run_dir: Path) -> dict[str, Any]:
-    import json
-
+def _read_spend(run_dir: Path) -> SpendRecord:
+    """The run's ``spend.json`` (none yet: nothing spent), read once, as its type."""
     path = run_dir / "spend.json"
     if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path}: unreadable run record ({err})") from None
-    return data if isinstance(data, dict) else {}
-
-
-def spend_so_far(recorded: dict[str, Any]) -> Spend:
-    """A Spend that goes on from a recorded one (its wall-clock time too)."""
-    spend = Spend(started=time.monotonic() - float(recorded.get("wall_s", 0.0)))
-    spend.rounds = int(recorded.get("rounds", 0))
-    spend.prompt_tokens = int(recorded.get("prompt_tokens", 0))
-    spend.completion_tokens = int(recorded.get("completion_tokens", 0))
-    spend.usd = float(recorded.get("usd", 0.0))
-    return spend
+        return SpendRecord()
+    return read_record(SpendRecord, path)
 
 
 def extend(budget: Budget, spend: Spend) -> Budget:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from porter.agent.export import failure_label
+from porter.agent.llm import SpendRecord
 from porter.errors import InputError
 from porter.gate.verdict import Judgement, Status, Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
@@ -170,7 +171,7 @@ class RunOutcome:
     stop_reason: str
     target: str
     best: int | None
-    spend: dict[str, Any] = field(default_factory=dict)
+    spend: SpendRecord = field(default_factory=SpendRecord)
     ended: str = "finished"
     # The best candidate's answer to "equal to the reference?" (porter.gate.evidence): "yes", "no",
     # "not run", or "yes (emulated)" where only porter's PTX emulator ran it; "" in older records.

@@ -37,7 +37,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
+from porter.agent.llm import (
+    Budget,
+    BudgetExhausted,
+    ModelClient,
+    ModelError,
+    Spend,
+    SpendRecord,
+    complete_within,
+)
 from porter.agent.resume import SessionState
 from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.agent.steering import Steering, Unsteered
@@ -107,7 +115,7 @@ class PortResult:
     model: str | None
     best: CandidateRecord | None
     candidates: tuple[CandidateRecord, ...]
-    spend: dict[str, Any]
+    spend: SpendRecord
     entry: str = ""  # the source's entry: names the run and the review branch
     asked_target: str = ""  # --to as given, when the target chosen differs from it
     warnings: tuple[str, ...] = ()  # from the pre-flight
@@ -413,7 +421,6 @@ class PortSession:
         return _Setup(module, source_arch, target, target_reason, changed, require, src, dst, entry, warnings, log)
 
     def _reopen(self, point: ResumePoint) -> _Setup:
-        from porter.agent.resume import spend_so_far
         from porter.ptx import read_ptx
 
         config = point.config
@@ -421,7 +428,7 @@ class PortSession:
         log = RunLog.reopen(point.run_dir)
         self.candidates = list(point.records)
         self.texts = dict(point.texts)
-        self.spend = spend_so_far(point.spend)
+        self.spend = Spend.going_on_from(point.spend)
         self._resumed = True
         self.emit("start", run_id=log.id, source_arch=config.source_arch, target=config.target,
                   reason=config.target_reason, changed=config.target_changed, require_native=config.require_native,
@@ -449,10 +456,8 @@ class PortSession:
         self.emit("interrupted" if ended == "interrupted" else "done", result=result)
         return result
 
-    def _spend(self) -> dict[str, Any]:
-        s = self.spend
-        return {"rounds": s.rounds, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                "usd": round(s.usd, 6), "wall_s": round(s.elapsed_s, 2)}
+    def _spend(self) -> SpendRecord:
+        return self.spend.snapshot()
 
     # -- the loop --------------------------------------------------------------------------------
     def _checkpoint(self, log: RunLog, state: SessionState) -> SessionState:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from porter.agent.llm import SpendRecord
 from porter.agent.runs import CandidateRecord
 
 
@@ -55,7 +56,7 @@ class RoundView:
     previous_text: str  # the text before it: the candidate before, or the source for the first
     previous_label: str  # "candidate 2", "source"
     best: CandidateRecord
-    spend: dict[str, Any]
+    spend: SpendRecord
 
     @property
     def diff(self) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from porter._toml import tomllib
+from porter.agent.llm import SpendRecord
 from porter.errors import InputError
 from porter.gate.evidence import equivalence
 from porter.gate.verdict import EXIT_CODES, Status, Verdict, exit_code_for, exit_code_for_all, judge
@@ -123,7 +124,7 @@ def find_tasks(suite: Path) -> list[Task]:
 
 
 def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native: bool,
-              spend: dict[str, Any] | None = None, port: bool = False) -> BenchRow:
+              spend: SpendRecord | None = None, port: bool = False) -> BenchRow:
     """One bench row, read off a Verdict (the one currency: nothing is re-derived). The status is
     the check's (``port=False``: a reference port) or the port's judgement (:func:`porter.gate.verdict.judge`)."""
     gates = {g.name: g.status for g in verdict.gates}
@@ -134,7 +135,7 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     else:
         executed = {"executed": "yes", "not measured": "not run"}.get(verdict.native.state, "no")
     candidate = next((t for t in verdict.timings if t.name == "candidate"), None)
-    spend = spend or {}
+    spend = spend or SpendRecord()
     return BenchRow(
         task=task, model=model, status=judge(verdict, require_native=require_native if port else None).status.value,
         assembled=gates.get("assemble") == "passed" if "assemble" in gates else None,
@@ -142,8 +143,7 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
         native_executed=executed, speedup_vs_source=verdict.speedup_vs_source,
         speedup_vs_library=verdict.speedup_vs_library,
         roofline=candidate.roofline_fraction if candidate else None,
-        rounds=int(spend.get("rounds", 0)), tokens=int(spend.get("prompt_tokens", 0)) + int(spend.get("completion_tokens", 0)),
-        usd=float(spend.get("usd", 0.0)), reason=verdict.reason,
+        rounds=spend.rounds, tokens=spend.tokens, usd=spend.usd, reason=verdict.reason,
     )
 
 

@@ -38,6 +38,7 @@ from mcp.server.mcpserver.resources import FunctionResource
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from porter.agent.llm import SpendRecord
 from porter.errors import InputError
 from porter.mcp.results import answer, strict_tool, tool_result
 from porter.mcp.shared import Limits, Shared
@@ -248,13 +249,13 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
             granted = shared.allowance.reserve(Budget(
                 max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd,
                 max_wall_s=max_minutes * 60 if max_minutes is not None else None))
-            spent: dict[str, Any] = {}
+            spent = SpendRecord()
             try:
                 ported = services.port(path, to, spec=loaded.path, model=chosen.name, api_base=chosen.api_base,
                                        model_fixed=True, agent=agent, budget=granted, require_native=require_native,
                                        branch=branch, gpu=gpu, on_event=notify,
                                        runner=shared.runner() if gpu else None, gpu_guard=shared.gpu_work)
-                spent.update(ported.result.spend)
+                spent = ported.result.spend
             finally:
                 shared.allowance.settle(granted, spent)
             return tool_result(ported, _port_summary(ported.result))
@@ -303,9 +304,7 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
 def _port_summary(result: Any) -> str:
     best = f"best: candidate {result.best.index} ({result.best.path})" if result.best is not None else "no candidate"
     return (f"{result.outcome.upper()}: {result.stop_reason}\n{best}\nrun {result.run_id}; "
-            f"spent {result.spend['rounds']} rounds, "
-            f"{result.spend['prompt_tokens'] + result.spend['completion_tokens']} tokens, "
-            f"${result.spend['usd']:.4f}")
+            f"spent {result.spend.line()}")
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:

@@ -17,12 +17,12 @@ No MCP import here: this is plain threading, tested on its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from porter.agent.llm import Budget
+from porter.agent.llm import Budget, SpendRecord
 from porter.errors import EnvironmentProblem
 from porter.gate.runner import GpuRunner
 
@@ -71,11 +71,9 @@ class Allowance:
                 self._left[name] = left - granted[name]
         return replace(asked, max_rounds=granted["rounds"], max_tokens=granted["tokens"], max_usd=granted["usd"])
 
-    def settle(self, granted: Budget, spend: Mapping[str, Any]) -> None:
+    def settle(self, granted: Budget, spend: SpendRecord) -> None:
         """Give back what a port reserved and did not spend."""
-        used = {"rounds": spend.get("rounds", 0),
-                "tokens": spend.get("prompt_tokens", 0) + spend.get("completion_tokens", 0),
-                "usd": spend.get("usd", 0.0)}
+        used = {"rounds": spend.rounds, "tokens": spend.tokens, "usd": spend.usd}
         reserved = {"rounds": granted.max_rounds, "tokens": granted.max_tokens, "usd": granted.max_usd}
         with self._lock:
             for name, left in self._left.items():

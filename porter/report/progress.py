@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from porter.agent.llm import SpendRecord
+
 
 def gates_line(verdict: Any) -> str:
     """A verdict's gates as ``name:status`` pairs."""
     return "  ".join(f"{g.name}:{g.status}" for g in verdict.gates)
 
 
-def spend_line(spend: Mapping[str, Any]) -> str:
+def spend_line(spend: SpendRecord) -> str:
     """A spend record as ``R rounds, T tokens, $D``."""
-    tokens = spend.get("prompt_tokens", 0) + spend.get("completion_tokens", 0)
-    return f"{spend.get('rounds', 0)} rounds, {tokens} tokens, ${spend.get('usd', 0.0):.4f}"
+    return spend.line()
 
 
 def _round(data: Mapping[str, Any]) -> str:

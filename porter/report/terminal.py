@@ -214,8 +214,8 @@ def render_port(result: PortResult) -> str:
                    "retarget was tried")
     else:
         s = result.spend
-        out.append(f"model: {result.model}; {s['rounds']} rounds, {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
-                   f"${s['usd']:.4f}")
+        out.append(f"model: {result.model}; {s.rounds} rounds, {s.prompt_tokens}+{s.completion_tokens} tokens, "
+                   f"${s.usd:.4f}")
     if result.best is not None:
         out.extend(achievements(result.best.verdict))
     out.append("")
@@ -239,9 +239,7 @@ def render_round(view: RoundView) -> str:
     rec, v = view.record, view.record.verdict
     out = [f"candidate {rec.index} ({rec.origin}, round {rec.round}): {rec.status.upper()} - {v.reason}", ""]
     out.append(table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates]))
-    s = view.spend
-    out.append(f"best so far: candidate {view.best.index} ({view.best.status}); spent {s.get('rounds', 0)} rounds, "
-               f"{s.get('prompt_tokens', 0) + s.get('completion_tokens', 0)} tokens, ${s.get('usd', 0.0):.4f}")
+    out.append(f"best so far: candidate {view.best.index} ({view.best.status}); spent {view.spend.line()}")
     diff = view.diff.splitlines()
     if not diff:
         out.append(f"no change from {view.previous_label}")

@@ -213,11 +213,8 @@ def _spend_section(result: PortResult) -> list[str]:
     if result.model is None:
         out.append("No model: only the mechanical retarget was tried.")
         return out
-    usd = s.get("usd")
     out.append(md_table(["model", "rounds", "prompt tokens", "completion tokens", "USD", "wall s"],
-                        [[result.model, s.get("rounds", "-"), s.get("prompt_tokens", "-"),
-                          s.get("completion_tokens", "-"), "-" if usd is None else f"{usd:.4f}",
-                          s.get("wall_s", "-")]]))
+                        [[result.model, s.rounds, s.prompt_tokens, s.completion_tokens, f"{s.usd:.4f}", s.wall_s]]))
     return out
 
 
