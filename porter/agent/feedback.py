@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from porter.agent.edits import EditOutcome
-from porter.gate.verdict import CaseResult, Gate, Verdict, size_label
+from porter.gate.verdict import CaseResult, Gate, Status, Verdict, size_label
 from porter.ptx.toolchain import AssembleResult, EntryResources
 
 _MAX_ERRORS_WITH_CONTEXT = 8
@@ -43,13 +43,13 @@ def feedback_for(
     parts = [_headline(verdict, assemble)]
     if assemble is not None:
         parts.append(_assembler(assemble, lines))
-    elif verdict is not None and (gate := verdict.gate("assemble")) is not None and gate.status != "passed":
+    elif verdict is not None and (gate := verdict.gate("assemble")) is not None and gate.status != Status.PASSED:
         parts.append(_assemble_gate(gate, lines))
     if verdict is not None:
         parts += [
             _gates(verdict.gates),
             _equivalence(verdict),
-            *(_gate_details(g) for g in verdict.gates if g.name not in _HANDLED and g.status != "passed"),
+            *(_gate_details(g) for g in verdict.gates if g.name not in _HANDLED and g.status != Status.PASSED),
         ]
     assembled = assemble.ok if assemble is not None else _gate_passed(verdict, "assemble")
     if verdict is not None and assembled:
@@ -177,9 +177,9 @@ def _gate_details(gate: Gate) -> str:
 
 def _equivalence(verdict: Verdict) -> str:
     gate = verdict.gate("equivalence")
-    if gate is None or gate.status == "passed":
+    if gate is None or gate.status == Status.PASSED:
         return ""
-    failed = [c for c in verdict.cases if c.status != "passed"]
+    failed = [c for c in verdict.cases if c.status != Status.PASSED]
     if not failed:
         return _gate_details(gate)
     first, others = failed[0], failed[1:]
@@ -196,7 +196,7 @@ def _equivalence(verdict: Verdict) -> str:
         ]
         if len(others) > _MAX_OTHER_CASES:
             out.append(f"- and {len(others) - _MAX_OTHER_CASES} more")
-    passed = list(dict.fromkeys(size_label(c.sizes) for c in verdict.cases if c.status == "passed"))
+    passed = list(dict.fromkeys(size_label(c.sizes) for c in verdict.cases if c.status == Status.PASSED))
     if passed:
         more = f"; and {len(passed) - _MAX_PASSED_SIZES} more" if len(passed) > _MAX_PASSED_SIZES else ""
         out.append(f"Passed at: {'; '.join(passed[:_MAX_PASSED_SIZES])}{more}")
@@ -274,7 +274,7 @@ def _from_entry(r: EntryResources) -> dict[str, object]:
 def _speed(verdict: Verdict) -> str:
     gate = verdict.gate("timing")
     if not verdict.timings:
-        return f"Speed: {gate.status}: {gate.summary}" if gate is not None and gate.status != "passed" else ""
+        return f"Speed: {gate.status}: {gate.summary}" if gate is not None and gate.status != Status.PASSED else ""
     out = ["Speed:"]
     for t in verdict.timings:
         figures = [f"{t.median_ms:.4f} ms median (p10-p90 {t.p10_ms:.4f}-{t.p90_ms:.4f}, n={t.count})"]
@@ -298,9 +298,9 @@ def _blockers(verdict: Verdict | None, assemble: AssembleResult | None, require_
         items.append("ptxas rejects the kernel: fix the errors above first.")
     if verdict is not None:
         for g in verdict.gates:
-            if g.status == "passed" or g.name == "timing" or (g.name == "assemble" and assemble is not None):
+            if g.status == Status.PASSED or g.name == "timing" or (g.name == "assemble" and assemble is not None):
                 continue
-            if g.status == "not run":
+            if g.status == Status.NOT_RUN:
                 items.append(
                     f"{g.name} was not run here ({_short(g.summary)}): not the kernel's fault, but "
                     "nothing is passed until it runs."
@@ -337,7 +337,7 @@ def _static_native(verdict: Verdict) -> str:
 
 def _gate_passed(verdict: Verdict | None, name: str) -> bool:
     gate = verdict.gate(name) if verdict is not None else None
-    return gate is not None and gate.status == "passed"
+    return gate is not None and gate.status == Status.PASSED
 
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from porter.agent.llm import Budget, BudgetExhausted, ModelClient, ModelError, Spend, complete_within
 from porter.agent.resume import SessionState
-from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
+from porter.agent.runs import CandidateRecord, Ended, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.agent.steering import Steering, Unsteered
 from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
@@ -371,9 +371,9 @@ class PortSession:
             stop = self._loop(setup, resume.state if resume is not None else None)
         except KeyboardInterrupt:
             self._end(setup, "interrupted (Ctrl-C): `porter port --resume "
-                      f"{setup.log.id}` goes on from the last step", ended="interrupted")
+                      f"{setup.log.id}` goes on from the last step", ended=Ended.INTERRUPTED)
             raise
-        return self._end(setup, stop, ended="stopped" if self.stopped else "finished")
+        return self._end(setup, stop, ended=Ended.STOPPED if self.stopped else Ended.FINISHED)
 
     def _begin(self) -> _Setup:
         from porter.agent.preflight import preflight
@@ -430,7 +430,7 @@ class PortSession:
                       config.require_native, get_profile(config.source_arch), get_profile(config.target), config.entry,
                       config.warnings, log)
 
-    def _end(self, setup: _Setup, stop: str, *, ended: str) -> PortResult:
+    def _end(self, setup: _Setup, stop: str, *, ended: Ended) -> PortResult:
         req, log = self.request, setup.log
         best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
@@ -446,7 +446,7 @@ class PortSession:
         log.write_json("result.json", RunOutcome(result.status, stop, setup.target, best.index if best else None,
                                                  result.spend, ended=ended,
                                                  equivalent=equivalence(best.verdict).label if best else ""))
-        self.emit("interrupted" if ended == "interrupted" else "done", result=result)
+        self.emit("interrupted" if ended is Ended.INTERRUPTED else "done", result=result)
         return result
 
     def _spend(self) -> dict[str, Any]:

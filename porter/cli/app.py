@@ -310,7 +310,6 @@ def port(
     from porter import services
     from porter.cli.progress import make_progress
     from porter.cli.steer import port_steering
-    from porter.gate.verdict import exit_code_for
     from porter.report.terminal import render_port, render_review
 
     _refuse_conflicting_port_flags(branch=branch, branch_on_failure=branch_on_failure, in_place=in_place, push=push,
@@ -343,7 +342,7 @@ def port(
     else:
         typer.echo(render_port(ported.result))
         typer.echo(render_review(ported.review, ported.result, branch=branch is not False))
-    raise typer.Exit(exit_code_for(ported.result.status))
+    raise typer.Exit(ported.result.status.exit_code)
 
 
 def _refuse_conflicting_port_flags(*, branch: bool | None, branch_on_failure: bool, in_place: bool,
@@ -415,6 +414,7 @@ def replay(
     Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
     from porter.gate.tables import table
+    from porter.gate.verdict import Status
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu, seams=_seams(ctx))
     if as_json:
@@ -423,7 +423,7 @@ def replay(
         typer.echo(f"replayed {replayed.run.name} on this machine")
         typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
                          [[r.index, r.origin, r.recorded, r.verdict.status,
-                           "not run" if r.outcome == "not run" else "same" if r.agrees else "DIFFERENT",
+                           "not run" if r.outcome == Status.NOT_RUN else "same" if r.agrees else "DIFFERENT",
                            r.verdict.reason[:80]] for r in replayed.rows]))
     raise typer.Exit(replayed.exit_code)
 

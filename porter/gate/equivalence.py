@@ -23,6 +23,7 @@ from porter.gate.spec import Spec
 from porter.gate.verdict import (
     CaseResult,
     Gate,
+    Status,
     size_label,
 )
 
@@ -120,7 +121,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         checks.append(check)
     reasons = []
     if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
-        return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
+        return CaseResult(sizes=dict(sizes), seed=case.seed, status=Status.NOT_RUN, values=case.values, outputs=tuple(checks),
                           reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
     if reply.guards:
         reasons.append("out-of-bounds write: " + "; ".join(reply.guards))
@@ -130,7 +131,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))
     return CaseResult(
-        sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
+        sizes=dict(sizes), seed=case.seed, status=Status.FAILED if reasons else Status.PASSED, reason="; ".join(reasons),
         outputs=tuple(checks), guard_violations=tuple(reply.guards), inputs_modified=tuple(reply.modified),
         nondeterminism="; ".join(nondet), wall_s=reply.kernel_s, values=case.values,
     )
@@ -138,12 +139,12 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
 
 def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if not cases:
-        return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
-    failed = [c for c in cases if c.status not in ("passed", "not run")]
-    unjudged = [c.reason for c in cases if c.status == "not run"]
+        return Gate("equivalence", Status.FAILED, "no case ran: nothing was compared with the reference")
+    failed = [c for c in cases if c.status not in (Status.PASSED, Status.NOT_RUN)]
+    unjudged = [c.reason for c in cases if c.status == Status.NOT_RUN]
     if not failed and len(cases) == planned:
         judged = len(cases) - len(unjudged)
-        return Gate("equivalence", "passed", f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
+        return Gate("equivalence", Status.PASSED, f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
                     "from two initial output states) equal to the reference", tuple(unjudged))
     details = []
     for c in failed[:6]:
@@ -153,9 +154,9 @@ def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if skipped:
         details.append(f"{skipped} cases not run after the fault")
     if not failed:
-        return Gate("equivalence", "failed", f"{planned - len(cases)} of {planned} cases not run", tuple(details))
+        return Gate("equivalence", Status.FAILED, f"{planned - len(cases)} of {planned} cases not run", tuple(details))
     first = failed[0]
-    return Gate("equivalence", "failed", f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
+    return Gate("equivalence", Status.FAILED, f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
                 tuple(details))
 
 
@@ -180,7 +181,7 @@ class Judging:
 
     def failed_so_far(self) -> bool:
         """Whether a case is already known to have failed (a fault, or a finished judgement)."""
-        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in ("passed", "not run"))
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in (Status.PASSED, Status.NOT_RUN))
                                          for f in self.pending)
 
     def results(self) -> list[CaseResult]:
@@ -208,7 +209,7 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
                                                 reference=Reference("held", key=job.key) if held is not None else job),
                                 options.case_timeout_s)
             except WorkerFault as fault:
-                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status=Status.FAILED,
                                                   values=case.values, reason=fault_reason(fault), fault=str(fault)))
                 break
             judging.digests[case.key()] = reply.digests
