@@ -312,7 +312,7 @@ class PortSession:
         """The records of the candidates saved at ``paths`` (the next indices), with their feedback."""
         from porter.agent.feedback import feedback_for
 
-        records = []
+        records: list[CandidateRecord] = []
         for path, verdict in zip(paths, verdicts, strict=True):
             text = self.texts[len(self.candidates)]
             feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)

@@ -304,7 +304,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     # on the CPU while the GPU works. Timing starts only if no case is known to have failed yet, and
     # its result counts only if every case passed.
     later: list[Gate] = []
-    extras: dict[str, Any] = {"seeds": seeds}
+    extras = {"seeds": seeds}
     if options.native:
         with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
             evidence, left = profile_native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])

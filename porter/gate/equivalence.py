@@ -73,6 +73,9 @@ _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
 def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     sizes = case.sizes
     runs = reply.outputs  # None: bit-identical to the first run
+    first = runs[0]
+    if first is None:
+        raise RuntimeError("a case reached judgement without its first run's outputs")
     initials = reply.initials or ["poison"] * len(runs)
     if reply.reference is None:
         raise RuntimeError("a case reached judgement without its reference")
@@ -88,11 +91,11 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         if p.name not in reference:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
-        tile = block_tile(runs[0][p.name].shape, grid)
+        tile = block_tile(first[p.name].shape, grid)
         # Where the reference is not finite in the output's dtype (inputs span the whole domain),
         # it says nothing: those elements are left out, the rest of the case is judged.
         limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
-        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
+        c = check = compare(p.name, first[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement (the
@@ -102,7 +105,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         for initial, later in zip(initials[1:], runs[1:], strict=True):
             if later is None:
                 continue
-            diff = compare_runs(runs[0][p.name], later[p.name])
+            diff = compare_runs(first[p.name], later[p.name])
             if not diff:
                 continue
             again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
