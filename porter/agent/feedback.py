@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from porter.agent.edits import EditOutcome
 from porter.gate.verdict import CaseResult, Gate, Status, Verdict, size_label
-from porter.ptx.toolchain import AssembleResult, EntryResources
+from porter.ptx.assembly import Assembly, EntryResources
 
 _MAX_ERRORS_WITH_CONTEXT = 8
 _MAX_ERRORS_LISTED = 20
@@ -32,7 +32,7 @@ _HANDLED = ("assemble", "equivalence", "native", "timing")
 
 def feedback_for(
     verdict: Verdict | None,
-    assemble: AssembleResult | None,
+    assemble: Assembly | None,
     *,
     candidate_text: str,
     require_native: bool,
@@ -108,7 +108,7 @@ def format_error_feedback(outcome: EditOutcome) -> str:
 # --- sections ---------------------------------------------------------------------------------
 
 
-def _headline(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
+def _headline(verdict: Verdict | None, assemble: Assembly | None) -> str:
     if verdict is not None:
         return f"Verdict for {verdict.arch}: {verdict.status.upper()}: {verdict.reason}"
     if assemble is not None:
@@ -116,7 +116,7 @@ def _headline(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
     return "Nothing was measured for this candidate."
 
 
-def _assembler(result: AssembleResult, lines: Sequence[str]) -> str:
+def _assembler(result: Assembly, lines: Sequence[str]) -> str:
     errors = result.errors
     notes = [d for d in result.diagnostics if d not in errors]
     if result.ok and not notes:
@@ -140,7 +140,7 @@ def _assembler(result: AssembleResult, lines: Sequence[str]) -> str:
 
 
 def _assemble_gate(gate: Gate, lines: Sequence[str]) -> str:
-    """The verdict's assemble gate, when no AssembleResult is at hand: its details plus the lines they name."""
+    """The verdict's assemble gate, when no Assembly is at hand: its details plus the lines they name."""
     out = [f"assemble: {gate.status}: {gate.summary}"]
     for detail in gate.details[:_MAX_ERRORS_WITH_CONTEXT]:
         out.append(detail)
@@ -237,7 +237,7 @@ def _native(verdict: Verdict) -> str:
     return "\n".join(out)
 
 
-def _resources(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
+def _resources(verdict: Verdict | None, assemble: Assembly | None) -> str:
     if assemble is not None and assemble.resources:
         rows = {name: _from_entry(r) for name, r in assemble.resources.items()}
     elif verdict is not None:
@@ -292,7 +292,7 @@ def _speed(verdict: Verdict) -> str:
     return "\n".join(out)
 
 
-def _blockers(verdict: Verdict | None, assemble: AssembleResult | None, require_native: bool) -> str:
+def _blockers(verdict: Verdict | None, assemble: Assembly | None, require_native: bool) -> str:
     items = []
     if assemble is not None and not assemble.ok:
         items.append("ptxas rejects the kernel: fix the errors above first.")

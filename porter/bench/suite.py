@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -210,11 +211,10 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
     for task in tasks:
         spec = load_spec(task.spec)
         if solutions:
-            work.append(lambda task=task, spec=spec: _solution_row(task, spec, verifier))
+            work.append(partial(_solution_row, task, spec, verifier))
             continue
         for model_name in models:
-            work.append(lambda task=task, spec=spec, model_name=model_name: _port_row(
-                task, spec, model_name, toolchain, verifier, api_base, runs_root))
+            work.append(partial(_port_row, task, spec, model_name, toolchain, verifier, api_base, runs_root))
     rows: list[BenchRow] = []
     with ThreadPoolExecutor(max_workers=max(1, min(len(work), verifier.capacity)),
                             thread_name_prefix="porter-bench") as tasks_at_once:

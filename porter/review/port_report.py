@@ -187,11 +187,11 @@ def _speed_section(v: Verdict) -> list[str]:
 
 def _resources_section(before: CandidateRecord | None, best: CandidateRecord) -> list[str]:
     out = ["", "### Resources", ""]
-    rows = []
     if before is None or before.index == best.index:
         labelled = [("before and after", best)]
     else:
         labelled = [("before", before), ("after", best)]
+    rows: list[list[object]] = []
     for label, record in labelled:
         what = f"{label}: candidate {record.index} ({record.origin})"
         if not record.verdict.resources:
