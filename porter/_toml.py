@@ -1,8 +1,10 @@
 """``tomllib`` on Python 3.11+, its backport ``tomli`` on 3.10: one import site for the package."""
 
-try:
+import sys
+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 __all__ = ["tomllib"]

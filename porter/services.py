@@ -23,8 +23,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from porter.errors import EnvironmentProblem, InputError
-from porter.gate.verdict import size_label
+from porter.errors import EnvironmentProblem, ExitCode, InputError
+from porter.gate.verdict import Status, exit_code_for_all, size_label
 
 if TYPE_CHECKING:
     from porter.agent.llm import Budget
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from porter.gate.runner import GpuRunner
     from porter.gate.runner.client import DeviceInfo
     from porter.gate.spec import Spec
-    from porter.gate.verdict import Status, Verdict
+    from porter.gate.verdict import Verdict
     from porter.pool.local import RunnerFactory
     from porter.ptx.toolchain import Toolchain
     from porter.review.branch import ReviewOutcome
@@ -273,7 +273,7 @@ def _review(result: PortResult, kernel: Path | None, spec_path: Path, toolchain:
     the developer stopped."""
     from porter.review.branch import ReviewOutcome, open_review_branch
 
-    if branch is False or result.stopped or not (result.status == "passed" or branch_on_failure):
+    if branch is False or result.stopped or not (result.status == Status.PASSED or branch_on_failure):
         return None
     if kernel is None or (no_branch and out is None):
         why = no_branch or "the ported kernel is not in this repository"
@@ -352,9 +352,7 @@ class ReplayRow:
         """What the replay of this candidate amounts to: ``not run`` where it could not run here
         (whatever was recorded: nothing was compared), else ``passed`` when this machine's status is
         the recorded one and ``failed`` when it is not (the record does not reproduce)."""
-        from porter.gate.verdict import Status, exit_code_for
-
-        if exit_code_for(self.verdict.status) == exit_code_for(Status.NOT_RUN):
+        if self.verdict.status.exit_code == Status.NOT_RUN.exit_code:
             return Status.NOT_RUN
         return Status.PASSED if self.agrees else Status.FAILED
 
@@ -369,10 +367,8 @@ class Replayed:
         return all(r.agrees for r in self.rows)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         """As a check's: 1 if a candidate's record does not reproduce, else 3 if one could not run here."""
-        from porter.gate.verdict import exit_code_for_all
-
         return exit_code_for_all(r.outcome for r in self.rows)
 
     def as_data(self) -> dict[str, Any]:

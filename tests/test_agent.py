@@ -20,7 +20,7 @@ from porter.agent.prompts import (
 )
 from porter.errors import InputError
 from porter.gate.spec import Spec, parse_spec
-from porter.gate.verdict import Gate, Verdict
+from porter.gate.verdict import Gate, Status, Verdict
 from porter.ptx import parse_ptx
 from porter.ptx.arch import compatibility, get_profile, load_features
 
@@ -244,9 +244,9 @@ def test_native_not_required_and_the_baseline(tmp_path: Path) -> None:
         kernel="baseline.ptx",
         entry="wgmma_tile_sm90a",
         arch="sm_100a",
-        status="failed",
+        status=Status.FAILED,
         reason="assemble: ptxas -arch=sm_100a: 4 errors",
-        gates=(Gate("assemble", "failed", "ptxas -arch=sm_100a: 4 errors"),),
+        gates=(Gate("assemble", Status.FAILED, "ptxas -arch=sm_100a: 4 errors"),),
     )
     ctx = _context(
         tmp_path, require_native=False, baseline=baseline, baseline_feedback="line 239: wgmma.fence ..."

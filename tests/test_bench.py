@@ -18,16 +18,16 @@ from porter.bench.suite import (
 )
 from porter.errors import InputError
 from porter.gate.native import NativeEvidence
-from porter.gate.verdict import Gate, Timing, Verdict
+from porter.gate.verdict import Gate, NoJudgement, Status, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _verdict(equivalence: str, native: str | None, *, vs_library: float | None = None) -> Verdict:
-    gates = (Gate("assemble", "passed", ""), Gate("equivalence", equivalence, ""))
+def _verdict(equivalence: Status, native: str | None, *, vs_library: float | None = None) -> Verdict:
+    gates = (Gate("assemble", Status.PASSED, ""), Gate("equivalence", equivalence, ""))
     evidence = NativeEvidence("sm_90a", native, "", ("HGMMA",)) if native else None  # type: ignore[arg-type]
-    timings = (Timing("candidate", 1.0, 0.9, 1.1, 10, roofline_fraction=0.5),) if equivalence == "passed" else ()
-    return Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="passed" if equivalence == "passed" else equivalence,
+    timings = (Timing("candidate", 1.0, 0.9, 1.1, 10, roofline_fraction=0.5),) if equivalence is Status.PASSED else ()
+    return Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status=Status.PASSED if equivalence is Status.PASSED else equivalence,
                    reason="", gates=gates, native=evidence, timings=timings, speedup_vs_library=vs_library,
                    signature_sass={"HGMMA": 1 if native else 0})
 
@@ -64,11 +64,11 @@ def test_task_errors_name_the_file(tmp_path: Path) -> None:
 
 def test_rows_and_rates_count_only_what_ran() -> None:
     rows = [
-        row_from_verdict("a", "m", _verdict("passed", "executed", vs_library=1.2), require_native=True),
-        row_from_verdict("b", "m", _verdict("passed", "absent", vs_library=0.5), require_native=True),
-        row_from_verdict("c", "m", _verdict("failed", "executed"), require_native=True),
-        row_from_verdict("d", "m", _verdict("not run", "not measured"), require_native=True),
-        BenchRow("e", "solution", "no solution", None, "not run", None, "not run", None, None, None),
+        row_from_verdict("a", "m", _verdict(Status.PASSED, "executed", vs_library=1.2), require_native=True),
+        row_from_verdict("b", "m", _verdict(Status.PASSED, "absent", vs_library=0.5), require_native=True),
+        row_from_verdict("c", "m", _verdict(Status.FAILED, "executed"), require_native=True),
+        row_from_verdict("d", "m", _verdict(Status.NOT_RUN, "not measured"), require_native=True),
+        BenchRow("e", "solution", NoJudgement.NO_SOLUTION, None, "not run", None, "not run", None, None, None),
     ]
     assert [r.native_executed for r in rows[:4]] == ["yes", "no", "yes", "not run"]
     s = summarise(rows)
@@ -82,15 +82,15 @@ def test_rows_and_rates_count_only_what_ran() -> None:
 def test_a_row_says_when_its_equivalence_is_emulated() -> None:
     """Without a GPU for the target, the emulator's answer fills the column, marked; it is never
     counted as correct, and a wrong result in emulation fails the row."""
-    def emulated(status: str) -> Verdict:
-        gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"),
+    def emulated(status: Status) -> Verdict:
+        gates = (Gate("assemble", Status.PASSED, ""), Gate("equivalence", Status.NOT_RUN, "no GPU"),
                  Gate("emulation", status, "equivalent in emulation (6 cases, shapes M=1)"))
-        return Verdict(kernel="k.ptx", entry="k", arch="sm_100a", status="not run" if status == "passed" else status,
+        return Verdict(kernel="k.ptx", entry="k", arch="sm_100a", status=Status.NOT_RUN if status is Status.PASSED else status,
                        reason="", gates=gates, signature_sass={"UTCHMMA": 4})
 
-    rows = [row_from_verdict("right", "m", emulated("passed"), require_native=True, port=True),
-            row_from_verdict("wrong", "m", emulated("failed"), require_native=True, port=True),
-            row_from_verdict("gpu", "m", _verdict("passed", "executed"), require_native=True)]
+    rows = [row_from_verdict("right", "m", emulated(Status.PASSED), require_native=True, port=True),
+            row_from_verdict("wrong", "m", emulated(Status.FAILED), require_native=True, port=True),
+            row_from_verdict("gpu", "m", _verdict(Status.PASSED, "executed"), require_native=True)]
     assert [(r.status, r.equivalent) for r in rows] == [("not run on target hardware", "yes (emulated)"),
                                                          ("failed", "no (emulated)"), ("passed", "yes")]
     s = summarise(rows)
@@ -113,10 +113,10 @@ def test_solutions_on_a_cpu_machine_are_not_run_never_passed(toolchain, no_gpu) 
 
 def test_a_row_that_failed_before_running_counts_as_failed_in_the_table_and_the_summary() -> None:
     """#29: a port ptxas rejected said "failed" in the table but counted as not run in the summary."""
-    rejected = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="failed", reason="assemble: 3 errors",
-                       gates=(Gate("interface", "passed", ""), Gate("assemble", "failed", "3 errors")))
+    rejected = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status=Status.FAILED, reason="assemble: 3 errors",
+                       gates=(Gate("interface", Status.PASSED, ""), Gate("assemble", Status.FAILED, "3 errors")))
     rows = [row_from_verdict("a", "m", rejected, require_native=True, port=True),
-            row_from_verdict("b", "m", _verdict("not run", "not measured"), require_native=True)]
+            row_from_verdict("b", "m", _verdict(Status.NOT_RUN, "not measured"), require_native=True)]
     assert [r.status for r in rows] == ["failed", "not run"]
     s = summarise(rows)
     assert (s.ran, s.not_run, s.correct) == (1, 1, 0)
@@ -124,10 +124,10 @@ def test_a_row_that_failed_before_running_counts_as_failed_in_the_table_and_the_
 
 
 def test_the_exit_code_is_a_checks() -> None:
-    passed = row_from_verdict("a", "m", _verdict("passed", "executed"), require_native=True)
-    failed = row_from_verdict("c", "m", _verdict("failed", "executed"), require_native=True)
-    not_run = row_from_verdict("d", "m", _verdict("not run", "not measured"), require_native=True)
-    missing = BenchRow("e", "solution", "no solution", None, "not run", None, "not run", None, None, None)
+    passed = row_from_verdict("a", "m", _verdict(Status.PASSED, "executed"), require_native=True)
+    failed = row_from_verdict("c", "m", _verdict(Status.FAILED, "executed"), require_native=True)
+    not_run = row_from_verdict("d", "m", _verdict(Status.NOT_RUN, "not measured"), require_native=True)
+    missing = BenchRow("e", "solution", NoJudgement.NO_SOLUTION, None, "not run", None, "not run", None, None, None)
     assert exit_code([passed, missing]) == 0
     assert exit_code([passed, not_run, missing]) == 3
     assert exit_code([failed, not_run, passed]) == 1

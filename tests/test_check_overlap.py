@@ -13,6 +13,7 @@ import porter.gate.equivalence as equivalence
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.runner.fake import FakeGpu
 from porter.gate.spec import load_spec
+from porter.gate.verdict import Status
 
 
 def _slow_last_judgement(monkeypatch, seconds: float, *, wrong: bool = False) -> list[float]:
@@ -27,7 +28,7 @@ def _slow_last_judgement(monkeypatch, seconds: float, *, wrong: bool = False) ->
             time.sleep(seconds)
             ended.append(time.monotonic())
             if wrong:
-                result = replace(result, status="failed", reason="C: 1 of 4096 elements wrong")
+                result = replace(result, status=Status.FAILED, reason="C: 1 of 4096 elements wrong")
         return result
 
     monkeypatch.setattr(equivalence, "judge_case", slow)

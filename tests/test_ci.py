@@ -34,7 +34,7 @@ from porter.ci.output import (
     render_junit,
     render_markdown,
 )
-from porter.gate.verdict import Gate, Timing, Verdict
+from porter.gate.verdict import Gate, Status, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "vector_add"
@@ -392,9 +392,9 @@ def test_a_kernel_without_the_spec_entry_fails(repo: Path, toolchain) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _timed(head_ms: float, base_ms: float, status: str = "passed") -> Verdict:
-    return Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status=status, reason="",  # type: ignore[arg-type]
-                   gates=(Gate("equivalence", status, ""), Gate("timing", "passed", "")),  # type: ignore[arg-type]
+def _timed(head_ms: float, base_ms: float, status: Status = Status.PASSED) -> Verdict:
+    return Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status=status, reason="",
+                   gates=(Gate("equivalence", status, ""), Gate("timing", Status.PASSED, "")),
                    timings=(Timing("candidate", head_ms, head_ms, head_ms, 50), Timing("source", base_ms, base_ms, base_ms, 50)),
                    speedup_vs_source=base_ms / head_ms)
 
@@ -410,27 +410,27 @@ def test_a_slowdown_beyond_the_allowed_one_fails_with_the_ratio() -> None:
 
 
 def test_an_unmeasured_speed_is_not_run_with_the_reason() -> None:
-    unloadable = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_90a", status="passed", reason="",
-                         gates=(Gate("timing", "passed", "candidate 0.0100 ms"),),
+    unloadable = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_90a", status=Status.PASSED, reason="",
+                         gates=(Gate("timing", Status.PASSED, "candidate 0.0100 ms"),),
                          warnings=("source kernel base/kernel.ptx: needs a sm_100a GPU to run",))
     speed = judge_speed(unloadable, 0.03)
     assert speed.status == "not run" and speed.summary == "not measured: source kernel base/kernel.ptx: needs a sm_100a GPU to run"
-    untimed = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status="passed", reason="",
-                      gates=(Gate("timing", "error", "timing failed: the worker died"),))
+    untimed = Verdict(kernel=KERNEL, entry="vector_add", arch="sm_80", status=Status.PASSED, reason="",
+                      gates=(Gate("timing", Status.ERROR, "timing failed: the worker died"),))
     assert judge_speed(untimed, 0.03).summary == "not measured: timing failed: the worker died"
 
 
-def _kernel(status: str, config_error: bool = False) -> CiKernel:
-    return CiKernel(KERNEL, SPEC, KERNEL, status, "", config_error=config_error)  # type: ignore[arg-type]
+def _kernel(status: Status, config_error: bool = False) -> CiKernel:
+    return CiKernel(KERNEL, SPEC, KERNEL, status, "", config_error=config_error)
 
 
 def test_exit_codes_take_the_most_severe() -> None:
     assert exit_code([]) == 0
-    assert exit_code([_kernel("passed")]) == 0
-    assert exit_code([_kernel("passed"), _kernel("not run")]) == 3
-    assert exit_code([_kernel("not run"), _kernel("error")]) == 3
-    assert exit_code([_kernel("not run"), _kernel("failed")]) == 1
-    assert exit_code([_kernel("failed"), _kernel("error", config_error=True)]) == 2
+    assert exit_code([_kernel(Status.PASSED)]) == 0
+    assert exit_code([_kernel(Status.PASSED), _kernel(Status.NOT_RUN)]) == 3
+    assert exit_code([_kernel(Status.NOT_RUN), _kernel(Status.ERROR)]) == 3
+    assert exit_code([_kernel(Status.NOT_RUN), _kernel(Status.FAILED)]) == 1
+    assert exit_code([_kernel(Status.FAILED), _kernel(Status.ERROR, config_error=True)]) == 2
 
 
 def test_name_status_with_renames() -> None:
@@ -493,7 +493,7 @@ def test_annotations_are_escaped_and_capped() -> None:
     assert annotation(finding) == "::error file=dir%2Cx/k%3A1.ptx,line=7,title=porter::50%25 wrong%0D%0Asee: details"
     many = tuple(Finding(KERNEL, n, f"error {n}") for n in range(1, 14))
     outcome = CiOutcome(1, "1 kernel(s) checked: 1 failed",
-                        kernels=(CiKernel(KERNEL, SPEC, KERNEL, "failed", "assemble", findings=many),))
+                        kernels=(CiKernel(KERNEL, SPEC, KERNEL, Status.FAILED, "assemble", findings=many),))
     lines = render_annotations(outcome)
     assert len([line for line in lines if line.startswith("::error ")]) == MAX_ANNOTATIONS
     assert lines[-1].startswith("::notice title=porter::3 more findings not annotated")
@@ -501,8 +501,8 @@ def test_annotations_are_escaped_and_capped() -> None:
 
 def test_junit_is_valid_xml_for_every_status_and_awkward_text() -> None:
     kernels = tuple(CiKernel(f"k{i}.ptx", SPEC, None, status, f"why <&> \x1b[31m{status}", config_error=config)
-                    for i, (status, config) in enumerate([("passed", False), ("failed", False), ("not run", False),
-                                                          ("error", True)]))
+                    for i, (status, config) in enumerate([(Status.PASSED, False), (Status.FAILED, False), (Status.NOT_RUN, False),
+                                                          (Status.ERROR, True)]))
     outcome = CiOutcome(2, "configuration error", kernels=kernels, skipped=(Skipped("new.ptx", "spec is new"),))
     suite = ET.fromstring(render_junit(outcome))
     assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
@@ -516,7 +516,7 @@ def test_junit_is_valid_xml_for_every_status_and_awkward_text() -> None:
 
 
 def test_markdown_table_cells_cannot_break_the_table() -> None:
-    kernel = CiKernel("a|b.ptx", SPEC, None, "failed", "x | y\nz")
+    kernel = CiKernel("a|b.ptx", SPEC, None, Status.FAILED, "x | y\nz")
     text = render_markdown(CiOutcome(1, "1 kernel(s) checked: 1 failed", kernels=(kernel,)))
     assert "| `a\\|b.ptx` | **failed** | - | - | - | x \\| y z |" in text
     assert "### `a|b.ptx`: failed" in text

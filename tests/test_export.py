@@ -87,7 +87,7 @@ def _run(root: Path, name: str, entry: str, failing: Verdict, fixed_text: str) -
     (run / "prompt.json").write_text(json.dumps([{"role": "system", "content": "sys"},
                                                  {"role": "user", "content": "task"}]))
     passed = _verdict(("interface", "passed"), ("assemble", "passed"), ("equivalence", "passed"),
-                      ("timing", "passed"), status="passed")
+                      ("timing", "passed"), status=Status.PASSED)
     for index, text, record in ((0, "fmaa.rn.f32 %f1;", _record(0, "failed", failing, "ptxas says no")),
                                 (1, fixed_text, _record(1, "passed", passed))):
         (run / "candidates" / f"{index:02d}.ptx").write_text(text + "\n")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from porter.agent.edits import apply_reply
 from porter.agent.feedback import feedback_for, format_error_feedback, middle_cut
 from porter.gate.native import NativeEvidence
-from porter.gate.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, Timing, Verdict
 from porter.ptx.toolchain import AssembleResult, Diagnostic, EntryResources
 
 CANDIDATE = "\n".join(f"line {n} of the kernel" for n in range(1, 41)) + "\n"
@@ -42,12 +42,12 @@ def _verdict(**fields: object) -> Verdict:
         kernel="candidate.ptx",
         entry="k",
         arch="sm_90a",
-        status="failed",
+        status=Status.FAILED,
         reason="equivalence: 1 of 2 cases failed",
         gates=(
-            Gate("interface", "passed", "6 params match the spec"),
-            Gate("assemble", "passed", "ptxas -arch=sm_90a ok in 0.20 s"),
-            Gate("equivalence", "failed", "1 of 2 cases failed; first: C: 1000 of 1000000 elements wrong"),
+            Gate("interface", Status.PASSED, "6 params match the spec"),
+            Gate("assemble", Status.PASSED, "ptxas -arch=sm_90a ok in 0.20 s"),
+            Gate("equivalence", Status.FAILED, "1 of 2 cases failed; first: C: 1000 of 1000000 elements wrong"),
         ),
     )
     base.update(fields)
@@ -57,19 +57,19 @@ def _verdict(**fields: object) -> Verdict:
 def test_failed_equivalence_shows_the_localization_and_sizes() -> None:
     cases = (
         CaseResult(
-            sizes={"M": 128, "N": 128}, seed=0, status="passed", outputs=(_check("C", True, "C: ok"),)
+            sizes={"M": 128, "N": 128}, seed=0, status=Status.PASSED, outputs=(_check("C", True, "C: ok"),)
         ),
         CaseResult(
             sizes={"M": 1000, "N": 1000},
             seed=1,
-            status="failed",
+            status=Status.FAILED,
             reason="C: 1000 of 1000000 elements wrong",
             outputs=(_check("C", False, LOCALIZATION),),
             guard_violations=("C: 12 bytes written after the end (first at byte 4000000)",),
             inputs_modified=("A",),
         ),
         CaseResult(
-            sizes={"M": 1000, "N": 1000}, seed=2, status="failed", reason="C: 998 of 1000000 elements wrong"
+            sizes={"M": 1000, "N": 1000}, seed=2, status=Status.FAILED, reason="C: 998 of 1000000 elements wrong"
         ),
     )
     text = feedback_for(_verdict(cases=cases), None, candidate_text=CANDIDATE, require_native=False)
@@ -88,14 +88,14 @@ def test_faults_and_races_are_reported() -> None:
         CaseResult(
             sizes={"M": 64},
             seed=0,
-            status="failed",
+            status=Status.FAILED,
             reason="nondeterministic: C: runs differ",
             nondeterminism="C: results differ between two identical runs in 7 of 4096 elements",
         ),
         CaseResult(
             sizes={"M": 4096},
             seed=0,
-            status="failed",
+            status=Status.FAILED,
             reason="timeout: killed after 10 s",
             fault="timeout: killed after 10 s",
         ),
@@ -142,11 +142,11 @@ def test_assemble_failure_shows_the_offending_lines() -> None:
 
 def test_assemble_gate_without_a_result_uses_the_candidate_text() -> None:
     verdict = _verdict(
-        status="failed",
+        status=Status.FAILED,
         reason="assemble: ptxas -arch=sm_100a: 1 errors",
         arch="sm_100a",
         gates=(
-            Gate("assemble", "failed", "ptxas -arch=sm_100a: 1 errors", ("line 30: Unknown symbol 'x'",)),
+            Gate("assemble", Status.FAILED, "ptxas -arch=sm_100a: 1 errors", ("line 30: Unknown symbol 'x'",)),
         ),
     )
     text = feedback_for(verdict, None, candidate_text=CANDIDATE, require_native=True)
@@ -157,9 +157,9 @@ def test_assemble_gate_without_a_result_uses_the_candidate_text() -> None:
 
 def test_missing_native_instructions_are_named() -> None:
     passed = (
-        Gate("assemble", "passed", "ok"),
-        Gate("equivalence", "passed", "16 cases equal to the reference"),
-        Gate("native", "failed", "absent: none of sm_90a's signature instructions (HGMMA) is in the SASS"),
+        Gate("assemble", Status.PASSED, "ok"),
+        Gate("equivalence", Status.PASSED, "16 cases equal to the reference"),
+        Gate("native", Status.FAILED, "absent: none of sm_90a's signature instructions (HGMMA) is in the SASS"),
     )
     evidence = NativeEvidence(
         arch="sm_90a",
@@ -193,7 +193,7 @@ def test_native_present_but_not_executed_and_unprofiled() -> None:
         static_counts={"HGMMA": 8},
         executed_counts={"HGMMA": 0},
     )
-    gates = (Gate("assemble", "passed", "ok"), Gate("native", "failed", "present but never executed: ..."))
+    gates = (Gate("assemble", Status.PASSED, "ok"), Gate("native", Status.FAILED, "present but never executed: ..."))
     text = feedback_for(
         _verdict(gates=gates, signature_sass={"HGMMA": 8}, native=evidence),
         None,
@@ -203,7 +203,7 @@ def test_native_present_but_not_executed_and_unprofiled() -> None:
     assert "HGMMA x8 in SASS" in text and "Native execution: present but never executed" in text
     # no native gate at all: the SASS alone decides what is said
     unprofiled = _verdict(
-        gates=(Gate("assemble", "passed", "ok"),), status="passed", signature_sass={"HGMMA": 0}
+        gates=(Gate("assemble", Status.PASSED, "ok"),), status=Status.PASSED, signature_sass={"HGMMA": 0}
     )
     text = feedback_for(unprofiled, None, candidate_text=CANDIDATE, require_native=True)
     assert "none of sm_90a's signature instructions (HGMMA) is in the SASS" in text
@@ -214,9 +214,9 @@ def test_native_present_but_not_executed_and_unprofiled() -> None:
 
 def test_speed_spills_and_not_run() -> None:
     gates = (
-        Gate("assemble", "passed", "ok"),
-        Gate("equivalence", "not run", "needs a sm_100a GPU to run; this machine has an H200"),
-        Gate("timing", "passed", "candidate 0.5 ms"),
+        Gate("assemble", Status.PASSED, "ok"),
+        Gate("equivalence", Status.NOT_RUN, "needs a sm_100a GPU to run; this machine has an H200"),
+        Gate("timing", Status.PASSED, "candidate 0.5 ms"),
     )
     timings = (
         Timing("candidate", 0.5, 0.49, 0.52, 50, tflops=275.0, roofline_fraction=0.28),
@@ -234,7 +234,7 @@ def test_speed_spills_and_not_run() -> None:
     }
     verdict = _verdict(
         gates=gates,
-        status="not run",
+        status=Status.NOT_RUN,
         timings=timings,
         speedup_vs_source=0.8,
         speedup_vs_library=0.4,
@@ -269,7 +269,7 @@ def test_resources_from_the_assembler_when_nothing_ran() -> None:
 
 def test_long_feedback_is_cut_in_the_middle() -> None:
     many = tuple(
-        CaseResult(sizes={"M": m}, seed=0, status="failed", reason="C: wrong " + "x" * 250)
+        CaseResult(sizes={"M": m}, seed=0, status=Status.FAILED, reason="C: wrong " + "x" * 250)
         for m in range(1, 60)
     )
     text = feedback_for(

@@ -10,7 +10,7 @@ from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.equivalence import block_tile
 from porter.gate.spec import load_spec
-from porter.gate.verdict import Gate, overall_status
+from porter.gate.verdict import Gate, Status, overall_status
 from porter.ptx.arch import cubin_runs_on
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +41,10 @@ def test_block_tile_follows_the_grid() -> None:
 
 
 def test_status_words_combine_failed_first() -> None:
-    gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"))
+    gates = (Gate("assemble", Status.PASSED, ""), Gate("equivalence", Status.NOT_RUN, "no GPU"))
     assert overall_status(gates) == "not run"
-    assert overall_status((*gates, Gate("interface", "failed", ""))) == "failed"
-    assert overall_status((Gate("a", "passed", ""),)) == "passed"
+    assert overall_status((*gates, Gate("interface", Status.FAILED, ""))) == "failed"
+    assert overall_status((Gate("a", Status.PASSED, ""),)) == "passed"
 
 
 def test_without_a_gpu_the_runtime_gates_are_not_run(toolchain, no_gpu) -> None:
@@ -158,7 +158,7 @@ def test_timings_at_several_sizes_are_told_apart_in_the_report() -> None:
 
     timings = (Timing("candidate", 0.2, 0.19, 0.21, 200, sizes="M=4096"), Timing("library", 0.18, 0.17, 0.19, 200, sizes="M=4096"),
                Timing("candidate", 1.6, 1.5, 1.7, 150, sizes="M=8192"), Timing("library", 1.5, 1.4, 1.6, 150, sizes="M=8192"))
-    v = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status="passed", reason="", gates=(Gate("timing", "passed", ""),),
+    v = Verdict(kernel="k.ptx", entry="k", arch="sm_90a", status=Status.PASSED, reason="", gates=(Gate("timing", Status.PASSED, ""),),
                 timings=timings, speedup_vs_library=0.9, signature_sass={"HGMMA": 4})
     text = render_verdict(v)
     assert "at" in text.split("median ms")[0].split("\n")[-1]

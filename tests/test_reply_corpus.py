@@ -24,7 +24,7 @@ from porter.agent.runs import read_outcome
 from porter.agent.session import run_port
 from porter.bench.suite import Task, run_bench
 from porter.gate.spec import load_spec
-from porter.gate.verdict import Status, exit_code_for
+from porter.gate.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "replies"
@@ -79,7 +79,7 @@ def test_every_reply_form_is_feedback_and_the_port_goes_on(path: Path, tmp_path:
     # Never the end of the port: it finished (not incomplete), at the honest status and exit code.
     outcome = read_outcome(result.run_dir)
     assert outcome is not None and outcome.ended == "finished"
-    assert result.status is Status.NOT_RUN_ON_TARGET and exit_code_for(result.status) == 3
+    assert result.status is Status.NOT_RUN_ON_TARGET and result.status.exit_code == 3
     assert "cannot run on this machine" in result.stop_reason
     from_model = [c for c in result.candidates if c.origin == "model"]
     if fixture.candidate == "checked":  # as good as the right kernel: the port ends at it

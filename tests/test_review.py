@@ -15,7 +15,7 @@ from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
 from porter.errors import InputError
 from porter.gate.native import NativeEvidence
-from porter.gate.verdict import CaseResult, Gate, OutputCheck, Timing, Verdict
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, Timing, Verdict
 from porter.review.branch import branch_name, open_review_branch
 from porter.review.port_report import render_port_report, reproduce_command
 
@@ -71,20 +71,20 @@ def make_repo(tmp_path: Path, name: str = "repo") -> Path:
 def _verdict(*, passed: bool, arch: str = "sm_90a") -> Verdict:
     out = OutputCheck("C", passed, 0.0 if passed else 3.5, 0.0, 1.2e-7 if passed else 0.4, 0 if passed else 12,
                       4096, 0, 0, 1e-2, 1e-2, "ok" if passed else "rows 0-15 wrong")
-    cases = (CaseResult({"M": 64, "N": 64, "K": 16}, 0, "passed" if passed else "failed",
+    cases = (CaseResult({"M": 64, "N": 64, "K": 16}, 0, Status.PASSED if passed else "failed",
                         "" if passed else "12 of 4096 elements differ", (out,)),)
     native = NativeEvidence(arch, "executed", "executed: HGMMA x256 (warp-level instructions)", ("HGMMA",),
                             {"HGMMA": 4}, {"HGMMA": 256}, {}, {"M": 2048, "N": 2048, "K": 1024})
     gates = (
-        Gate("interface", "passed", "6 params match the spec"),
-        Gate("assemble", "passed", f"ptxas -arch={arch} ok in 0.10 s"),
-        Gate("equivalence", "passed" if passed else "failed",
+        Gate("interface", Status.PASSED, "6 params match the spec"),
+        Gate("assemble", Status.PASSED, f"ptxas -arch={arch} ok in 0.10 s"),
+        Gate("equivalence", Status.PASSED if passed else "failed",
              "2 cases (size sets x seeds) equal to the reference" if passed else "1 of 2 cases failed"),
     )
     if passed:
-        gates += (Gate("native", "passed", "executed: HGMMA x256"), Gate("timing", "passed", "candidate 0.4720 ms"))
+        gates += (Gate("native", Status.PASSED, "executed: HGMMA x256"), Gate("timing", Status.PASSED, "candidate 0.4720 ms"))
     return Verdict(
-        kernel="candidate.ptx", entry="gemm_bt_tile", arch=arch, status="passed" if passed else "failed",
+        kernel="candidate.ptx", entry="gemm_bt_tile", arch=arch, status=Status.PASSED if passed else "failed",
         reason="every gate passed" if passed else "1 of 2 cases failed", gates=gates, cases=cases,
         timings=(Timing("candidate", 0.472, 0.47, 0.48, 50, 291.0, None, 0.29),
                  Timing("source", 0.9, 0.89, 0.91, 50, 150.0, None, 0.15),

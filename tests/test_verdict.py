@@ -18,7 +18,6 @@ from porter.gate.verdict import (
     Status,
     Timing,
     Verdict,
-    exit_code_for,
     judge,
 )
 from porter.jsonable import from_jsonable, to_jsonable
@@ -27,10 +26,10 @@ from porter.ptx.assembly import Assembly, Diagnostic, EntryResources
 
 def _verdict(**changes) -> Verdict:
     fields = dict(
-        kernel="k.ptx", entry="k", arch="sm_90a", status="passed", reason="every gate passed on this GPU",
-        gates=(Gate("interface", "passed", "3 params"), Gate("assemble", "passed", "ok"),
-               Gate("equivalence", "passed", "2 cases", ("a", "b")), Gate("timing", "passed", "fast")),
-        cases=(CaseResult({"n": 1000}, 7, "passed", outputs=(
+        kernel="k.ptx", entry="k", arch="sm_90a", status=Status.PASSED, reason="every gate passed on this GPU",
+        gates=(Gate("interface", Status.PASSED, "3 params"), Gate("assemble", Status.PASSED, "ok"),
+               Gate("equivalence", Status.PASSED, "2 cases", ("a", "b")), Gate("timing", Status.PASSED, "fast")),
+        cases=(CaseResult({"n": 1000}, 7, Status.PASSED, outputs=(
             OutputCheck("y", True, 0.0, 0.0, float("inf"), 0, 1000, 0, 0, 1e-5, 1e-5, "ok", ("w",), (10, 100),
                         "float32", 0, (BadElement((0, 3), 2.5, 1),),
                         Localization("rows 0-1", ("shifted",), ((0, 0),), 1, 4, (64, 64), True, ((0, 0), (1, 3)))),),
@@ -62,8 +61,8 @@ def test_a_record_from_an_older_porter_reads_with_defaults() -> None:
     assert verdict.status == "failed" and verdict.gate("assemble").summary == "" and verdict.assembly is None
 
 
-@pytest.mark.parametrize("status, code", [("passed", 0), ("failed", 1), ("not run", 3), ("error", 3)])
-def test_a_check_is_judged_by_its_verdict(status: str, code: int) -> None:
+@pytest.mark.parametrize("status, code", [(Status.PASSED, 0), (Status.FAILED, 1), (Status.NOT_RUN, 3), (Status.ERROR, 3)])
+def test_a_check_is_judged_by_its_verdict(status: Status, code: int) -> None:
     judged = judge(_verdict(status=status))
     assert (judged.status, judged.exit_code) == (status, code)
 
@@ -72,12 +71,12 @@ def test_a_port_candidate_is_judged_under_the_ports_requirement() -> None:
     absent = NativeEvidence("sm_90a", "absent", "absent", ("HGMMA",))
     assert judge(_verdict(), require_native=True).status is Status.PASSED
     assert judge(_verdict(native=absent), require_native=False).status is Status.PASSED
-    without = judge(_verdict(native=absent, status="failed"), require_native=True)
+    without = judge(_verdict(native=absent, status=Status.FAILED), require_native=True)
     assert (without.status, without.exit_code, without.rank) == (Status.PASSED_WITHOUT_NATIVE, 1, 2)
-    gates = (Gate("assemble", "passed", ""), Gate("equivalence", "not run", "no GPU"))
-    here = judge(_verdict(status="not run", gates=gates), require_native=True)
+    gates = (Gate("assemble", Status.PASSED, ""), Gate("equivalence", Status.NOT_RUN, "no GPU"))
+    here = judge(_verdict(status=Status.NOT_RUN, gates=gates), require_native=True)
     assert (here.status, here.exit_code) == (Status.NOT_RUN_ON_TARGET, 3)
-    bare = judge(_verdict(status="not run", gates=gates, signature_sass={"HGMMA": 0}), require_native=True)
+    bare = judge(_verdict(status=Status.NOT_RUN, gates=gates, signature_sass={"HGMMA": 0}), require_native=True)
     assert (bare.status, bare.rank) == (Status.FAILED, 1)
     assert judge(None, require_native=True).status is Status.FAILED
-    assert exit_code_for("passed without native instructions") == 1 and exit_code_for(Status.NOT_RUN_ON_TARGET) == 3
+    assert Status("passed without native instructions").exit_code == 1 and Status.NOT_RUN_ON_TARGET.exit_code == 3

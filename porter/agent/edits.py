@@ -455,7 +455,7 @@ def _find(haystack: list[str], needle: list[str]) -> list[int]:
     if not needle:
         return []
     first, width = needle[0], len(needle)
-    found = []
+    found: list[int] = []
     i = -1
     while True:
         try:

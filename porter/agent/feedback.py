@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from porter.agent.edits import EditOutcome
-from porter.gate.verdict import CaseResult, Gate, Verdict, size_label
-from porter.ptx.toolchain import AssembleResult, EntryResources
+from porter.gate.verdict import CaseResult, Gate, Status, Verdict, size_label
+from porter.ptx.assembly import Assembly, EntryResources
 
 _MAX_ERRORS_WITH_CONTEXT = 8
 _MAX_ERRORS_LISTED = 20
@@ -32,7 +32,7 @@ _HANDLED = ("assemble", "equivalence", "native", "timing")
 
 def feedback_for(
     verdict: Verdict | None,
-    assemble: AssembleResult | None,
+    assemble: Assembly | None,
     *,
     candidate_text: str,
     require_native: bool,
@@ -43,13 +43,13 @@ def feedback_for(
     parts = [_headline(verdict, assemble)]
     if assemble is not None:
         parts.append(_assembler(assemble, lines))
-    elif verdict is not None and (gate := verdict.gate("assemble")) is not None and gate.status != "passed":
+    elif verdict is not None and (gate := verdict.gate("assemble")) is not None and gate.status != Status.PASSED:
         parts.append(_assemble_gate(gate, lines))
     if verdict is not None:
         parts += [
             _gates(verdict.gates),
             _equivalence(verdict),
-            *(_gate_details(g) for g in verdict.gates if g.name not in _HANDLED and g.status != "passed"),
+            *(_gate_details(g) for g in verdict.gates if g.name not in _HANDLED and g.status != Status.PASSED),
         ]
     assembled = assemble.ok if assemble is not None else _gate_passed(verdict, "assemble")
     if verdict is not None and assembled:
@@ -108,7 +108,7 @@ def format_error_feedback(outcome: EditOutcome) -> str:
 # --- sections ---------------------------------------------------------------------------------
 
 
-def _headline(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
+def _headline(verdict: Verdict | None, assemble: Assembly | None) -> str:
     if verdict is not None:
         return f"Verdict for {verdict.arch}: {verdict.status.upper()}: {verdict.reason}"
     if assemble is not None:
@@ -116,7 +116,7 @@ def _headline(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
     return "Nothing was measured for this candidate."
 
 
-def _assembler(result: AssembleResult, lines: Sequence[str]) -> str:
+def _assembler(result: Assembly, lines: Sequence[str]) -> str:
     errors = result.errors
     notes = [d for d in result.diagnostics if d not in errors]
     if result.ok and not notes:
@@ -140,7 +140,7 @@ def _assembler(result: AssembleResult, lines: Sequence[str]) -> str:
 
 
 def _assemble_gate(gate: Gate, lines: Sequence[str]) -> str:
-    """The verdict's assemble gate, when no AssembleResult is at hand: its details plus the lines they name."""
+    """The verdict's assemble gate, when no Assembly is at hand: its details plus the lines they name."""
     out = [f"assemble: {gate.status}: {gate.summary}"]
     for detail in gate.details[:_MAX_ERRORS_WITH_CONTEXT]:
         out.append(detail)
@@ -177,9 +177,9 @@ def _gate_details(gate: Gate) -> str:
 
 def _equivalence(verdict: Verdict) -> str:
     gate = verdict.gate("equivalence")
-    if gate is None or gate.status == "passed":
+    if gate is None or gate.status == Status.PASSED:
         return ""
-    failed = [c for c in verdict.cases if c.status != "passed"]
+    failed = [c for c in verdict.cases if c.status != Status.PASSED]
     if not failed:
         return _gate_details(gate)
     first, others = failed[0], failed[1:]
@@ -196,7 +196,7 @@ def _equivalence(verdict: Verdict) -> str:
         ]
         if len(others) > _MAX_OTHER_CASES:
             out.append(f"- and {len(others) - _MAX_OTHER_CASES} more")
-    passed = list(dict.fromkeys(size_label(c.sizes) for c in verdict.cases if c.status == "passed"))
+    passed = list(dict.fromkeys(size_label(c.sizes) for c in verdict.cases if c.status == Status.PASSED))
     if passed:
         more = f"; and {len(passed) - _MAX_PASSED_SIZES} more" if len(passed) > _MAX_PASSED_SIZES else ""
         out.append(f"Passed at: {'; '.join(passed[:_MAX_PASSED_SIZES])}{more}")
@@ -237,7 +237,7 @@ def _native(verdict: Verdict) -> str:
     return "\n".join(out)
 
 
-def _resources(verdict: Verdict | None, assemble: AssembleResult | None) -> str:
+def _resources(verdict: Verdict | None, assemble: Assembly | None) -> str:
     if assemble is not None and assemble.resources:
         rows = {name: _from_entry(r) for name, r in assemble.resources.items()}
     elif verdict is not None:
@@ -274,7 +274,7 @@ def _from_entry(r: EntryResources) -> dict[str, object]:
 def _speed(verdict: Verdict) -> str:
     gate = verdict.gate("timing")
     if not verdict.timings:
-        return f"Speed: {gate.status}: {gate.summary}" if gate is not None and gate.status != "passed" else ""
+        return f"Speed: {gate.status}: {gate.summary}" if gate is not None and gate.status != Status.PASSED else ""
     out = ["Speed:"]
     for t in verdict.timings:
         figures = [f"{t.median_ms:.4f} ms median (p10-p90 {t.p10_ms:.4f}-{t.p90_ms:.4f}, n={t.count})"]
@@ -292,15 +292,15 @@ def _speed(verdict: Verdict) -> str:
     return "\n".join(out)
 
 
-def _blockers(verdict: Verdict | None, assemble: AssembleResult | None, require_native: bool) -> str:
+def _blockers(verdict: Verdict | None, assemble: Assembly | None, require_native: bool) -> str:
     items = []
     if assemble is not None and not assemble.ok:
         items.append("ptxas rejects the kernel: fix the errors above first.")
     if verdict is not None:
         for g in verdict.gates:
-            if g.status == "passed" or g.name == "timing" or (g.name == "assemble" and assemble is not None):
+            if g.status == Status.PASSED or g.name == "timing" or (g.name == "assemble" and assemble is not None):
                 continue
-            if g.status == "not run":
+            if g.status == Status.NOT_RUN:
                 items.append(
                     f"{g.name} was not run here ({_short(g.summary)}): not the kernel's fault, but "
                     "nothing is passed until it runs."
@@ -337,7 +337,7 @@ def _static_native(verdict: Verdict) -> str:
 
 def _gate_passed(verdict: Verdict | None, name: str) -> bool:
     gate = verdict.gate(name) if verdict is not None else None
-    return gate is not None and gate.status == "passed"
+    return gate is not None and gate.status == Status.PASSED
 
 
 

@@ -344,7 +344,8 @@ class LiteLLMModel:
         import tenacity
 
         jitter = tenacity.wait_random_exponential(multiplier=self.backoff_s, max=self.max_backoff_s)(state)
-        hint = _retry_after_s(state.outcome.exception()) if state.outcome else None
+        failure = state.outcome.exception() if state.outcome else None
+        hint = _retry_after_s(failure) if failure is not None else None
         return min(max(jitter, hint or 0.0), self.max_backoff_s)
 
     def _log_retry(self, state: tenacity.RetryCallState) -> None:

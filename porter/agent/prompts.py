@@ -154,7 +154,7 @@ def parse_agent(text: str, *, path: Path) -> AgentDef:
     return AgentDef(
         name=name,
         description=values.get("description", ""),
-        edit_format=edit_format,  # type: ignore[arg-type]
+        edit_format=edit_format,
         temperature=_number(values, "temperature", 0.2, where, integer=False, lo=0.0, hi=2.0),
         max_rounds=int(_number(values, "max_rounds", 8, where, integer=True, lo=1, hi=100)),
         max_tokens_per_reply=int(

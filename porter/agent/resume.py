@@ -190,7 +190,8 @@ def resume_point(run_dir: Path) -> ResumePoint:
     if outcome is not None and outcome.status is Status.PASSED and not config.optimize:
         raise InputError(f"run {run_dir.name} passed (candidate {outcome.best}): there is nothing to resume")
     state = read_record(SessionState, run_dir / "session.json") if (run_dir / "session.json").is_file() else None
-    records, texts = [], {}
+    records: list[CandidateRecord] = []
+    texts: dict[int, str] = {}
     for index, text, record in candidates(run_dir):
         texts[index] = text
         if record is not None:

@@ -23,6 +23,7 @@ towards candidates that passed on hardware.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from typing import Any, ClassVar, TypeVar
 from porter.agent.export import failure_label
 from porter.agent.llm import SpendRecord
 from porter.errors import InputError
-from porter.gate.verdict import Judgement, Status, Verdict, judge
+from porter.gate.verdict import Judgement, NoJudgement, Status, Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
 
 RUNS = Path(".porter") / "runs"
@@ -161,18 +162,29 @@ class RunConfig:
     started: float = 0.0
 
 
+class Ended(str, enum.Enum):
+    """How a port run ended: ``finished``, ``stopped`` (by the developer, without accepting) or
+    ``interrupted`` (Ctrl-C); the last two can be resumed."""
+
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class RunOutcome:
-    """``result.json``, written last: the port's status word, why it stopped, its best candidate.
-    ``ended``: ``finished``, ``stopped`` (by the developer, without accepting) or ``interrupted``
-    (Ctrl-C); the last two can be resumed."""
+    """``result.json``, written last: the port's status word, why it stopped, its best candidate,
+    and how the run ended."""
 
     status: Status
     stop_reason: str
     target: str
     best: int | None
     spend: SpendRecord = field(default_factory=SpendRecord)
-    ended: str = "finished"
+    ended: Ended = Ended.FINISHED
     # The best candidate's answer to "equal to the reference?" (porter.gate.evidence): "yes", "no",
     # "not run", or "yes (emulated)" where only porter's PTX emulator ran it; "" in older records.
     equivalent: str = ""
@@ -185,7 +197,7 @@ class RunSummary:
     kernel: str
     target: str
     model: str
-    status: str  # the result's status word, "interrupted" / "stopped", or "incomplete" without result.json
+    status: Status | Ended | NoJudgement  # the result's status; stopped or interrupted; incomplete without result.json
     stop_reason: str
     candidates: int
 
@@ -233,10 +245,10 @@ def list_runs(root: Path) -> list[RunSummary]:
     return runs
 
 
-def _run_status(outcome: RunOutcome | None) -> str:
+def _run_status(outcome: RunOutcome | None) -> Status | Ended | NoJudgement:
     if outcome is None:
-        return "incomplete"
-    return outcome.ended if outcome.ended != "finished" else outcome.status.value
+        return NoJudgement.INCOMPLETE
+    return outcome.ended if outcome.ended is not Ended.FINISHED else outcome.status
 
 
 def find_run(root: Path, ref: str) -> Path:

@@ -47,7 +47,7 @@ from porter.agent.llm import (
     complete_within,
 )
 from porter.agent.resume import SessionState
-from porter.agent.runs import CandidateRecord, RunConfig, RunLog, RunOutcome, new_run_id
+from porter.agent.runs import CandidateRecord, Ended, RunConfig, RunLog, RunOutcome, new_run_id
 from porter.agent.steering import Steering, Unsteered
 from porter.errors import EnvironmentProblem, InputError
 from porter.gate.check import CheckOptions
@@ -320,7 +320,7 @@ class PortSession:
         """The records of the candidates saved at ``paths`` (the next indices), with their feedback."""
         from porter.agent.feedback import feedback_for
 
-        records = []
+        records: list[CandidateRecord] = []
         for path, verdict in zip(paths, verdicts, strict=True):
             text = self.texts[len(self.candidates)]
             feedback = feedback_for(verdict, verdict.assembly, candidate_text=text, require_native=require_native)
@@ -379,9 +379,9 @@ class PortSession:
             stop = self._loop(setup, resume.state if resume is not None else None)
         except KeyboardInterrupt:
             self._end(setup, "interrupted (Ctrl-C): `porter port --resume "
-                      f"{setup.log.id}` goes on from the last step", ended="interrupted")
+                      f"{setup.log.id}` goes on from the last step", ended=Ended.INTERRUPTED)
             raise
-        return self._end(setup, stop, ended="stopped" if self.stopped else "finished")
+        return self._end(setup, stop, ended=Ended.STOPPED if self.stopped else Ended.FINISHED)
 
     def _begin(self) -> _Setup:
         from porter.agent.preflight import preflight
@@ -437,7 +437,7 @@ class PortSession:
                       config.require_native, get_profile(config.source_arch), get_profile(config.target), config.entry,
                       config.warnings, log)
 
-    def _end(self, setup: _Setup, stop: str, *, ended: str) -> PortResult:
+    def _end(self, setup: _Setup, stop: str, *, ended: Ended) -> PortResult:
         req, log = self.request, setup.log
         best = max(self.candidates, key=_best) if self.candidates else None
         result = PortResult(
@@ -453,7 +453,7 @@ class PortSession:
         log.write_json("result.json", RunOutcome(result.status, stop, setup.target, best.index if best else None,
                                                  result.spend, ended=ended,
                                                  equivalent=equivalence(best.verdict).label if best else ""))
-        self.emit("interrupted" if ended == "interrupted" else "done", result=result)
+        self.emit("interrupted" if ended is Ended.INTERRUPTED else "done", result=result)
         return result
 
     def _spend(self) -> SpendRecord:

@@ -15,17 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from porter._toml import tomllib
 from porter.agent.llm import SpendRecord
-from porter.errors import InputError
+from porter.errors import ExitCode, InputError
 from porter.gate.evidence import equivalence
-from porter.gate.verdict import EXIT_CODES, Status, Verdict, exit_code_for, exit_code_for_all, judge
+from porter.gate.verdict import NoJudgement, Status, Verdict, exit_code_for_all, judge
 from porter.pool.verifier import CheckJob, RunnerVerifier, Verifier
-
-NO_SOLUTION = "no solution"  # a row's status where a task ships no reference port to check
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class Task:
 class BenchRow:
     task: str
     model: str  # a model name, "solution" for a reference port, "none" for the retarget alone
-    status: str  # passed | failed | not run | no solution
+    status: Status | NoJudgement  # the check's or port's status; no solution: the task ships no reference port
     assembled: bool | None
     equivalent: str  # yes | no | not run, marked "(emulated)" where porter's PTX emulator said it
     native_in_sass: bool | None
@@ -137,8 +136,8 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     candidate = next((t for t in verdict.timings if t.name == "candidate"), None)
     spend = spend or SpendRecord()
     return BenchRow(
-        task=task, model=model, status=judge(verdict, require_native=require_native if port else None).status.value,
-        assembled=gates.get("assemble") == "passed" if "assemble" in gates else None,
+        task=task, model=model, status=judge(verdict, require_native=require_native if port else None).status,
+        assembled=gates.get("assemble") == Status.PASSED if "assemble" in gates else None,
         equivalent=equivalence(verdict).label, native_in_sass=any(verdict.signature_sass.values()) if verdict.signature_sass else None,
         native_executed=executed, speedup_vs_source=verdict.speedup_vs_source,
         speedup_vs_library=verdict.speedup_vs_library,
@@ -147,18 +146,19 @@ def row_from_verdict(task: str, model: str, verdict: Verdict, *, require_native:
     )
 
 
-def judged(rows: Sequence[BenchRow]) -> list[BenchRow]:
-    """The rows that are a judgement (every status but ``no solution``: a task without a reference port)."""
-    return [r for r in rows if r.status != NO_SOLUTION]
+def judged(rows: Sequence[BenchRow]) -> list[Status]:
+    """The statuses of the rows that are a judgement (every row but ``no solution``: a task
+    without a reference port)."""
+    return [r.status for r in rows if isinstance(r.status, Status)]
 
 
-def exit_code(rows: Sequence[BenchRow]) -> int:
+def exit_code(rows: Sequence[BenchRow]) -> ExitCode:
     """``porter bench``'s exit code, as a check's: 1 if any row failed, else 3 if any was not run."""
-    return exit_code_for_all(r.status for r in judged(rows))
+    return exit_code_for_all(judged(rows))
 
 
 def summarise(rows: Sequence[BenchRow]) -> BenchSummary:
-    ran = [r for r in judged(rows) if exit_code_for(r.status) != EXIT_CODES[Status.NOT_RUN]]
+    ran = [r for r in rows if isinstance(r.status, Status) and r.status.exit_code != ExitCode.ENVIRONMENT]
     with_library = [r for r in ran if r.speedup_vs_library is not None]
     missing = len(rows) - len(judged(rows))
     return BenchSummary(
@@ -211,11 +211,10 @@ def run_bench(tasks: Sequence[Task], *, models: Sequence[str | None], solutions:
     for task in tasks:
         spec = load_spec(task.spec)
         if solutions:
-            work.append(lambda task=task, spec=spec: _solution_row(task, spec, verifier))
+            work.append(partial(_solution_row, task, spec, verifier))
             continue
         for model_name in models:
-            work.append(lambda task=task, spec=spec, model_name=model_name: _port_row(
-                task, spec, model_name, toolchain, verifier, api_base, runs_root))
+            work.append(partial(_port_row, task, spec, model_name, toolchain, verifier, api_base, runs_root))
     rows: list[BenchRow] = []
     with ThreadPoolExecutor(max_workers=max(1, min(len(work), verifier.capacity)),
                             thread_name_prefix="porter-bench") as tasks_at_once:
@@ -251,7 +250,7 @@ def _solution_row(task: Task, spec: Any, verifier: Verifier) -> BenchRow:
     from porter.ptx.arch import get_profile
 
     if task.solution is None:
-        return BenchRow(task.name, "solution", NO_SOLUTION, None, "not run", None, "not run", None, None,
+        return BenchRow(task.name, "solution", NoJudgement.NO_SOLUTION, None, "not run", None, "not run", None, None,
                         None, reason="the task ships no reference port")
     module = read_ptx(task.source)
     target, _ = choose_target(module, task.to_arch)

@@ -76,18 +76,18 @@ from porter.ci.change import (
 )
 from porter.ci.interface import interface_change
 from porter.ci.revision import write_file, write_spec_folder
-from porter.errors import EnvironmentProblem, InputError, PorterError
+from porter.errors import EnvironmentProblem, ExitCode, InputError, PorterError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.runner.client import GpuRunner, Runner, opened
 from porter.gate.spec import Spec, declared_spec, load_spec
-from porter.gate.verdict import Status, Verdict, exit_code_for
+from porter.gate.verdict import Status, Verdict
 from porter.gitcmd import GitRepo
 from porter.ptx import parse_ptx
 from porter.ptx.arch import get_profile
 from porter.ptx.toolchain import Toolchain, find_toolchain
 
 UPSTREAM_REFS = ("@{upstream}", "origin/HEAD", "origin/main", "origin/master")
-_EXIT_SEVERITY = (2, 1, 3)  # which exit code wins when kernels disagree
+_EXIT_SEVERITY = (ExitCode.INPUT, ExitCode.FAILED, ExitCode.ENVIRONMENT)  # which exit code wins when kernels disagree
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +229,7 @@ def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
     """
     speedup = verdict.speedup_vs_source
     if speedup is None:
-        return SpeedCheck("not run", f"not measured: {_why_not_timed(verdict)}")
+        return SpeedCheck(Status.NOT_RUN, f"not measured: {_why_not_timed(verdict)}")
     times = {t.name: t.median_ms for t in verdict.timings}
     head_ms, base_ms = times.get("candidate"), times.get("source")
     figures = f" ({head_ms:.4f} ms vs {base_ms:.4f} ms)" if head_ms is not None and base_ms is not None else ""
@@ -237,28 +237,28 @@ def judge_speed(verdict: Verdict, max_slowdown: float) -> SpeedCheck:
     if slowdown > max_slowdown:
         summary = (f"{1 / speedup:.2f}x slower than the base kernel{figures}: {slowdown:.1%} more time, "
                    f"{max_slowdown:.1%} allowed")
-        return SpeedCheck("failed", summary, speedup, head_ms, base_ms)
-    return SpeedCheck("passed", f"{speedup:.2f}x the base kernel's speed{figures}", speedup, head_ms, base_ms)
+        return SpeedCheck(Status.FAILED, summary, speedup, head_ms, base_ms)
+    return SpeedCheck(Status.PASSED, f"{speedup:.2f}x the base kernel's speed{figures}", speedup, head_ms, base_ms)
 
 
 def _why_not_timed(verdict: Verdict) -> str:
     timing = verdict.gate("timing")
-    if timing is not None and timing.status != "passed":
+    if timing is not None and timing.status != Status.PASSED:
         return timing.summary
     return "; ".join(verdict.warnings) or "the base kernel was not timed"
 
 
-def kernel_exit_code(kernel: CiKernel) -> int:
-    return 2 if kernel.config_error else exit_code_for(kernel.status)
+def kernel_exit_code(kernel: CiKernel) -> ExitCode:
+    return ExitCode.INPUT if kernel.config_error else kernel.status.exit_code
 
 
-def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, allow_unchecked: bool = False) -> int:
+def exit_code(kernels: Sequence[CiKernel], skipped: Sequence[Skipped] = (), *, allow_unchecked: bool = False) -> ExitCode:
     """The most severe of the kernels' codes: 2 (configuration), then 1 (failed), then 3 (not run).
     A changed kernel that could not be checked counts as failed (1), unless ``allow_unchecked``."""
     codes = {kernel_exit_code(k) for k in kernels}
     if skipped and not allow_unchecked:
-        codes.add(1)
-    return next((code for code in _EXIT_SEVERITY if code in codes), 0)
+        codes.add(ExitCode.FAILED)
+    return next((code for code in _EXIT_SEVERITY if code in codes), ExitCode.OK)
 
 
 def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], deleted: Sequence[str] = (), *,
@@ -274,7 +274,7 @@ def headline(kernels: Sequence[CiKernel], skipped: Sequence[Skipped], deleted: S
     config = [k for k in kernels if k.config_error]
     if config:
         return f"configuration error: {config[0].reason}"
-    counts: dict[str, int] = {}
+    counts: dict[Status, int] = {}
     for k in kernels:
         counts[k.status] = counts.get(k.status, 0) + 1
     checked = f"{len(kernels)} kernel(s) checked: " + ", ".join(f"{n} {status}" for status, n in counts.items())
@@ -350,10 +350,10 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
 
     def config_error(err: PorterError) -> CiKernel:
         reason = _tidy(str(err), run.tmp)
-        return result("error", reason, config_error=True, findings=(Finding(target.spec, None, reason),))
+        return result(Status.ERROR, reason, config_error=True, findings=(Finding(target.spec, None, reason),))
 
     def failed(reason: str, line: int | None = None) -> CiKernel:
-        return result("failed", reason, findings=(Finding(target.path, line, _tidy(reason, run.tmp)),))
+        return result(Status.FAILED, reason, findings=(Finding(target.path, line, _tidy(reason, run.tmp)),))
 
     try:
         spec = load_spec(trusted_spec(run.git, target, run))
@@ -384,7 +384,7 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
             options = CheckOptions(speed_baseline=base.path, native=None, sanitize=run.sanitize, thorough=True)
             verdict = run_check(head_file, spec, options, toolchain=run.toolchain, runner=runner)
     except EnvironmentProblem as err:
-        return result("not run", str(err))
+        return result(Status.NOT_RUN, str(err))
     except InputError as err:
         return config_error(err)
     verdict = replace(verdict, kernel=target.path)
@@ -392,10 +392,10 @@ def _check_target(target: Target, run: _Run) -> CiKernel:
     if not verdict.passed or target.base_path is None:
         return result(verdict.status, verdict.reason, verdict=verdict, findings=findings)
     speed = (judge_speed(verdict, run.max_slowdown) if base.path
-             else SpeedCheck("not run", f"not measured: {base.why_untimed}"))
-    if speed.status == "failed":
+             else SpeedCheck(Status.NOT_RUN, f"not measured: {base.why_untimed}"))
+    if speed.status == Status.FAILED:
         findings += (Finding(target.path, entry_line, speed.summary),)
-        return result("failed", f"speed: {speed.summary}", verdict=verdict, speed=speed, findings=findings)
+        return result(Status.FAILED, f"speed: {speed.summary}", verdict=verdict, speed=speed, findings=findings)
     return result(verdict.status, verdict.reason, verdict=verdict, speed=speed, findings=findings)
 
 
@@ -430,10 +430,10 @@ def _base_kernel(target: Target, spec: Spec, run: _Run) -> _BaseKernel:
 def _findings(verdict: Verdict, path: str, entry_line: int) -> tuple[Finding, ...]:
     """Where a failed verdict points: ptxas' error lines (the Verdict carries them), else the
     kernel's ``.entry`` line."""
-    if verdict.status != "failed":
+    if verdict.status != Status.FAILED:
         return ()
     assemble = verdict.gate("assemble")
-    if assemble is not None and assemble.status == "failed" and verdict.assembly is not None:
+    if assemble is not None and assemble.status == Status.FAILED and verdict.assembly is not None:
         said = verdict.assembly
         errors = [d for d in said.diagnostics if d.severity == "error"] or list(said.errors)
         if errors:

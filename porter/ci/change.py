@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
-from porter.gate.verdict import Status, Verdict
+from porter.gate.verdict import NoJudgement, Status, Verdict
 
 SpecFrom = Literal["base", "head"]
 
@@ -117,7 +117,7 @@ class CiOutcome:
 @dataclass(frozen=True)
 class CiPort:
     path: str
-    status: str  # the port's status word, or "not ported"
+    status: Status | NoJudgement  # the port's status, or not ported
     reason: str
     run_id: str | None = None
     branch: str | None = None

@@ -36,8 +36,8 @@ def interface_change(expected: Spec, declared: Spec) -> str:
         said.append(f"kernel sequence [{', '.join(before) or expected.entry}] -> [{', '.join(after) or declared.entry}]"
                     if before != after else "the launches or arguments of its kernel sequence")
     elif declared.launch != expected.launch:
-        before, after = _launch_words(expected.launch), _launch_words(declared.launch)
-        said += [f"{key} {before[key]} -> {after[key]}" for key in before if before[key] != after[key]]
+        was, now = _launch_words(expected.launch), _launch_words(declared.launch)
+        said += [f"{key} {was[key]} -> {now[key]}" for key in was if was[key] != now[key]]
     if declared.params != expected.params:
         old = {p.name: p for p in expected.params}
         new = {p.name: p for p in declared.params}

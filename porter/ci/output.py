@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from porter.ci.change import CiKernel, CiOutcome, Finding, SpeedCheck
 from porter.gate.evidence import equivalence
 from porter.gate.tables import table
-from porter.gate.verdict import size_label
+from porter.gate.verdict import JunitElement, Status, size_label
 from porter.jsonable import to_jsonable
 
 MAX_ANNOTATIONS = 10  # GitHub's limit of error annotations shown per step
@@ -56,7 +56,7 @@ def _cases(kernel: CiKernel) -> str:
     if not kernel.verdict.cases:
         said = equivalence(kernel.verdict)
         return said.label if said.emulated else "-"
-    passed = sum(c.status == "passed" for c in kernel.verdict.cases)
+    passed = sum(c.status == Status.PASSED for c in kernel.verdict.cases)
     return f"{passed}/{len(kernel.verdict.cases)} passed"
 
 
@@ -65,7 +65,7 @@ def _speed(speed: SpeedCheck | None) -> str:
         return "-"
     if speed.speedup is None:
         return "not measured"
-    return f"{speed.speedup:.2f}x" + (" (too slow)" if speed.status == "failed" else "")
+    return f"{speed.speedup:.2f}x" + (" (too slow)" if speed.status == Status.FAILED else "")
 
 
 def _reason(kernel: CiKernel) -> str:
@@ -103,9 +103,9 @@ def _details(kernel: CiKernel) -> list[str]:
     lines = []
     for gate in kernel.verdict.gates:
         lines.append(f"{gate.name}: {gate.status}: {gate.summary}")
-        if gate.status != "passed":
+        if gate.status != Status.PASSED:
             lines.extend(f"  {d}" for d in gate.details)
-    failing = [c for c in kernel.verdict.cases if c.status != "passed"]
+    failing = [c for c in kernel.verdict.cases if c.status != Status.PASSED]
     for case in failing[:_DETAIL_CASES]:
         sizes = size_label(case.sizes)
         lines.append(f"case [{sizes}; seed {case.seed}]: {case.reason or case.fault}")
@@ -145,7 +145,7 @@ def render_markdown(outcome: CiOutcome) -> str:
     if outcome.port_to:
         out += [f"- {line}" for line in _port_lines(outcome)] + [""]
     for k in outcome.kernels:
-        if k.status != "passed":
+        if k.status != Status.PASSED:
             spec = [f"spec: {k.spec} ({k.spec_note})"] if k.spec_note else []
             out += [f"### `{k.path}`: {k.status}", "", "```text", *spec, *_details(k), "```", ""]
     return "\n".join(out) + "\n"
@@ -202,7 +202,7 @@ def render_junit(outcome: CiOutcome) -> str:
     suite = ET.Element("testsuite", name="porter")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
-    def case(name: str, seconds: float, kind: str | None = None, message: str = "", text: str = "") -> None:
+    def case(name: str, seconds: float, kind: JunitElement | None = None, message: str = "", text: str = "") -> None:
         element = ET.SubElement(suite, "testcase", classname="porter", name=_xml(name), time=f"{seconds:.3f}")
         counts["tests"] += 1
         if kind is not None:
@@ -212,8 +212,7 @@ def render_junit(outcome: CiOutcome) -> str:
             counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[kind]] += 1
 
     for k in outcome.kernels:
-        kind = {"failed": "failure", "not run": "skipped", "error": "error"}.get(k.status)
-        case(k.path, k.verdict.wall_s if k.verdict else 0.0, kind, k.reason, "\n".join(_details(k)))
+        case(k.path, k.verdict.wall_s if k.verdict else 0.0, k.status.junit, k.reason, "\n".join(_details(k)))
     for s in outcome.skipped:  # a failure unless allowed: the bot fails on it
         case(s.path, 0.0, "skipped" if outcome.allow_unchecked else "failure", s.reason)
     if not outcome.kernels and not outcome.skipped and outcome.exit_code != 0:
@@ -242,6 +241,6 @@ def render_text(outcome: CiOutcome) -> str:
     if outcome.port_to:
         out.extend(_port_lines(outcome))
     for k in outcome.kernels:
-        if k.status != "passed":
+        if k.status != Status.PASSED:
             out += ["", f"{k.path}:", *(f"  {line}" for line in _details(k))]
     return "\n".join(out)

@@ -26,6 +26,7 @@ from porter.ci.change import CiKernel, CiOutcome, CiPort, spec_candidates
 from porter.ci.revision import write_file, write_folder, write_spec_folder
 from porter.errors import PorterError
 from porter.gate.runner.client import opened
+from porter.gate.verdict import NoJudgement, Status
 from porter.gitcmd import GitRepo
 
 AGENTS = ".porter/agents"
@@ -62,11 +63,11 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
     git = GitRepo.open(repo)
     if outcome.head != git.commit("HEAD"):
         why = "not ported: --port-to ports the checked-out revision, so --head must be HEAD"
-        return tuple(CiPort(k.path, "not ported", why) for k in kernels)
+        return tuple(CiPort(k.path, NoJudgement.NOT_PORTED, why) for k in kernels)
     try:  # a model that cannot be called is said once, before any port starts
         check_model(model, api_base=api_base, env=os.environ)
     except PorterError as err:
-        return tuple(CiPort(k.path, "not ported", f"not ported: {err}") for k in kernels)
+        return tuple(CiPort(k.path, NoJudgement.NOT_PORTED, f"not ported: {err}") for k in kernels)
     ports = []
     with tempfile.TemporaryDirectory(prefix="porter-ci-port-") as tmp:
         root = Path(tmp).resolve()
@@ -78,9 +79,9 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
                                       model=make_model(model, api_base=api_base), budget=budget, repo_root=root,
                                       runs_root=git.root / ".porter" / "runs")
             except PorterError as err:
-                ports.append(CiPort(k.path, "not ported", f"not ported: {err}"))
+                ports.append(CiPort(k.path, NoJudgement.NOT_PORTED, f"not ported: {err}"))
                 continue
-            if result.status != "passed":
+            if result.status != Status.PASSED:
                 ports.append(CiPort(k.path, result.status, f"{result.stop_reason}; no branch for a port that did not pass",
                                     result.run_id))
                 continue

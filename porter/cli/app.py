@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 
@@ -310,7 +310,6 @@ def port(
     from porter import services
     from porter.cli.progress import make_progress
     from porter.cli.steer import port_steering
-    from porter.gate.verdict import exit_code_for
     from porter.report.terminal import render_port, render_review
 
     _refuse_conflicting_port_flags(branch=branch, branch_on_failure=branch_on_failure, in_place=in_place, push=push,
@@ -318,8 +317,8 @@ def port(
     budget = _port_budget(max_rounds=max_rounds, max_tokens=max_tokens, max_usd=max_usd, max_minutes=max_minutes)
     steering = port_steering(interactive, as_json=as_json)
     progress = make_progress(as_json=as_json, live=steering is None)
-    branching = {"branch": branch, "branch_on_failure": branch_on_failure, "in_place": in_place, "push": push,
-                 "out": out}
+    branching: _Branching = {"branch": branch, "branch_on_failure": branch_on_failure, "in_place": in_place,
+                             "push": push, "out": out}
     if resume is not None:
         fixed = {"KERNEL": kernel, "--to": to, "--from": from_arch, "--spec": spec, "--model": model,
                  "--agent": agent if agent != "port" else None, "--optimize": optimize or None,
@@ -343,7 +342,17 @@ def port(
     else:
         typer.echo(render_port(ported.result))
         typer.echo(render_review(ported.review, ported.result, branch=branch is not False))
-    raise typer.Exit(exit_code_for(ported.result.status))
+    raise typer.Exit(ported.result.status.exit_code)
+
+
+class _Branching(TypedDict):
+    """Where a port goes for review: the options ``porter port`` passes on as they are."""
+
+    branch: bool | None
+    branch_on_failure: bool
+    in_place: bool
+    push: str | None
+    out: Path | None
 
 
 def _refuse_conflicting_port_flags(*, branch: bool | None, branch_on_failure: bool, in_place: bool,
@@ -415,6 +424,7 @@ def replay(
     Exit 0 every candidate reproduced its record, 1 one did not, 2 bad input, 3 one could not run here."""
     from porter import services
     from porter.gate.tables import table
+    from porter.gate.verdict import Status
 
     replayed = services.replay(run, _runs_root(root), gpu=gpu, seams=_seams(ctx))
     if as_json:
@@ -423,7 +433,7 @@ def replay(
         typer.echo(f"replayed {replayed.run.name} on this machine")
         typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
                          [[r.index, r.origin, r.recorded, r.verdict.status,
-                           "not run" if r.outcome == "not run" else "same" if r.agrees else "DIFFERENT",
+                           "not run" if r.outcome == Status.NOT_RUN else "same" if r.agrees else "DIFFERENT",
                            r.verdict.reason[:80]] for r in replayed.rows]))
     raise typer.Exit(replayed.exit_code)
 
@@ -636,9 +646,10 @@ def main(seams: Seams | None = None) -> None:
         typer.echo("porter: interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
     except Exception as err:  # a usage error from click (vendored by newer typer), or a bug in porter
-        if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
-            err.show()
-            sys.exit(err.exit_code)
+        show, code = getattr(err, "show", None), getattr(err, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
         if os.environ.get("PORTER_DEBUG"):
             raise
         said = " ".join(str(err).split())  # one line, whatever the exception's message holds

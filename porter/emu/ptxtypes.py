@@ -7,11 +7,13 @@ and arithmetic on it goes through float32 (a bf16 is the top half of a float32).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-UNSIGNED = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
-SIGNED = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
-FLOAT = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+UNSIGNED: dict[int, np.dtype[Any]] = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+SIGNED: dict[int, np.dtype[Any]] = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+FLOAT: dict[int, np.dtype[Any]] = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
 
 
 def width(t: str) -> int:

@@ -67,6 +67,7 @@ from porter.gate.under_tools import (
 from porter.gate.usercode import callable_problem
 from porter.gate.verdict import (
     Gate,
+    Status,
     Timing,
     Verdict,
     judged_share,
@@ -125,13 +126,13 @@ def _assemble_gate(result: AssembleResult, isa_problem: str | None = None) -> Ga
         spills = [f"{n}: {r.spill_stores}/{r.spill_loads} B spilled" for n, r in result.resources.items()
                   if r.spill_stores or r.spill_loads]
         extra = f"; {len(warnings)} warnings" if warnings else ""
-        return Gate("assemble", "passed", f"ptxas -arch={result.arch} ok in {result.wall_s:.2f} s{extra}",
+        return Gate("assemble", Status.PASSED, f"ptxas -arch={result.arch} ok in {result.wall_s:.2f} s{extra}",
                     tuple(spills + [d.message for d in warnings[:5]]))
     errors = [d for d in result.diagnostics if d.severity in ("error", "fatal")]
     details = tuple(f"line {d.line}: {d.message}" if d.line else d.message for d in errors[:10])
     if isa_problem:
-        return Gate("assemble", "failed", f"ptxas -arch={result.arch}: {isa_problem}", details)
-    return Gate("assemble", "failed", f"ptxas -arch={result.arch}: {len(errors)} errors", details)
+        return Gate("assemble", Status.FAILED, f"ptxas -arch={result.arch}: {isa_problem}", details)
+    return Gate("assemble", Status.FAILED, f"ptxas -arch={result.arch}: {len(errors)} errors", details)
 
 
 def _resources(result: AssembleResult) -> dict[str, dict[str, object]]:
@@ -213,11 +214,11 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     # when the interface fails and no assemble gate is judged.
     assembled = toolchain.assemble(module.text, target, filename=candidate.name)
     if problems:
-        gates.append(Gate("interface", "failed", "the kernel does not match the spec", tuple(problems)))
+        gates.append(Gate("interface", Status.FAILED, "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
     warnings += unread_scalars(spec, module)
     launched = [step for step in spec.sequence() if step.entry]
-    gates.append(Gate("interface", "passed", f"{len(module.entry(spec.entry).params)} params match the spec"
+    gates.append(Gate("interface", Status.PASSED, f"{len(module.entry(spec.entry).params)} params match the spec"
                       if not spec.kernels else
                       f"{len(launched)} kernels in sequence ({', '.join(s.entry for s in launched)}); "
                       "the params of each match the spec"))
@@ -237,7 +238,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
 
     device, why_not = _device(runner)
     if device is None:
-        gates.append(Gate("equivalence", "not run", why_not))
+        gates.append(Gate("equivalence", Status.NOT_RUN, why_not))
         more, extras = _unmeasured(options, why_not, target, signature)
         gates.extend(more + _emulated(spec, module, options, extras))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature, **extras,
@@ -246,7 +247,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     run_cubin, run_note = runnable_cubin(module, assembled, device, toolchain, candidate.name,
                                          fallback=options.arch is None)
     if run_cubin is None:
-        gates.append(Gate("equivalence", "not run", run_note))
+        gates.append(Gate("equivalence", Status.NOT_RUN, run_note))
         more, extras = _unmeasured(options, run_note, target, signature)
         gates.extend(more + _emulated(spec, module, options, extras))
         return _verdict(candidate, entry_name, target, gates, start=start, signature=signature,
@@ -303,7 +304,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     # on the CPU while the GPU works. Timing starts only if no case is known to have failed yet, and
     # its result counts only if every case passed.
     later: list[Gate] = []
-    extras: dict[str, Any] = {"seeds": seeds}
+    extras = {"seeds": seeds}
     if options.native:
         with exclusive(runner):  # ncu's launch has the GPU to itself, as timing does
             evidence, left = profile_native(spec, run_cubin, entry_name, target, signature, device, launch, seeds[0])
@@ -416,19 +417,19 @@ def _unmeasured(options: CheckOptions, reason: str, target: str, signature: dict
         gates.append(native_gate(evidence))
         extras["native"] = evidence
     if options.sanitize:
-        gates.append(Gate("sanitize", "not run", reason))
+        gates.append(Gate("sanitize", Status.NOT_RUN, reason))
     return gates, extras
 
 
 def gates_passed(gates: list[Gate], name: str) -> bool:
-    return any(g.name == name and g.status == "passed" for g in gates)
+    return any(g.name == name and g.status == Status.PASSED for g in gates)
 
 
 def _verdict(candidate: Path, entry: str, arch: str, gates: list[Gate], *, start: float,
              signature: dict[str, int] | None = None, **fields: Any) -> Verdict:
     status = overall_status(tuple(gates))
     deciding = next((g for g in gates if g.status == status), gates[-1])
-    reason = "every gate passed on this GPU" if status == "passed" else f"{deciding.name}: {deciding.summary}"
+    reason = "every gate passed on this GPU" if status == Status.PASSED else f"{deciding.name}: {deciding.summary}"
     verdict = Verdict(kernel=str(candidate), entry=entry, arch=arch, status=status, reason=reason,
                       gates=tuple(gates), signature_sass=signature or {}, **fields)
     return replace(verdict, wall_s=time.perf_counter() - start)

@@ -29,7 +29,7 @@ from porter.gate.inputs import make_args
 from porter.gate.plan import free_symbols_of
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.usercode import load_callable
-from porter.gate.verdict import CaseResult, Gate, OutputCheck, size_label
+from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, size_label
 
 BUDGET_S = 30.0  # emulation stops starting cases once this much time has gone
 DEFAULT_SETS = 3  # size sets chosen from the sweep when the spec declares no [[emulate]]
@@ -221,8 +221,8 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     sizes = dict(case.sizes)
     fatal = [d for r in results for d in r.diagnostics if d.fatal or d.kind == "race"]
     if fatal:
-        status = "not run" if fatal[0].kind == "unsupported" else "failed"
-        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}")  # type: ignore[arg-type]
+        status = Status.NOT_RUN if fatal[0].kind == "unsupported" else Status.FAILED
+        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}")
     ref = reference(case)
     got = outputs(case)
     checks: list[OutputCheck] = []
@@ -233,7 +233,7 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
                 and not np.array_equal(_view(case, p.name).view(np.uint8), np.asarray(case.host[p.name]).view(np.uint8))]
     if modified:
         reasons.append("wrote its input: " + ", ".join(modified))
-    return CaseResult(sizes=sizes, seed=seed, status="failed" if reasons else "passed",  # type: ignore[arg-type]
+    return CaseResult(sizes=sizes, seed=seed, status=Status.FAILED if reasons else Status.PASSED,
                       reason="; ".join(reasons), outputs=tuple(checks), inputs_modified=tuple(modified))
 
 
@@ -254,10 +254,10 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
     Passed, its details list every case that ran, one line each."""
     ref = spec.reference
     if ref is None or ref.callable is None:
-        return Gate("emulation", "not run", "emulation compares with the spec's Python reference; this spec has none")
+        return Gate("emulation", Status.NOT_RUN, "emulation compares with the spec's Python reference; this spec has none")
     sets = emulated_size_sets(spec)
     if not sets:
-        return Gate("emulation", "not run", "no size set of the sweep fits the candidate's launch")
+        return Gate("emulation", Status.NOT_RUN, "no size set of the sweep fits the candidate's launch")
     start = time.perf_counter()
     results: list[CaseResult] = []
     skipped = []
@@ -270,8 +270,8 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
             try:
                 judged = _judge(case, run_emulated(case), seed)
             except Exception as err:  # the emulator's or the reference's fault, not the kernel's
-                return Gate("emulation", "error", f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
-            if judged.status != "passed":
+                return Gate("emulation", Status.ERROR, f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
+            if judged.status != Status.PASSED:
                 where = f"{size_label(sizes)}; seed {seed}"
                 wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
                 return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
@@ -279,7 +279,7 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
             results.append(judged)
     shapes = "; ".join(dict.fromkeys(_label(spec, c.sizes) for c in results))
     left_out = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
-    return Gate("emulation", "passed", f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
+    return Gate("emulation", Status.PASSED, f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
                 (*map(_equivalent_case, results), *left_out))
 
 

@@ -23,6 +23,7 @@ from porter.gate.spec import Spec
 from porter.gate.verdict import (
     CaseResult,
     Gate,
+    Status,
     size_label,
 )
 
@@ -72,6 +73,9 @@ _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
 def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     sizes = case.sizes
     runs = reply.outputs  # None: bit-identical to the first run
+    first = runs[0]
+    if first is None:
+        raise RuntimeError("a case reached judgement without its first run's outputs")
     initials = reply.initials or ["poison"] * len(runs)
     if reply.reference is None:
         raise RuntimeError("a case reached judgement without its reference")
@@ -87,11 +91,11 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         if p.name not in reference:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
-        tile = block_tile(runs[0][p.name].shape, grid)
+        tile = block_tile(first[p.name].shape, grid)
         # Where the reference is not finite in the output's dtype (inputs span the whole domain),
         # it says nothing: those elements are left out, the rest of the case is judged.
         limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
-        c = check = compare(p.name, runs[0][p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
+        c = check = compare(p.name, first[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
         # A later run (another initial state) bit-identical to the first shares its judgement (the
@@ -101,7 +105,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         for initial, later in zip(initials[1:], runs[1:], strict=True):
             if later is None:
                 continue
-            diff = compare_runs(runs[0][p.name], later[p.name])
+            diff = compare_runs(first[p.name], later[p.name])
             if not diff:
                 continue
             again = compare(p.name, later[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
@@ -120,7 +124,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
         checks.append(check)
     reasons = []
     if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
-        return CaseResult(sizes=dict(sizes), seed=case.seed, status="not run", values=case.values, outputs=tuple(checks),
+        return CaseResult(sizes=dict(sizes), seed=case.seed, status=Status.NOT_RUN, values=case.values, outputs=tuple(checks),
                           reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
     if reply.guards:
         reasons.append("out-of-bounds write: " + "; ".join(reply.guards))
@@ -130,7 +134,7 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))
     return CaseResult(
-        sizes=dict(sizes), seed=case.seed, status="failed" if reasons else "passed", reason="; ".join(reasons),
+        sizes=dict(sizes), seed=case.seed, status=Status.FAILED if reasons else Status.PASSED, reason="; ".join(reasons),
         outputs=tuple(checks), guard_violations=tuple(reply.guards), inputs_modified=tuple(reply.modified),
         nondeterminism="; ".join(nondet), wall_s=reply.kernel_s, values=case.values,
     )
@@ -138,12 +142,12 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
 
 def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if not cases:
-        return Gate("equivalence", "failed", "no case ran: nothing was compared with the reference")
-    failed = [c for c in cases if c.status not in ("passed", "not run")]
-    unjudged = [c.reason for c in cases if c.status == "not run"]
+        return Gate("equivalence", Status.FAILED, "no case ran: nothing was compared with the reference")
+    failed = [c for c in cases if c.status not in (Status.PASSED, Status.NOT_RUN)]
+    unjudged = [c.reason for c in cases if c.status == Status.NOT_RUN]
     if not failed and len(cases) == planned:
         judged = len(cases) - len(unjudged)
-        return Gate("equivalence", "passed", f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
+        return Gate("equivalence", Status.PASSED, f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
                     "from two initial output states) equal to the reference", tuple(unjudged))
     details = []
     for c in failed[:6]:
@@ -153,9 +157,9 @@ def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if skipped:
         details.append(f"{skipped} cases not run after the fault")
     if not failed:
-        return Gate("equivalence", "failed", f"{planned - len(cases)} of {planned} cases not run", tuple(details))
+        return Gate("equivalence", Status.FAILED, f"{planned - len(cases)} of {planned} cases not run", tuple(details))
     first = failed[0]
-    return Gate("equivalence", "failed", f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
+    return Gate("equivalence", Status.FAILED, f"{len(failed)} of {planned} cases failed; first: {first.reason or first.fault}",
                 tuple(details))
 
 
@@ -180,7 +184,7 @@ class Judging:
 
     def failed_so_far(self) -> bool:
         """Whether a case is already known to have failed (a fault, or a finished judgement)."""
-        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in ("passed", "not run"))
+        return bool(self.faulted) or any(f.done() and (f.exception() is not None or f.result().status not in (Status.PASSED, Status.NOT_RUN))
                                          for f in self.pending)
 
     def results(self) -> list[CaseResult]:
@@ -208,7 +212,7 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
                                                 reference=Reference("held", key=job.key) if held is not None else job),
                                 options.case_timeout_s)
             except WorkerFault as fault:
-                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status="failed",
+                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status=Status.FAILED,
                                                   values=case.values, reason=fault_reason(fault), fault=str(fault)))
                 break
             judging.digests[case.key()] = reply.digests

@@ -10,21 +10,19 @@ decided once and nothing parses a summary to find it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from porter.gate.verdict import Status, Verdict
+from porter.gate.verdict import Answer, Status, Verdict
 
 EMULATED = "emulated"  # the one word outputs use for evidence from porter's PTX emulator
-
-Said = Literal["yes", "no", "not run"]
 
 
 @dataclass(frozen=True)
 class Equivalence:
     """A Verdict's answer to "is it equal to the reference?": ``said`` and whether that answer
-    came from the emulator rather than a GPU (``emulated``); ``summary`` is the deciding gate's."""
+    came from the emulator rather than a GPU (``emulated``); ``summary`` is the deciding gate's.
+    ``said`` is the deciding gate's answer (``yes``, ``no``), or ``not run`` where none decided."""
 
-    said: Said
+    said: Answer
     emulated: bool
     summary: str = ""
 
@@ -34,7 +32,7 @@ class Equivalence:
         return f"{self.said} ({EMULATED})" if self.emulated else self.said
 
 
-_SAID: dict[str, Said] = {"passed": "yes", "failed": "no"}  # by word: a gate read back from JSON holds a str
+_DECIDING = (Status.PASSED, Status.FAILED)  # a gate that ran and said yes or no
 
 
 def equivalence(verdict: Verdict) -> Equivalence:
@@ -43,17 +41,16 @@ def equivalence(verdict: Verdict) -> Equivalence:
     the stronger evidence (a failure in emulation still fails the Verdict, and its reason says so)."""
     for name, emulated in (("equivalence", False), ("emulation", True)):
         gate = verdict.gate(name)
-        said = _SAID.get(str(gate.status)) if gate is not None else None
-        if gate is not None and said is not None:
-            return Equivalence(said, emulated, gate.summary)
+        if gate is not None and gate.status in _DECIDING:
+            return Equivalence(gate.status.answer, emulated, gate.summary)
     return Equivalence("not run", False)
 
 
-def outcome_words(status: str, verdict: Verdict | None) -> str:
+def outcome_words(status: Status, verdict: Verdict | None) -> str:
     """A port's or check's status word, prefixed with ``equivalent in emulation`` when it was not
     run on hardware and the emulator found it equal: ``equivalent in emulation, not run on target
     hardware``. Any other status is said as it is."""
     if verdict is None or status not in (Status.NOT_RUN_ON_TARGET, Status.NOT_RUN):
-        return status
+        return status.value
     said = equivalence(verdict)
-    return f"equivalent in emulation, {status}" if said.emulated and said.said == "yes" else status
+    return f"equivalent in emulation, {status}" if said.emulated and said.said == "yes" else status.value

@@ -46,23 +46,23 @@ def _unknown_symbol(name: str, known: Collection[str]) -> str:
     return f"unknown size symbol {name!r} ({listing})"
 
 
-def _require_ints(function: str, *args: Number) -> None:
-    for a in args:
-        if not isinstance(a, int):
-            raise _Problem(f"{function} needs integer arguments (got {a!r})")
+def _int_pair(function: str, a: Number, b: Number) -> tuple[int, int]:
+    """``a`` and ``b``, which must be integers, the second not 0."""
+    for x in (a, b):
+        if not isinstance(x, int):
+            raise _Problem(f"{function} needs integer arguments (got {x!r})")
+    if b == 0:
+        raise _Problem("division by zero")
+    return int(a), int(b)
 
 
 def _ceil_div(a: Number, b: Number) -> int:
-    _require_ints("ceil_div", a, b)
-    if b == 0:
-        raise _Problem("division by zero")
+    a, b = _int_pair("ceil_div", a, b)
     return -(-a // b)
 
 
 def _round_up(a: Number, b: Number) -> int:
-    _require_ints("round_up", a, b)
-    if b == 0:
-        raise _Problem("division by zero")
+    a, b = _int_pair("round_up", a, b)
     return -(-a // b) * b
 
 
@@ -308,8 +308,8 @@ def resolve_sizes(
         raise _error(where, f"size symbols form a cycle: {cycle}") from None
     values: dict[str, int] = {}
     for name in order:
-        value = evaluate(merged[name], values, where=label(name))
-        if not isinstance(value, int):
-            raise _error(label(name), f"must be an integer (got {value!r}; use // for integer division)")
-        values[name] = value
+        got = evaluate(merged[name], values, where=label(name))
+        if not isinstance(got, int):
+            raise _error(label(name), f"must be an integer (got {got!r}; use // for integer division)")
+        values[name] = got
     return {name: values[name] for name in merged}

@@ -77,7 +77,7 @@ class Manifest:
         """The cases a check runs: every recorded one, and :data:`SAMPLED` of the reserve drawn
         from the check's own ``seed``."""
         rng = stream(seed, 4, {}, "reserve")
-        picked = rng.permutation(len(self.reserve))[:SAMPLED] if self.reserve else []
+        picked = rng.permutation(len(self.reserve))[:SAMPLED] if self.reserve else ()
         return self.cases + tuple(self.reserve[int(i)] for i in picked)
 
     def file(self, case: GoldenCase) -> Path:
@@ -116,7 +116,9 @@ def load_golden(folder: Path) -> Manifest:
     absent = [c.file for c in cases + reserve if not (folder / c.file).is_file()]
     if absent:
         raise InputError(f"{folder}: golden outputs missing: {', '.join(absent[:3])}")
-    return Manifest(folder, *(data[k] for k in strings[:-1]), cases=cases, reserve=reserve, digest=data["digest"])
+    return Manifest(folder, source=data["source"], source_sha256=data["source_sha256"], entry=data["entry"],
+                    spec_sha256=data["spec_sha256"], gpu=data["gpu"], recorded=data["recorded"], cases=cases,
+                    reserve=reserve, digest=data["digest"])
 
 
 def _golden_case(raw: object, manifest: Path) -> GoldenCase:
@@ -173,7 +175,8 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), 
             raise EnvironmentProblem(f"the source kernel failed while recording: {fault}") from fault
         name = f"case{index:03d}-seed{case.seed}{'-' + case.values if case.values else ''}.npz"
         with open(out / name, "wb") as fh:
-            np.savez_compressed(fh, **reply.outputs)
+            # numpy's stub types **kwds as if they could be its allow_pickle: bool; these are arrays
+            np.savez_compressed(fh, **reply.outputs)  # type: ignore[arg-type]
         into.append(asdict(GoldenCase(case.sizes, case.seed, case.values, name)))
     cases, kept = written
     manifest = {

@@ -15,6 +15,7 @@ mma.sync (or FFMA), use that, and issue wgmma beside it for show.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from porter.gate.verdict import NativeEvidence
 
@@ -102,47 +103,46 @@ def judge_native(arch: str, expected: tuple[str, ...], static_counts: dict[str, 
     """
     present = {op: n for op, n in static_counts.items() if n}
     names = ", ".join(expected)
-    base = dict(expected=expected, static_counts=dict(static_counts), metrics=dict(metrics or {}),
-                profiled_sizes=dict(sizes or {}))
+    base = NativeEvidence(arch, "absent", "", expected, static_counts=dict(static_counts), metrics=dict(metrics or {}),
+                          profiled_sizes=dict(sizes or {}))
     if not present:
-        return NativeEvidence(arch, "absent", f"none of {arch}'s signature instructions ({names}) is in the SASS", **base)
+        return replace(base, summary=f"none of {arch}'s signature instructions ({names}) is in the SASS")
     if executed_counts is None:
-        return NativeEvidence(arch, "not measured",
-                              f"{', '.join(present)} present in the SASS; execution not measured: {not_measured_reason}",
-                              **base)
+        return replace(base, state="not measured",
+                       summary=f"{', '.join(present)} present in the SASS; execution not measured: {not_measured_reason}")
     ran = {op: executed_counts.get(op, 0) for op in present}
     if not any(ran.values()):
-        return NativeEvidence(
-            arch, "present but never executed",
-            f"{', '.join(present)} is in the SASS but never executed on this input: the {arch} path sits behind a "
-            "branch that is not taken (check the condition that guards it)", executed_counts=ran, **base)
+        return replace(
+            base, state="present but never executed", executed_counts=ran,
+            summary=f"{', '.join(present)} is in the SASS but never executed on this input: the {arch} path sits "
+            "behind a branch that is not taken (check the condition that guards it)")
     counts = ", ".join(f"{op} x{n}" for op, n in ran.items() if n)
     by_op = tensor_flops(executed_opcodes or {})
     if required_share is None:
-        return NativeEvidence(arch, "executed", f"{counts} (warp-level instructions)", executed_counts=ran,
-                              flops_by_instruction=by_op, **base)
+        return replace(base, state="executed", summary=f"{counts} (warp-level instructions)", executed_counts=ran,
+                       flops_by_instruction=by_op)
     if not spec_flops:
-        return NativeEvidence(arch, "not measured",
-                              f"{counts} executed, but the spec declares no cost.flops, so the share of the work "
-                              f"done by {names} cannot be measured (add [cost] flops)",
-                              executed_counts=ran, flops_by_instruction=by_op, required_share=required_share, **base)
+        return replace(base, state="not measured",
+                       summary=f"{counts} executed, but the spec declares no cost.flops, so the share of the work "
+                       f"done by {names} cannot be measured (add [cost] flops)",
+                       executed_counts=ran, flops_by_instruction=by_op, required_share=required_share)
     native = sum(v for op, v in by_op.items() if op in expected)
     share = native / spec_flops
     older = older_flops(expected, executed_opcodes or {})
     older_share = sum(older.values()) / spec_flops
     split = f"{names} did {100 * share:.1f}% of the spec's {spec_flops:.3g} FLOPs"
-    fields = dict(executed_counts=ran, flops_by_instruction=by_op, share=share, required_share=required_share,
-                  older_flops=older, older_share=older_share, **base)
+    measured = replace(base, executed_counts=ran, flops_by_instruction=by_op, share=share, required_share=required_share,
+                       older_flops=older, older_share=older_share)
     if share + 1e-9 < required_share:
         others = f" ({_shares(older, spec_flops)})" if older else ""
-        return NativeEvidence(arch, "executed for a minor share",
-                              f"{counts} executed, but {split}{others}; at least {100 * required_share:.0f}% must "
-                              f"run on {arch}'s own instructions", **fields)
+        return replace(measured, state="executed for a minor share",
+                       summary=f"{counts} executed, but {split}{others}; at least {100 * required_share:.0f}% must "
+                       f"run on {arch}'s own instructions")
     if older_share > 1 - required_share + 1e-9:
-        return NativeEvidence(arch, "executed beside older math",
-                              f"{counts} executed and {split}, but {_shares(older, spec_flops)} also ran: at most "
-                              f"{100 * (1 - required_share):.0f}% may run on older instructions (earlier tensor "
-                              "cores, scalar FMA at 32 lanes a warp instruction): the math was done twice, and "
-                              "which result the kernel used cannot be told", **fields)
+        return replace(measured, state="executed beside older math",
+                       summary=f"{counts} executed and {split}, but {_shares(older, spec_flops)} also ran: at most "
+                       f"{100 * (1 - required_share):.0f}% may run on older instructions (earlier tensor "
+                       "cores, scalar FMA at 32 lanes a warp instruction): the math was done twice, and "
+                       "which result the kernel used cannot be told")
     extra = f"; older instructions at most {100 * older_share:.1f}% ({_shares(older, spec_flops)})" if older else ""
-    return NativeEvidence(arch, "executed", f"{counts} (warp-level instructions); {split}{extra}", **fields)
+    return replace(measured, state="executed", summary=f"{counts} (warp-level instructions); {split}{extra}")

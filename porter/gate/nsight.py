@@ -129,7 +129,7 @@ def parse_source_listings(text: str) -> list[SourceListing]:
     """The listings of ``--page source --print-source sass --csv``, in the order ncu prints them
     (each starts with a ``"Kernel Name"`` row, then a header naming ``Source`` and ``Instructions Executed``)."""
     listings: list[SourceListing] = []
-    kernel, columns, counts = "", None, Counter()
+    kernel, columns, counts = "", None, Counter[str]()
 
     def close() -> None:
         if columns is not None:
@@ -336,11 +336,11 @@ def parse_sanitizer(tool: str, text: str) -> tuple[int, tuple[SanitizerFinding, 
         elif blocks:
             blocks[-1].append(stripped)
     findings = []
-    for head, *rest in blocks:
+    for head, *lines in blocks:
         if head.startswith(("Program hit", "Target application returned", "Saved host backtrace")):
             continue
-        where = next((m for m in map(_LOCATION.search, [head, *rest]) if m), None)
-        detail = [ln for ln in rest if not ln.startswith(("Saved host backtrace", "Host Frame", "#"))]
+        where = next((m for m in map(_LOCATION.search, [head, *lines]) if m), None)
+        detail = [ln for ln in lines if not ln.startswith(("Saved host backtrace", "Host Frame", "#"))]
         findings.append(SanitizerFinding(
             tool=tool, message=head.removeprefix("Error: ").strip(),
             function=where.group("func") if where else "",

@@ -13,6 +13,7 @@ guarantees".
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,7 +231,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
 
 
 def _on_lattice(spec: Spec, implied: dict[str, tuple[int, int, int]], rng: np.random.Generator,
-                base: dict[str, int | str], name: str, value: int, step: int, tries: int = 16) -> dict[str, int] | None:
+                base: Mapping[str, int | str], name: str, value: int, step: int, tries: int = 16) -> dict[str, int] | None:
     """``name`` near ``value`` at a drawn residue, the others from ``base``, such that every symbol,
     derived ones too, stays on the lattice the sweep implies (a leading dimension ``ldb = "N"`` that
     every listed set keeps a multiple of 8 keeps N so); None when no residue drawn does."""

@@ -252,7 +252,7 @@ def scaffold_spec(module: PtxModule, entry: Entry, *, meta: TritonMetadata | Non
     body.lines.append("# TODO(porter): one symbol per integer parameter: which are sizes, which strides or derived "
                       "(lda = \"K\"), and add [[sweep]] entries")
     specialised = [names[p.name] for i, p in enumerate(entry.params)
-                   if declared and declared[i] is not None and declared[i].divisible_by_16 and not _is_pointer(p)]
+                   if declared and (d := declared[i]) is not None and d.divisible_by_16 and not _is_pointer(p)]
     if specialised:
         body.lines.append(f"# Triton specialised {', '.join(specialised)} as multiples of 16 ({triton_ir}: "
                           "tt.divisibility): the kernel may rely on it, so keep every size set so")

@@ -19,6 +19,7 @@ from porter.gate.runner.protocol import Contender, Reference, TimeJob, TimeReply
 from porter.gate.spec import Spec
 from porter.gate.verdict import (
     Gate,
+    Status,
     Timing,
     size_label,
 )
@@ -104,7 +105,7 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
                                             contenders=tuple(contenders), budget_s=options.timing_budget_s,
                                             references=references), max(120.0, options.case_timeout_s))
         except WorkerFault as fault:
-            return (Gate("timing", "error", f"the timing run failed at {label}: {fault.kind}: {fault}",
+            return (Gate("timing", Status.ERROR, f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "
                           "correct",)), tuple(timings), _headline(ratios))
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
@@ -137,8 +138,8 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
         notes.append("the headline speed-ups are the lowest over these size sets")
     speed = _headline(ratios)
     if problems:
-        return Gate("timing", "failed", problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
-    return Gate("timing", "passed", "; ".join(parts), tuple(notes)), tuple(timings), speed
+        return Gate("timing", Status.FAILED, problems[0], tuple(problems[1:] + parts)), tuple(timings), speed
+    return Gate("timing", Status.PASSED, "; ".join(parts), tuple(notes)), tuple(timings), speed
 
 
 def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:

@@ -18,6 +18,7 @@ from porter.gate.verdict import (
     NativeEvidence,
     SanitizerFinding,
     SanitizerReport,
+    Status,
     size_label,
 )
 from porter.ptx.arch import cubin_runs_on, get_profile
@@ -104,9 +105,9 @@ def not_held(what: str, left: ToolLaunch, seed: int, verified: dict[tuple, list[
 def native_gate(evidence: NativeEvidence, differs: str = "", note: str = "") -> Gate:
     details = tuple(f"{name} = {value:g}" for name, value in evidence.metrics.items()) + ((note,) if note else ())
     if differs:
-        return Gate("native", "failed", differs, (f"{evidence.state}: {evidence.summary}", *details))
-    status = {"executed": "passed", "not measured": "not run"}.get(evidence.state, "failed")
-    return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)  # type: ignore[arg-type]
+        return Gate("native", Status.FAILED, differs, (f"{evidence.state}: {evidence.summary}", *details))
+    status = {"executed": Status.PASSED, "not measured": Status.NOT_RUN}.get(evidence.state, Status.FAILED)
+    return Gate("native", status, f"{evidence.state}: {evidence.summary}", details)
 
 
 SANITIZER_TIMEOUT_S = 600.0
@@ -166,7 +167,7 @@ def sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | Non
                    notes: list[str] | None = None) -> Gate:
     ran = [r for r in reports if r.ran]
     if not ran:
-        return Gate("sanitize", "not run", reports[0].reason if reports else "no sanitizer tools")
+        return Gate("sanitize", Status.NOT_RUN, reports[0].reason if reports else "no sanitizer tools")
     dirty = [r for r in ran if r.errors]
     details = []
     for r in dirty:
@@ -177,10 +178,10 @@ def sanitize_gate(reports: tuple[SanitizerReport, ...], differs: list[str] | Non
     details += [f"{r.tool}: not run ({r.reason})" for r in reports if not r.ran]
     details += notes or []
     if differs:
-        return Gate("sanitize", "failed", differs[0], tuple(differs[1:] + details))
+        return Gate("sanitize", Status.FAILED, differs[0], tuple(differs[1:] + details))
     if dirty:
-        return Gate("sanitize", "failed", ", ".join(f"{r.tool} at {size_label(r.sizes)}: {r.errors} errors" for r in dirty),
+        return Gate("sanitize", Status.FAILED, ", ".join(f"{r.tool} at {size_label(r.sizes)}: {r.errors} errors" for r in dirty),
                     tuple(details))
-    return Gate("sanitize", "passed", "clean: " + ", ".join(f"{r.tool} ({size_label(r.sizes)})" for r in ran), tuple(details))
+    return Gate("sanitize", Status.PASSED, "clean: " + ", ".join(f"{r.tool} ({size_label(r.sizes)})" for r in ran), tuple(details))
 
 

@@ -25,11 +25,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from porter.errors import ExitCode
 from porter.ptx.assembly import Assembly
 
 
 class Status(str, enum.Enum):
-    """porter's status words. Members compare equal to their words (``Status.PASSED == "passed"``)."""
+    """porter's status words. Members compare equal to their words (``Status.PASSED == "passed"``);
+    how each is said outside porter (exit code, answer, JUnit element) is :data:`SAID`."""
 
     PASSED = "passed"
     FAILED = "failed"
@@ -41,27 +43,65 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def exit_code(self) -> ExitCode:
+        return SAID[self].exit_code
 
-# The words of a Verdict and of its gates (the last two are a port's judgement only).
-STATUSES: tuple[Status, ...] = (Status.PASSED, Status.FAILED, Status.NOT_RUN, Status.ERROR)
+    @property
+    def answer(self) -> Answer:
+        return SAID[self].answer
 
-# The exit code of each status word: 0 passed, 1 the kernel failed the gate, 3 not run / environment.
-EXIT_CODES: dict[Status, int] = {
-    Status.PASSED: 0, Status.FAILED: 1, Status.NOT_RUN: 3, Status.ERROR: 3,
-    Status.PASSED_WITHOUT_NATIVE: 1, Status.NOT_RUN_ON_TARGET: 3,
+    @property
+    def junit(self) -> JunitElement | None:
+        return SAID[self].junit
+
+
+Answer = Literal["yes", "no", "not run", "error"]
+JunitElement = Literal["failure", "skipped", "error"]
+
+
+@dataclass(frozen=True)
+class Said:
+    """How one status is said outside porter: the exit code it gives (a check, a bench, a replay,
+    ``porter ci``), its answer to "did it show that?" (the terminal's achievements, the equivalence
+    evidence of bench rows, ``porter ci`` and PORT_REPORT) and its JUnit element (none: passed).
+    The word itself is the status's value. porter prints no colours (its tables must read the same
+    in CI logs), so no status has one."""
+
+    exit_code: ExitCode
+    answer: Answer
+    junit: JunitElement | None
+
+
+# Every status, said once: 0 passed; 1 the kernel failed the gate (or passed without the target's
+# own instructions); 3 not run, or an error of the environment.
+SAID: dict[Status, Said] = {
+    Status.PASSED: Said(ExitCode.OK, "yes", None),
+    Status.FAILED: Said(ExitCode.FAILED, "no", "failure"),
+    Status.NOT_RUN: Said(ExitCode.ENVIRONMENT, "not run", "skipped"),
+    Status.ERROR: Said(ExitCode.ENVIRONMENT, "error", "error"),
+    Status.PASSED_WITHOUT_NATIVE: Said(ExitCode.FAILED, "no", "failure"),
+    Status.NOT_RUN_ON_TARGET: Said(ExitCode.ENVIRONMENT, "not run", "skipped"),
 }
 
 
-def exit_code_for(status: str) -> int:
-    """The exit code of a status word (a ``Status`` or its text)."""
-    return EXIT_CODES[Status(status)]
+class NoJudgement(str, enum.Enum):
+    """Why a row that would show a status shows none: a bench task without a reference port to
+    check, a kernel ``porter ci --port-to`` did not port, a port run without its result yet."""
+
+    NO_SOLUTION = "no solution"
+    NOT_PORTED = "not ported"
+    INCOMPLETE = "incomplete"
+
+    def __str__(self) -> str:
+        return self.value
 
 
-def exit_code_for_all(statuses: Iterable[str]) -> int:
+def exit_code_for_all(statuses: Iterable[Status]) -> ExitCode:
     """The exit code of several judgements (a bench's rows, a replay's candidates), as a check's:
     1 if any failed, else 3 if any was not run (or met an error), else 0 (all passed, or none)."""
-    codes = {exit_code_for(status) for status in statuses}
-    return next((code for code in (1, 3) if code in codes), 0)
+    codes = {status.exit_code for status in statuses}
+    return next((code for code in (ExitCode.FAILED, ExitCode.ENVIRONMENT) if code in codes), ExitCode.OK)
 
 
 NativeState = Literal["executed", "executed for a minor share", "executed beside older math",
@@ -256,7 +296,7 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.status == "passed"
+        return self.status is Status.PASSED
 
 
 def judged_share(cases: tuple[CaseResult, ...] | list[CaseResult]) -> float | None:
@@ -285,7 +325,7 @@ class Judgement:
     passed, 2 correct but not native or not run on the target, 1 assembled, 0 not)."""
 
     status: Status
-    exit_code: int
+    exit_code: ExitCode
     rank: int
 
     @property
@@ -304,7 +344,7 @@ def judge(verdict: Verdict | None, *, require_native: bool | None = None) -> Jud
     instructions executed, doing the work, where ``require_native``): ``passed``, ``passed without
     native instructions``, ``not run on target hardware`` or ``failed``. No candidate is ``failed``."""
     if verdict is None:
-        return Judgement(Status.FAILED, EXIT_CODES[Status.FAILED], 0)
+        return Judgement(Status.FAILED, Status.FAILED.exit_code, 0)
     native = bool(require_native)
     assembled = _gate_passed(verdict, "assemble")
     if verdict.status == Status.PASSED and (not native or (verdict.native is not None
@@ -318,5 +358,5 @@ def judge(verdict: Verdict | None, *, require_native: bool | None = None) -> Jud
         port, rank = Status.NOT_RUN_ON_TARGET, 2
     else:
         port, rank = Status.FAILED, 1 if assembled else 0
-    status = Status(verdict.status) if require_native is None else port
-    return Judgement(status, EXIT_CODES[status], rank)
+    status = verdict.status if require_native is None else port
+    return Judgement(status, status.exit_code, rank)

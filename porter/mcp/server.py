@@ -315,11 +315,11 @@ def _add_resources(server: MCPServer, root: Path) -> None:
         server.add_resource(FunctionResource(
             uri=f"porter://profiles/{path.stem}", name=f"profile {path.stem}", mime_type="application/toml",
             description=f"porter's architecture profile {path.stem}: accepted and rejected features, "
-                        "signature SASS, peaks", fn=lambda path=path: path.read_text()))
+                        "signature SASS, peaks", fn=path.read_text))
     for agent in list_agents(root):
         server.add_resource(FunctionResource(
             uri=f"porter://agents/{agent.name}", name=f"agent {agent.name}", mime_type="text/markdown",
-            description=agent.description, fn=lambda path=agent.path: path.read_text()))
+            description=agent.description, fn=agent.path.read_text))
 
 
 def serve(*, http: bool = False, port: int = 8765, limits: Limits | None = None, root: Path | None = None,

@@ -103,8 +103,8 @@ class Workspace:
 
         with reading(GOLDEN, folder, folder / MANIFEST):
             manifest = load_golden(folder)
-        for case in manifest["cases"]:
-            self.inside(folder / case["file"], f"{folder / MANIFEST}: a file it names")
+        for case in manifest.cases + manifest.reserve:
+            self.inside(folder / case.file, f"{folder / MANIFEST}: a file it names")
 
     def ncu_export(self, path: Path) -> None:
         from porter.gate.hotspots import import_details

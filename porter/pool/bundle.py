@@ -17,6 +17,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from porter.errors import InputError
 from porter.gate.check import CheckOptions
@@ -76,7 +77,7 @@ def pack(candidate: Path, spec: Spec, options: CheckOptions) -> Bundle:
         spec_files[inside] = _read(ref.path, "spec's callable")
     spec_files.setdefault(spec.source, _read(spec.path, "spec"))
     files = {f"candidate/{candidate.name}": _read(candidate, "candidate")}
-    moved = {}
+    moved: dict[str, Any] = {}  # CheckOptions fields by name, as options_at replaces them
     for field in SOURCE_FIELDS:
         path = getattr(options, field)
         if path is not None:

@@ -102,7 +102,8 @@ def inspect_arch(
     text, retargeted = assemble_for(module, compat)
     result = toolchain.assemble(text, profile.name, filename=filename)
     signature = signature_evidence(result, profile, toolchain) if result.ok and toolchain.can_disassemble else None
-    verdict, reason = compat.status, compat.reason
+    verdict: str = compat.status
+    reason = compat.reason
     if not result.ok:
         first = result.errors[0] if result.errors else None
         where = f"line {first.line}: " if first is not None and first.line else ""

@@ -503,7 +503,10 @@ def _with_usage(resources: EntryResources, used: re.Match[str]) -> EntryResource
         for name, pattern in _USAGE_ITEMS.items():
             if found := pattern.match(item):
                 counts[name] = int(found.group(1))
-    return replace(resources, registers=int(used["registers"]), constant_bytes=constant, **counts)
+    return replace(resources, registers=int(used["registers"]), constant_bytes=constant,
+                   barriers=counts.get("barriers", resources.barriers),
+                   shared_bytes=counts.get("shared_bytes", resources.shared_bytes),
+                   cumulative_stack=counts.get("cumulative_stack", resources.cumulative_stack))
 
 
 def _context(source_lines: list[str], line: int) -> str:

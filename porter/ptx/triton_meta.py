@@ -109,7 +109,9 @@ class TritonArg:
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "(<{[":
             depth += 1

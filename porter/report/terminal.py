@@ -9,7 +9,7 @@ from porter.agent.session import PortResult
 from porter.agent.steering import RoundView
 from porter.gate.doctor import DoctorReport
 from porter.gate.tables import table, timing_table
-from porter.gate.verdict import Verdict, size_label
+from porter.gate.verdict import Status, Verdict, size_label
 from porter.ptx.inspection import ArchInspection, InspectReport
 from porter.review.branch import ReviewOutcome
 
@@ -140,12 +140,12 @@ def render_verdict(v: Verdict) -> str:
     out.append("")
     out.append(table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates]))
     for g in v.gates:
-        if g.details and g.status != "passed":
+        if g.details and g.status != Status.PASSED:
             out.append("")
             out.append(f"{g.name}:")
             out.extend(f"  {d}" for d in g.details)
     emulation = v.gate("emulation")
-    if emulation is not None and emulation.status == "passed":
+    if emulation is not None and emulation.status == Status.PASSED:
         out += ["", "emulated cases (porter's PTX emulator on this CPU; not hardware):"]
         out.extend(f"  {d}" for d in emulation.details)
     if v.cases:
@@ -161,7 +161,7 @@ def render_verdict(v: Verdict) -> str:
         if v.judged_share is not None:
             out.append(f"judged: {100 * v.judged_share:.2f}% of the output elements (the others' reference is not "
                        "finite in the output's dtype: left out)")
-        failing = next((c for c in v.cases if c.status != "passed" and c.outputs), None)
+        failing = next((c for c in v.cases if c.status != Status.PASSED and c.outputs), None)
         if failing is not None:
             out.append("")
             out.append(f"first failing case ({size_label(failing.sizes)}, seed {failing.seed}):")
@@ -252,15 +252,16 @@ def render_round(view: RoundView) -> str:
 
 
 def achievements(v: Verdict) -> list[str]:
-    """Plain sentences: what the best candidate was shown to do, and what nobody checked."""
-    said = {"passed": "yes", "failed": "NO", "not run": "not run", "error": "error"}
+    """Plain sentences: what the best candidate was shown to do, and what nobody checked (a "no"
+    in capitals, as the terminal says every failure)."""
     lines = ["achieved:"]
     for name, what in (("assemble", f"assembles for {v.arch}"), ("equivalence", "equal to the reference over the sweep"),
                        ("emulation", "equal to the reference in emulation (CPU, small shapes; not hardware)"),
                        ("native", f"{v.arch}'s own tensor-core instructions executed"), ("timing", "timed")):
         gate = v.gate(name)
         if gate is not None:
-            lines.append(f"  {what}: {said[gate.status]} - {gate.summary}")
+            said = gate.status.answer
+            lines.append(f"  {what}: {said.upper() if said == 'no' else said} - {gate.summary}")
     return lines
 
 

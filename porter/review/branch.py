@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult, repo_relative
 from porter.errors import InputError
+from porter.gate.verdict import Status
 from porter.gitcmd import last_line, run_git
 from porter.review.port_report import render_port_report, reproduce_command
 
@@ -160,7 +161,7 @@ def _needs_identity(top: Path) -> tuple[str, ...]:
 def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, report: str, command: str) -> str:
     """Summary line, a short body and the ``Porter-*`` trailers that tools can read back."""
     name = best.verdict.entry
-    if result.status == "passed":
+    if result.status == Status.PASSED:
         title = f"porter: port {name} to {result.target} (passed)"
     else:
         title = f"porter: NOT VERIFIED port of {name} to {result.target} ({result.outcome})"
@@ -168,7 +169,7 @@ def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, re
         f"Candidate {best.index} ({best.origin}, round {best.round}) ported from {result.source_arch}, "
         f"written to {ported}. Stopped: {result.stop_reason}",
     ]
-    if result.status != "passed":
+    if result.status != Status.PASSED:
         paragraphs.append(f"This port did not pass porter's gates: {best.verdict.status} - {best.verdict.reason}. "
                           f"Check it before merging.")
     paragraphs.append(f"Evidence: {report}. To reproduce the verdict:")
@@ -193,7 +194,7 @@ def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_
     best = result.best
     if best is None:
         return ReviewOutcome(None, None, (), reason="the session produced no candidate to commit")
-    if result.status != "passed" and not branch_on_failure:
+    if result.status != Status.PASSED and not branch_on_failure:
         return ReviewOutcome(None, None, (), reason=(
             f"the port's status is '{result.status}', not 'passed': a review branch is made for a passed port only, "
             f"unless one is asked for on failure (its title then says NOT VERIFIED)"))

@@ -16,15 +16,11 @@ from porter.agent.runs import CandidateRecord
 from porter.agent.session import PortResult
 from porter.gate.evidence import EMULATED, equivalence
 from porter.gate.tables import timing_table
-from porter.gate.verdict import Verdict, size_label
+from porter.gate.verdict import Status, Verdict, size_label
 from porter.ptx.arch import get_profile
 
-HEADLINE = {
-    "passed": "passed",
-    "passed without native instructions": "passed without native instructions",
-    "not run on target hardware": "not run on target hardware",
-    "failed": "failed (best failing candidate)",
-}
+# A port's headline where its status word alone would mislead: a failed port's report shows its best failing candidate.
+HEADLINE = {Status.FAILED: "failed (best failing candidate)"}
 
 # What each gate shows when it passes, as a reviewer would say it.
 GATE_CLAIMS = {
@@ -73,7 +69,7 @@ def _shown(v: Verdict, require_native: bool) -> tuple[list[str], list[str]]:
         claim = GATE_CLAIMS.get(g.name, g.name)
         if g.name == "assemble":
             claim = f"assembles for {v.arch} with ptxas"
-        if g.status == "passed":
+        if g.status == Status.PASSED:
             shown.append(f"{claim}: {g.summary}")
         else:
             not_shown.append(f"{claim}: **{g.status}** - {g.summary}")
@@ -94,7 +90,7 @@ def _shown(v: Verdict, require_native: bool) -> tuple[list[str], list[str]]:
 def _gate_section(v: Verdict) -> list[str]:
     out = ["", "## Gates", "", md_table(["gate", "status", "summary"], [[g.name, g.status, g.summary] for g in v.gates])]
     for g in v.gates:
-        if g.details and g.status != "passed":
+        if g.details and g.status != Status.PASSED:
             out += ["", f"{g.name}:", ""]
             out.extend(f"- {d}" for d in g.details)
     return out
@@ -133,7 +129,7 @@ def _emulation_section(v: Verdict, target: str) -> list[str]:
         out += [f"Nothing ran on {hardware}, and porter's PTX emulator gave no evidence either:", ""]
     else:
         out += ["Beside the GPU's cases, porter's PTX emulator ran the candidate on the CPU:", ""]
-    if gate.status == "passed":
+    if gate.status == Status.PASSED:
         out.extend(f"- {line}" for line in gate.details)
     else:
         out.append(f"- emulation {gate.status}: {gate.summary} (its details are under Gates)")
@@ -191,11 +187,11 @@ def _speed_section(v: Verdict) -> list[str]:
 
 def _resources_section(before: CandidateRecord | None, best: CandidateRecord) -> list[str]:
     out = ["", "### Resources", ""]
-    rows = []
     if before is None or before.index == best.index:
         labelled = [("before and after", best)]
     else:
         labelled = [("before", before), ("after", best)]
+    rows: list[list[object]] = []
     for label, record in labelled:
         what = f"{label}: candidate {record.index} ({record.origin})"
         if not record.verdict.resources:
@@ -225,7 +221,7 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
     :func:`reproduce_command`); ``toolchain`` and ``gpu`` describe the machine that measured it."""
     best = result.best
     name = best.verdict.entry if best is not None else kernel_rel
-    headline = result.outcome if result.outcome != result.status else HEADLINE.get(result.status, result.status)
+    headline = result.outcome if result.outcome != result.status else HEADLINE.get(result.status, result.status.value)
     out = [f"# Port of `{name}` to {result.target}: {headline}", ""]
     out.append(f"- **source:** `{kernel_rel}` ({result.source_arch})")
     if best is not None:
@@ -242,7 +238,7 @@ def render_port_report(result: PortResult, *, kernel_rel: str, spec_rel: str, po
         out += ["", "No candidate was produced: there is nothing to review."]
     else:
         v = best.verdict
-        if result.status != "passed":
+        if result.status != Status.PASSED:
             out += ["", f"**Not verified.** The best candidate's verdict: {v.status} - {v.reason}"]
         shown, not_shown = _shown(v, result.require_native)
         out += ["", "## What was shown", ""]

@@ -68,8 +68,11 @@ class GpuRunner(Protocol):
     """What the gate needs of a runner: start the worker (the device it owns), run one job with a
     timeout (raising :class:`WorkerFault`), close. ``restarts`` counts workers lost to faults."""
 
-    info: DeviceInfo | None
-    restarts: int
+    @property
+    def info(self) -> DeviceInfo | None: ...
+
+    @property
+    def restarts(self) -> int: ...
 
     def start(self) -> DeviceInfo: ...
 

@@ -128,7 +128,8 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
             outs, g, m = candidate.collect()
             # A later run bit-identical to the first is sent as None: the parent judges it with the
             # first, and the outputs cross the pipe once.
-            per_run.append(None if per_run and _same_bytes(outs, per_run[0]) else outs)
+            first = per_run[0] if per_run else None
+            per_run.append(None if first is not None and _same_bytes(outs, first) else outs)
             guards += [x for x in g if x not in guards]
             modified += [x for x in m if x not in modified]
     except BaseException:

@@ -71,4 +71,5 @@ def encode_tiled(address: int, dtype_name: str, itemsize: int, geometry: TensorM
         _SWIZZLE[geometry.swizzle], _L2_PROMOTION_128B, _OOB_FILL_ZEROS)
     if code != 0:
         raise TensorMapError(f"cuTensorMapEncodeTiled refused {geometry} at 0x{address:x}: {_error_name(lib, code)}")
-    return out[()]
+    # numpy's stub says out[()] is an array; on a 0-d array of a structured dtype it is the np.void
+    return out[()]  # type: ignore[return-value]
