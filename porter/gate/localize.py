@@ -351,7 +351,7 @@ def _ragged_edge(
 def _profile(mask: np.ndarray, axis: int) -> np.ndarray:
     """Per index along ``axis``: whether any element with that index is True."""
     others = tuple(d for d in range(mask.ndim) if d != axis)
-    return mask.any(axis=others) if others else mask
+    return np.asarray(mask.any(axis=others)) if others else mask
 
 
 def _bbox(mask: np.ndarray) -> tuple[IndexTuple, IndexTuple]:

@@ -77,8 +77,9 @@ class Allowance:
         reserved = {"rounds": granted.max_rounds, "tokens": granted.max_tokens, "usd": granted.max_usd}
         with self._lock:
             for name, left in self._left.items():
-                if left is not None and reserved[name] is not None:
-                    self._left[name] = left + max(0, reserved[name] - used[name])
+                held = reserved[name]
+                if left is not None and held is not None:
+                    self._left[name] = left + max(0, held - used[name])
 
 
 class Shared:

@@ -88,7 +88,7 @@ def with_launch(spec: Spec, directive: Mapping[str, Any], *, source: str) -> Spe
         kernels = SpecReader(source=source, base_dir=spec.base_dir).kernels(steps, "porter-kernel", tuple(spec.sizes),
                                                                           params)
         entry = next(k.entry for k in kernels if k.entry)
-        launch = next(k.launch for k in kernels if k.entry == entry)
+        launch = next(k.launch for k in kernels if k.entry == entry and k.launch is not None)
     changed = replace(spec, entry=entry, launch=launch, params=tuple(params), kernels=kernels)
     try:
         changed.validate()

@@ -90,7 +90,7 @@ class Spec:
     def default_sizes(self) -> dict[str, int]:
         return resolve_sizes(self.sizes, {}, where=f"{self.source}: sizes")
 
-    def timing_sizes(self, overrides: Mapping[str, int]) -> dict[str, int]:
+    def timing_sizes(self, overrides: Mapping[str, int | str]) -> dict[str, int]:
         """``[sizes]`` with some symbols replaced (``--time-at M=8192,N=8192``), derived ones recomputed."""
         where = "--time-at " + ",".join(f"{k}={v}" for k, v in overrides.items())
         unknown = sorted(set(overrides) - set(self.sizes))
@@ -225,13 +225,13 @@ class Spec:
         assert p.dtype is not None
         return math.prod(self.shape(p, sizes, context=context)) * p.dtype.itemsize
 
-    def scalar_value(self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "") -> Number:
+    def scalar_value(self, param: str | ParamSpec, sizes: Mapping[str, Number], *, context: str = "") -> Number:
         """A fixed scalar's value: an int inside the integer dtype's range, or a finite float."""
         p = self._resolve(param)
         assert p.dtype is not None and p.value is not None, f"{p.name} is drawn from a range"
         return self._scalar_number(p, p.value, sizes, f"{self._prefix(context)}{self._key(p)}.value")
 
-    def scalar_range(self, param: str | ParamSpec, sizes: Mapping[str, int], *,
+    def scalar_range(self, param: str | ParamSpec, sizes: Mapping[str, Number], *,
                      context: str = "") -> tuple[Number, Number]:
         """A drawn scalar's ``(lo, hi)`` at these sizes: floats are drawn from [lo, hi), integers
         from lo to hi inclusive."""
@@ -243,7 +243,7 @@ class Spec:
             raise InputError(f"{where}: needs lo < hi (got {lo}, {hi})")
         return lo, hi
 
-    def _scalar_number(self, p: ParamSpec, expr: Expr, sizes: Mapping[str, int], where: str) -> Number:
+    def _scalar_number(self, p: ParamSpec, expr: Expr, sizes: Mapping[str, Number], where: str) -> Number:
         assert p.dtype is not None
         return _typed_number(p.dtype, expr, sizes, where)
 
@@ -253,14 +253,14 @@ class Spec:
         return _integer(p.bytes, sizes, f"{self._prefix(context)}{self._key(p)}.bytes", least=0)
 
     def fill_bounds(
-        self, param: str | ParamSpec, sizes: Mapping[str, int], *, context: str = "", values: str = ""
+        self, param: str | ParamSpec, sizes: Mapping[str, Number], *, context: str = "", values: str = ""
     ) -> tuple[Number, Number]:
         """The evaluated ``(a, b)`` of an input's fill (in value case ``values``), checked against
         the dtype's range."""
         p = self._resolve(param)
         return self._fill_bounds(p, self.fill_of(p, values), sizes, context=context)
 
-    def _fill_bounds(self, p: ParamSpec, fill: FillSpec, sizes: Mapping[str, int], *,
+    def _fill_bounds(self, p: ParamSpec, fill: FillSpec, sizes: Mapping[str, Number], *,
                      context: str = "") -> tuple[Number, Number]:
         assert p.dtype is not None
         where = f"{self._prefix(context)}{self._key(p)}.fill"
@@ -492,10 +492,11 @@ def _widen(fill: FillSpec, factor: float, cap: float, domain: Domain) -> FillSpe
         return FillSpec("uniform", max(lo, centre - factor * half), min(hi, centre + factor * half))
     a, b = f"({fill.a})", f"({fill.b})"
     if fill.kind == "normal":
-        room = f"min({cap} - abs({a}), {hi} - {a}, {a} - ({lo}))"
-        return FillSpec("normal", fill.a, f"min({factor} * {b}, {room} / {NORMAL_SPREAD + 1})")
-    centre, half = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
-    return FillSpec("uniform", f"max({lo}, {centre} - {factor} * {half})", f"min({hi}, {centre} + {factor} * {half})")
+        headroom = f"min({cap} - abs({a}), {hi} - {a}, {a} - ({lo}))"
+        return FillSpec("normal", fill.a, f"min({factor} * {b}, {headroom} / {NORMAL_SPREAD + 1})")
+    middle, spread = f"(({a} + {b}) / 2)", f"(({b} - {a}) / 2)"
+    return FillSpec("uniform", f"max({lo}, {middle} - {factor} * {spread})",
+                    f"min({hi}, {middle} + {factor} * {spread})")
 
 
 def _typed_number(dtype: DType, expr: Expr, symbols: Mapping[str, Number], where: str, what: str = "scalar") -> Number:
