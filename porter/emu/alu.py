@@ -93,6 +93,7 @@ def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
     t = type_suffix(op)
     mode, fz = _mode(op), ftz_of(op)
     sat = "sat" in op.parts
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
     if t == "f32":
         if kind == "add":
             fn = lambda a, b: add_f32(fz(a), fz(b), mode)  # noqa: E731
@@ -133,7 +134,7 @@ def _packed(op: Op, ctx: Context, kind: str) -> Exec:
 
     def join(vals: list[np.ndarray]) -> np.ndarray:
         bits = [ptxtypes.f32_to_bf16(v) if is_bf else ptxtypes.f32_to_f16(v) for v in vals]
-        out = bits[0].astype(np.uint32)
+        out: np.ndarray = bits[0].astype(np.uint32)
         if halves == 2:
             out = out | (bits[1].astype(np.uint32) << 16)
         return out.astype(ptxtypes.UNSIGNED[width])
@@ -689,7 +690,7 @@ def _testp(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     what = op.parts[1]
     tiny = np.finfo(ptxtypes.dtype(t)).tiny
-    tests = {
+    tests: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         "finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,
         "normal": lambda x: np.isfinite(x) & (np.abs(x) >= tiny),
         "subnormal": lambda x: (np.abs(x) < tiny) & (x != 0),

@@ -208,6 +208,7 @@ class Context:
             store = ptxtypes.storage("." + t) if name not in self.program.registers else None
             return lambda cta, idx: ptxtypes.as_type(cta.reg(name, store)[idx], t)
         if isinstance(operand, Imm):
+            v: np.ndarray | np.generic  # a NumPy scalar; mypy types the [()] of an array as an array
             if operand.is_float_bits:
                 raw = np.array(operand.value, np.uint32 if operand.width == 32 else np.uint64)
                 val = raw.view(np.float32 if operand.width == 32 else np.float64)

@@ -176,7 +176,9 @@ def type_bytes(type_: str) -> int:
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "{[(":
             depth += 1

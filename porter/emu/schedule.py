@@ -200,14 +200,17 @@ class Scheduler:
                 mask = None
                 sub = idx
             if pc in self.warpgroup_ops and not self._whole_warpgroups(cta, sub):
-                waiting = Wait(sub, lambda sub=sub: f"warps {sorted(set((sub // 32).tolist()))} wait for the rest of "
-                               "their warpgroup at a warpgroup instruction", None, kind="warpgroup")
+                def reason(sub: np.ndarray = sub) -> str:
+                    return (f"warps {sorted(set((sub // 32).tolist()))} wait for the rest of "
+                            "their warpgroup at a warpgroup instruction")
+
+                warpgroup_wait = Wait(sub, reason, None, kind="warpgroup")
                 going = np.setdiff1d(idx, sub, assume_unique=True)
                 if going.size:
-                    self.groups.append(Group(cta, pc, sub, g.unit, waiting, launch.version))
+                    self.groups.append(Group(cta, pc, sub, g.unit, warpgroup_wait, launch.version))
                     g.idx, g.pc = going, pc + 1
                     return True
-                g.wait, g.version = waiting, launch.version
+                g.wait, g.version = warpgroup_wait, launch.version
                 return False
             cta.current = sub
             launch.steps += 1

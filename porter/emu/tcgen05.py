@@ -190,10 +190,10 @@ def _region(cta: Cta, op: Op, lanes: np.ndarray, cols: np.ndarray, *, reading: b
         raise trap(cta, op, "tmem", f"{what} touches TMEM column {bad}, which is not allocated")
     if reading and not state.written[lanes, cols].all() and cta.launch.findings.once_per_line("tmem", op.line):
         shape = np.broadcast(lanes, cols).shape
-        bad = np.argwhere(~state.written[lanes, cols].reshape(shape))
-        lane = int(np.broadcast_to(lanes, shape)[tuple(bad[0])])
+        unwritten = np.argwhere(~state.written[lanes, cols].reshape(shape))
+        lane = int(np.broadcast_to(lanes, shape)[tuple(unwritten[0])])
         cta.launch.findings.add(Diagnostic(
-            "tmem", op.line, f"{what} reads TMEM never written ({len(bad)} words, e.g. lane {lane})", cta.ctaid,
+            "tmem", op.line, f"{what} reads TMEM never written ({len(unwritten)} words, e.g. lane {lane})", cta.ctaid,
             False))
 
 
@@ -291,8 +291,15 @@ def _mma(op: Op, ctx: Context) -> Exec:
                 bool(np.asarray(enable(cta, one)).reshape(-1)[0]),
                 tuple(_first(r(cta, one)) for r in disable) if disable is not None else None)
             thread = int(one[0])
-            tmem(cta).issued.setdefault(thread, []).append(lambda issued=issued: execute(cta, issued))
-            cta.launch.defer(lambda thread=thread: _flush(cta, thread))
+
+            def run_issued(issued: _Issued = issued) -> None:
+                execute(cta, issued)
+
+            def flush(thread: int = thread) -> None:
+                _flush(cta, thread)
+
+            tmem(cta).issued.setdefault(thread, []).append(run_issued)
+            cta.launch.defer(flush)
 
     def execute(cta: Cta, issued: _Issued) -> None:
         """The MMA when it runs: operands read from shared memory then, D written to TMEM."""
@@ -418,23 +425,28 @@ def _ldst(op: Op, ctx: Context, load: bool) -> Exec:
                 raise trap(cta, op, "tmem", f"{what} by warp {int(warp[0]) // 32} reaches TMEM lanes "
                            f"{int(lanes.min())}..{int(lanes.max())}; warp % 4 = {quadrant} may only touch lanes "
                            f"{32 * quadrant}..{32 * quadrant + 31}")
+            complete: Callable[[], None]
             if load:
-                def complete(warp: np.ndarray = warp, lanes: np.ndarray = lanes, cols: np.ndarray = cols) -> None:
+                def complete_ld(warp: np.ndarray = warp, lanes: np.ndarray = lanes, cols: np.ndarray = cols) -> None:
                     _region(cta, op, lanes, cols, reading=True, what=what)
                     vals = state.data[lanes, cols]
                     if packed:
                         vals = (vals[:, 0::2] & 0xFFFF) | ((vals[:, 1::2] & 0xFFFF) << 16)
                     for j, write in enumerate(writers):
                         write(cta, warp, vals[:, j].astype(np.uint32))
+
+                complete = complete_ld
             else:
                 vals = np.stack([np.asarray(r(cta, warp)).astype(np.uint32) for r in readers], axis=1)
                 if packed:
                     vals = np.stack([vals & 0xFFFF, vals >> 16], axis=2).reshape(32, -1)
 
-                def complete(lanes: np.ndarray = lanes, cols: np.ndarray = cols, vals: np.ndarray = vals) -> None:
+                def complete_st(lanes: np.ndarray = lanes, cols: np.ndarray = cols, vals: np.ndarray = vals) -> None:
                     _region(cta, op, lanes, cols, reading=False, what=what)
                     state.data[lanes, cols] = vals
                     state.written[lanes, cols] = True
+
+                complete = complete_st
 
             if cta.launch.deferred:
                 state.moves.setdefault((int(warp[0]) // 32, kind), []).append(complete)

@@ -237,7 +237,7 @@ def _wgmma(op: Op, ctx: Context) -> Exec:
             # Operand registers and descriptors are taken at issue; shared memory is read and the
             # accumulators read and written when the wgmma completes (see WarpgroupAsync).
             a_vals = [np.asarray(read(cta, wg)).copy() for read in a_regs]
-            a_value = None if reg_a else _uniform(cta, op, a_desc(cta, wg), "the A descriptor")
+            a_value = None if a_desc is None else _uniform(cta, op, a_desc(cta, wg), "the A descriptor")
             b_value = _uniform(cta, op, b_desc(cta, wg), "the B descriptor")
             accumulate = bool(np.asarray(scale_d(cta, wg)).reshape(-1)[0])
 

@@ -52,6 +52,8 @@ def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, Buffer, int]:
     if addr < GLOBAL_BASE:
         raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x}: neither a CUtensorMap kernel parameter nor "
                    "one built in global memory with tensormap.replace")
+    if cta.current is None:
+        raise RuntimeError("a tensor map is read only while an instruction runs (cta.current is set)")
     raw = bytes(load(cta, "global", np.array([addr], np.uint64), 128, cta.current[:1], op.line).reshape(-1))
     rank = _field(raw, "rank") + 1  # the field holds rank - 1, as tensormap.replace writes it
     code = _field(raw, "elemtype")

@@ -8,6 +8,9 @@ a ``not-converged`` finding once per line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from porter.emu import ptxtypes
@@ -119,7 +122,7 @@ def _redux(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     d = ctx.write(op.operands[0], t)
     a = ctx.read(op.operands[1], t)
-    fns = {"add": np.sum, "min": np.min, "max": np.max, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce,
+    fns: dict[str, Callable[[np.ndarray], Any]] = {"add": np.sum, "min": np.min, "max": np.max, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce,
            "xor": np.bitwise_xor.reduce}
     fn = fns[kind]
 
