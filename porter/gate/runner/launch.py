@@ -67,6 +67,7 @@ class Launch:
         self._tables: dict[str, Any] = {}
         where = stream(seed, GUARDS, sizes, "layout")
         family = layout.draw_family(where, state.fenced)
+        draws = cp.random.RandomState(int(where.integers(2**62)))  # every buffer's guard patterns
         for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
             nbytes = 0
             align = p.alignment() if p.kind == "buffer" else DEFAULT_ALIGN
@@ -80,7 +81,7 @@ class Launch:
                 nbytes = spec.scratch_bytes(p, sizes)
             if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
                 placement = state.placement(placing, nbytes, align, where, family)
-                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, int(where.integers(2**62)),
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, draws,
                                                     read_only=p.kind == "buffer" and p.role == "in")
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]

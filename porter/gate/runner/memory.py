@@ -23,7 +23,9 @@ class DeviceBuffer:
     A ``plain`` one comes from CuPy's pool, near porter's other buffers.
     """
 
-    def __init__(self, cp: Any, nbytes: int, placement: Placement, seed: int, *, read_only: bool = False) -> None:
+    def __init__(self, cp: Any, nbytes: int, placement: Placement, draws: Any, *, read_only: bool = False) -> None:
+        """``draws`` is a CuPy ``RandomState`` (one per launch: making a generator costs more than
+        drawing a guard pattern from it)."""
         self.cp = cp
         self.nbytes = nbytes
         self.lead = placement.lead
@@ -42,7 +44,7 @@ class DeviceBuffer:
         self.kernel_ptr = (self._fence.read_only_alias() + self.lead if self._fence is not None and read_only
                            else self.ptr)
         end = self.lead + nbytes
-        self.patterns = (random_bytes(cp, self.lead, seed), random_bytes(cp, self.raw.size - end, seed + 1))
+        self.patterns = (random_bytes(draws, self.lead), random_bytes(draws, self.raw.size - end))
         self.fill_guards()
 
     @property
@@ -89,9 +91,10 @@ class DeviceBuffer:
             self._fence = None
 
 
-def random_bytes(cp: Any, nbytes: int, seed: int) -> Any:
-    """``nbytes`` random bytes made on the GPU (a guard pattern of a few megabytes costs no upload)."""
-    return cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=cp.uint8)
+def random_bytes(draws: Any, nbytes: int) -> Any:
+    """``nbytes`` random bytes made on the GPU by ``draws`` (a CuPy ``RandomState``): a guard pattern
+    of a few megabytes costs no upload."""
+    return draws.randint(0, 256, size=nbytes, dtype=np.uint8)
 
 
 # (mantissa bits, exponent bits) of the IEEE-like float types: an all-ones exponent is inf or NaN.
@@ -102,7 +105,7 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
     magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
     the next exponent down. An output's initial contents that no kernel can tell from a result."""
-    raw = random_bytes(cp, nbytes, seed)
+    raw = random_bytes(cp.random.RandomState(seed), nbytes)
     if not dtype.is_float or nbytes % dtype.itemsize:
         return raw
     words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
