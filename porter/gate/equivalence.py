@@ -15,7 +15,7 @@ from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison
 from porter.gate.golden import GoldenCase, Manifest
 from porter.gate.options import CheckOptions
-from porter.gate.plan import Case
+from porter.gate.plan import Case, CaseKey
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
 from porter.gate.runner.protocol import CaseJob, CaseReply, Reference
@@ -180,7 +180,7 @@ class Judging:
 
     pending: list[Future[CaseResult]]
     faulted: list[CaseResult]
-    digests: dict[tuple, list[int]]
+    digests: dict[CaseKey, list[int]]
 
     def failed_so_far(self) -> bool:
         """Whether a case is already known to have failed (a fault, or a finished judgement)."""
@@ -204,8 +204,8 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
     try:
         for index, case in enumerate(plan):
             job = reference_job(index)
-            key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else ()
-            held = references.get(key) if references is not None else None
+            key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else None
+            held = references.get(key) if references is not None and key is not None else None
             try:
                 reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
                                                 seed=case.seed, values=case.values, launch=launch, first=index == 0,
@@ -218,7 +218,7 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
             judging.digests[case.key()] = reply.digests
             if held is not None:
                 reply = replace(reply, reference=held)
-            elif references is not None and reply.reference is not None:
+            elif references is not None and key is not None and reply.reference is not None:
                 reply = replace(reply, reference=references.put(key, reply.reference))
             if reply.fence and reply.fence not in warnings:
                 warnings.append(reply.fence)

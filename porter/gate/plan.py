@@ -31,6 +31,10 @@ FLOPS_FACTOR = 4  # with [cost] flops, the large case costs at most 4x the sweep
 _TRIES = 64
 
 
+# A case's key (Case.key): its size set (sorted name, value pairs), its seed and its value case.
+CaseKey = tuple[tuple[tuple[str, int], ...], int, str]
+
+
 @dataclass(frozen=True)
 class Case:
     """One planned run of the candidate: a size set, a seed and a value case ("" = default fills)."""
@@ -40,7 +44,7 @@ class Case:
     values: str = ""
     why: str = "sweep"  # "sweep" | "timed" | "profiled" | "unannounced" | "large" | the value case's name
 
-    def key(self) -> tuple:
+    def key(self) -> CaseKey:
         return tuple(sorted(self.sizes.items())), self.seed, self.values
 
 
@@ -64,7 +68,7 @@ def plan_cases(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]
                                               (large_sizes(spec, seeds[0], thorough=thorough), "large"))
               if drawn is not None]
     plan: list[Case] = []
-    seen: set[tuple] = set()
+    seen: set[CaseKey] = set()
     for case in [*(Case(sizes, seed) for sizes in spec.size_sets() for seed in seeds),
                  *(Case(sizes, seed, why="timed") for sizes in timed or [] for seed in seeds),
                  *(Case(sizes, seeds[0], why=why) for sizes, why in extra)]:

@@ -17,13 +17,20 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from porter.gate.runner.protocol import Reference
 
+if TYPE_CHECKING:
+    from porter.gate.plan import CaseKey
+
 DEFAULT_MAX_BYTES = 4 << 30
+
+
+# A reference's key (ReferenceCache.key): the reference job's key, the spec's file, its version, the case's key.
+ReferenceKey = tuple[str, str, int, "CaseKey"]
 
 
 @dataclass
@@ -38,12 +45,12 @@ class ReferenceCache:
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self.stats = CacheStats()
-        self._items: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
+        self._items: OrderedDict[ReferenceKey, dict[str, np.ndarray]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(reference: Reference, spec_path: str, case_key: tuple) -> tuple:
+    def key(reference: Reference, spec_path: str, case_key: CaseKey) -> ReferenceKey:
         """The key of one case's reference: the reference job's identity, the source spec's file
         (and its version: an edited spec is another spec) and the case (sizes, seed, value case)."""
         try:
@@ -52,7 +59,7 @@ class ReferenceCache:
             version = 0
         return reference.key, spec_path, version, case_key
 
-    def get(self, key: tuple) -> dict[str, np.ndarray] | None:
+    def get(self, key: ReferenceKey) -> dict[str, np.ndarray] | None:
         with self._lock:
             found = self._items.get(key)
             if found is None:
@@ -62,11 +69,11 @@ class ReferenceCache:
             self.stats.hits += 1
             return found
 
-    def __contains__(self, key: tuple) -> bool:
+    def __contains__(self, key: ReferenceKey) -> bool:
         with self._lock:
             return key in self._items
 
-    def put(self, key: tuple, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def put(self, key: ReferenceKey, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
         """Keep ``outputs`` (read-only copies' views) under ``key``; returns what is kept."""
         kept = {}
         for name, value in outputs.items():

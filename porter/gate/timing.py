@@ -12,6 +12,7 @@ from porter.gate.options import CheckOptions
 from porter.gate.plan import (
     BUDGET_BYTES,
     Case,
+    CaseKey,
     total_buffer_bytes,
 )
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, run_job
@@ -61,7 +62,7 @@ def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]],
 
 def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
             source: tuple[bytes | None, str, dict[str, Any] | None], options: CheckOptions, seeds: tuple[int, ...],
-            verified: dict[tuple, list[int]], timed: list[dict[str, int]],
+            verified: dict[CaseKey, list[int]], timed: list[dict[str, int]],
             reference_for: Callable[[dict[str, int], int], Reference | None] = lambda sizes, seed: None,
             ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
     """Candidate (with its own launch, if it declares one), source (the spec's launch) and library,
@@ -147,7 +148,7 @@ def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:
     return {f"speedup_vs_{other}": min(found) if found else None for other, found in ratios.items()}
 
 
-def timed_outputs_problems(reply: TimeReply, keys: list[tuple], verified: dict[tuple, list[int]], label: str,
+def timed_outputs_problems(reply: TimeReply, keys: list[CaseKey], verified: dict[CaseKey, list[int]], label: str,
                             outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
     """How the candidate's timed launches differ from its verified launches on the same input sets.
 

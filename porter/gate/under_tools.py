@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from porter.gate.native import judge_native
 from porter.gate.plan import (
     Case,
+    CaseKey,
     total_buffer_bytes,
 )
 from porter.gate.runner.client import DeviceInfo
@@ -75,7 +76,7 @@ def profile_native(spec: Spec, cubin: bytes, entry: str, target: str, signature:
                         required_share=required), ToolLaunch(run.digests, sizes, run.reason)
 
 
-def launch_differs(what: str, left: ToolLaunch, seed: int, verified: dict[tuple, list[int]]) -> str:
+def launch_differs(what: str, left: ToolLaunch, seed: int, verified: dict[CaseKey, list[int]]) -> str:
     """A launch outside the worker (under ncu or a sanitizer) must leave the outputs the verified
     launch at the same sizes and seed left: else it was not the kernel that was checked. One that
     left none (it exited on an error, or crashed, under the tool) did not show that either."""
@@ -93,7 +94,7 @@ def launch_differs(what: str, left: ToolLaunch, seed: int, verified: dict[tuple,
             "behaves otherwise when profiled than when checked")
 
 
-def not_held(what: str, left: ToolLaunch, seed: int, verified: dict[tuple, list[int]]) -> str:
+def not_held(what: str, left: ToolLaunch, seed: int, verified: dict[CaseKey, list[int]]) -> str:
     """Why a launch under a tool was not held to verified outputs: no checked launch ran at its
     case (the cases stopped at a fault before it, which fails the equivalence gate)."""
     if verified.get(Case(left.sizes, seed).key()):

@@ -163,8 +163,8 @@ class FakeGpu:
         self.log: list[tuple[str, float, float, int]] = []
         self.references = 0
         self._lock = threading.Lock()
-        self._outputs: dict[tuple, dict[str, np.ndarray]] = {}
-        self._specs: dict[tuple, Any] = {}
+        self._outputs: dict[tuple[str, tuple[tuple[str, int], ...], int, str, bool], dict[str, np.ndarray]] = {}
+        self._specs: dict[tuple[str, int], Any] = {}
         self._runners = 0
 
     def runner(self) -> FakeGpuRunner:

@@ -16,6 +16,11 @@ from porter.gate import layout
 from porter.gate.layout import Placement
 from porter.gate.runner.launch import Launch
 
+# A size set as a key: its (name, value) pairs, sorted.
+SizesKey = tuple[tuple[str, int], ...]
+# The kernel a case launches: its cubin, its entry and its launch's repr.
+KernelKey = tuple[bytes, str, str]
+
 INPUT_CACHE_BYTES = 1 << 30  # host inputs a worker keeps between jobs
 
 
@@ -106,12 +111,12 @@ class WorkerState:
         self.cp = cp
         self.modules: dict[str, LoadedModule] = {}
         self.specs: dict[str, Any] = {}
-        self.references: dict[tuple, dict[str, np.ndarray]] = {}
+        self.references: dict[tuple[str, int, SizesKey, int, str], dict[str, np.ndarray]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
         self._support: Any = None
-        self._cases: dict[int, tuple[tuple, Launch]] = {}  # run -> (key, its buffers)
-        self._inputs: dict[tuple, dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
+        self._cases: dict[int, tuple[tuple[KernelKey, str, int, SizesKey], Launch]] = {}  # run -> (key, its buffers)
+        self._inputs: dict[tuple[str, int, SizesKey, int, str], dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
         if fenced:
             from porter.gate.runner.isolated import available
 
@@ -157,7 +162,7 @@ class WorkerState:
         return found
 
     def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
-                    kernel_key: tuple, run: int = 0) -> Launch:
+                    kernel_key: KernelKey, run: int = 0) -> Launch:
         """The candidate's buffers for run ``run`` of a case (the first flush, the others drawn:
         see :mod:`porter.gate.layout`): those of the same run of the last case when it ran the same
         kernel at the same sizes (rebound to the new inputs), so that consecutive cases are
