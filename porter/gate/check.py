@@ -41,7 +41,8 @@ from porter.gate.equivalence import (
 )
 from porter.gate.golden import REPLAYABLE, GoldenCase, check_golden, load_golden
 from porter.gate.native import judge_native
-from porter.gate.options import CheckOptions, timed_sizes
+from porter.gate.options import CheckOptions as CheckOptions
+from porter.gate.options import timed_sizes
 from porter.gate.plan import (
     Case,
     plan_cases,

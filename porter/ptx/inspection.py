@@ -20,8 +20,9 @@ from porter.ptx.arch import (
     features_used,
     load_profiles,
 )
+from porter.ptx.assembly import Diagnostic, EntryResources
 from porter.ptx.retarget import retarget
-from porter.ptx.toolchain import AssembleResult, Diagnostic, EntryResources, Toolchain, find_toolchain
+from porter.ptx.toolchain import AssembleResult, Toolchain, find_toolchain
 
 
 @dataclass(frozen=True)
