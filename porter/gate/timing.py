@@ -31,7 +31,7 @@ def _timing_stats(name: str, samples: list[float], flops: float | None, nbytes: 
                   peak_tflops: float, peak_tbps: float) -> Timing:
     ordered = sorted(samples)
     median = statistics.median(ordered)
-    q = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
+    q: Callable[[float], float] = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
     seconds = median / 1e3
     tflops = flops / seconds / 1e12 if flops else None
     tbps = nbytes / seconds / 1e12 if nbytes else None

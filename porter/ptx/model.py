@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
@@ -96,7 +97,7 @@ class PtxModule:
                 return e
         raise KeyError(name)
 
-    def instructions(self):
+    def instructions(self) -> Iterator[Instruction]:
         """Every instruction of every entry and function, in file order."""
         for e in self.entries:
             yield from e.instructions
