@@ -41,7 +41,8 @@ class DType:
         if self.numpy_name in _ML_DTYPES:
             import ml_dtypes
 
-            return np.dtype(getattr(ml_dtypes, self.numpy_name))
+            scalar: type[np.generic] = getattr(ml_dtypes, self.numpy_name)
+            return np.dtype(scalar)
         return np.dtype(self.numpy_name)
 
     @property

@@ -25,13 +25,16 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from porter.errors import InputError
 from porter.gate.dtypes import DType
 from porter.gate.spec import PERTURB, WIDE, Domain, ParamSpec, Spec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 # normal() draws are clipped to this many standard deviations, matching the spec's range check.
 _NORMAL_CLIP = 6.0
@@ -127,7 +130,8 @@ def specials(dtype: DType, domain: Domain) -> np.ndarray:
                   -float(info.smallest_subnormal), np.inf, -np.inf, np.nan]
     kept = np.asarray([x for x in candidates if _in_domain(x, domain)], dtype=np.float64)
     typed_values = kept.astype(dtype.numpy)
-    return typed_values[np.isnan(typed_values.astype(np.float64)) == np.isnan(kept)]
+    same_nan: npt.NDArray[np.bool_] = np.isnan(typed_values.astype(np.float64)) == np.isnan(kept)
+    return typed_values[same_nan]
 
 
 def _in_domain(x: float, domain: Domain) -> bool:

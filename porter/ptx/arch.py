@@ -174,7 +174,8 @@ def _unwrap(text: str) -> str:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     with path.open("rb") as handle:
-        return tomllib.load(handle)
+        data: dict[str, Any] = tomllib.load(handle)  # tomli (Python 3.10) is unannotated
+    return data
 
 
 def _peak(raw: dict[str, Any]) -> Peak:

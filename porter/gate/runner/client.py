@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, cast, overload
 
 from porter.errors import EnvironmentProblem
 from porter.gate.runner.gpulock import GpuLock
@@ -222,7 +222,7 @@ class Runner:
             remaining = deadline - time.monotonic()
             try:
                 if self._conn.poll(max(0.0, min(remaining, 0.5))):
-                    return unpark(self._conn.recv())
+                    return cast(dict[str, Any], unpark(self._conn.recv()))  # a reply envelope
             except (EOFError, OSError):
                 if self._proc is not None:
                     self._proc.join(5)  # the pipe closes before the process is reaped: wait for its exit code

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -168,7 +168,7 @@ class Launch:
         padding = self.padding.get(p.name)
         if padding is None:
             return host
-        return padding.image(np, host, self._pristine[f"padding:{p.name}"][0])
+        return cast(np.ndarray, padding.image(np, host, self._pristine[f"padding:{p.name}"][0]))
 
     def _device_pattern(self, name: str, index: int, nbytes: int) -> Any:
         from porter.gate.inputs import INITIAL, stream

@@ -3,7 +3,7 @@ random guard bytes, and random contents made on the GPU."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class DeviceBuffer:
 
     def download(self) -> np.ndarray:
         """The data, as host bytes."""
-        return self.data.get()
+        return cast(np.ndarray, self.data.get())  # a CuPy array's copy on the host
 
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""

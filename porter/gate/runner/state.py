@@ -114,7 +114,7 @@ class WorkerState:
         self.references: dict[tuple[str, int, SizesKey, int, str], dict[str, np.ndarray]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
-        self._support: Any = None
+        self._support: tuple[Any, Any, int, int] | None = None
         self._cases: dict[int, tuple[tuple[KernelKey, str, int, SizesKey], Launch]] = {}  # run -> (key, its buffers)
         self._inputs: dict[tuple[str, int, SizesKey, int, str], dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
         if fenced:
