@@ -82,11 +82,11 @@ def test_replay_json_has_the_record_and_exits_as_a_check(tmp_path: Path, toolcha
 
 
 def test_a_replay_that_does_not_reproduce_its_record_exits_1() -> None:
-    from porter.gate.verdict import Verdict
+    from porter.gate.verdict import Status, Verdict
 
     def row(index: int, recorded: str, now: str) -> services.ReplayRow:
         return services.ReplayRow(index, "model", recorded, Verdict(kernel="k.ptx", entry="k", arch="sm_90a",
-                                                                    status=now, reason="", gates=()))
+                                                                    status=Status(now), reason="", gates=()))
 
     here = Path("run")
     assert services.Replayed(here, (row(0, "failed", "failed"), row(1, "passed", "passed"))).exit_code == 0
