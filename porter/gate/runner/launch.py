@@ -85,27 +85,32 @@ class Launch:
                                                     read_only=p.kind == "buffer" and p.role == "in")
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
+        self._redraw(seed)
         self.rebind(host_args, seed)
+
+    def _redraw(self, seed: int) -> None:
+        """Forget every image drawn from the last seed and draw the padding patterns from ``seed``."""
+        from porter.gate.inputs import GUARDS, stream
+
+        self.seed = seed
+        self._pristine = {}
+        for index, p in enumerate(self.spec.params):
+            if p.name in self.padding:
+                rng = stream(seed, GUARDS, self.sizes, index, "padding")
+                pattern = rng.integers(0, 256, self.buffers[p.name].nbytes, dtype=np.uint8)
+                self._pristine[f"padding:{p.name}"] = (pattern, self.state.cp.asarray(pattern))
 
     def rebind(self, host_args: dict[str, Any], seed: int) -> None:
         """New inputs and scalars in the same buffers: the next case of the same sizes runs where
         the last one ran, as a program calls a kernel again and again on new data. What else the
         state before a launch holds (padding patterns, the outputs' random contents, scratch) is
         drawn from ``seed``, so that a case's launches are the same wherever its buffers came from."""
-        from porter.gate.inputs import GUARDS, stream
-
-        cp = self.state.cp
         self.host_args = host_args
-        if seed != self.seed or not self._pristine:
-            self.seed = seed
-            self._pristine = {}
-            for index, p in enumerate(self.spec.params):
-                if p.name in self.padding:
-                    rng = stream(seed, GUARDS, self.sizes, index, "padding")
-                    pattern = rng.integers(0, 256, self.buffers[p.name].nbytes, dtype=np.uint8)
-                    self._pristine[f"padding:{p.name}"] = (pattern, cp.asarray(pattern))
-        self._pristine = {k: v for k, v in self._pristine.items()
-                          if k.startswith(("initial:", "scratch:", "padding:"))}
+        if seed != self.seed:
+            self._redraw(seed)
+        else:  # the same draws: only the inputs' images are the last case's
+            self._pristine = {k: v for k, v in self._pristine.items()
+                              if k.startswith(("initial:", "scratch:", "padding:"))}
         args: dict[str, Any] = {}
         for p in self.spec.params:
             if p.kind in ("buffer", "scratch"):
