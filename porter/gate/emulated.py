@@ -26,7 +26,7 @@ from porter.emu import EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import make_args
-from porter.gate.plan import free_symbols_of
+from porter.gate.plan import free_symbols_of, total_buffer_bytes
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.usercode import load_callable
 from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, size_label
@@ -184,10 +184,6 @@ def within(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> tuple[boo
 # ----------------------------------------------------------------------------- the gate
 
 
-def _bytes(spec: Spec, sizes: dict[str, int]) -> int:
-    return sum(spec.buffer_bytes(p, sizes) for p in spec.params if p.kind == "buffer")
-
-
 def _fits(spec: Spec, sizes: dict[str, int]) -> bool:
     """Whether the candidate's spec takes ``sizes`` (a TMA kernel's port may not take every sweep set)."""
     try:
@@ -203,7 +199,7 @@ def emulated_size_sets(spec: Spec) -> list[dict[str, int]]:
     :data:`RAGGED`; the smallest such), then the smallest by buffer bytes until there are three."""
     if spec.emulate:
         return spec.emulated_size_sets()
-    sets = sorted((s for s in spec.size_sets() if _fits(spec, s)), key=lambda s: _bytes(spec, s))
+    sets = sorted((s for s in spec.size_sets() if _fits(spec, s)), key=lambda s: total_buffer_bytes(spec, s))
     varied = [k for k in free_symbols_of(spec) if isinstance(spec.sizes[k], int)]
     ragged = max(sets, key=lambda s: sum(s[k] % RAGGED != 0 for k in varied), default=None)
     chosen = [ragged] if ragged is not None and any(ragged[k] % RAGGED for k in varied) else []
@@ -212,7 +208,7 @@ def emulated_size_sets(spec: Spec) -> list[dict[str, int]]:
             break
         if sizes not in chosen:
             chosen.append(sizes)
-    return sorted(chosen, key=lambda s: _bytes(spec, s))
+    return sorted(chosen, key=lambda s: total_buffer_bytes(spec, s))
 
 
 def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:

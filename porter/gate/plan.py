@@ -200,7 +200,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         return None
     implied = _implied(spec)
     free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
-    smallest = min(spec.size_sets(), key=lambda sizes: total_buffer_bytes(spec, sizes))
+    smallest = smallest_size_set(spec)
     # The sweep's sets, not the timed one: the reference of every sweep set is computed in every check,
     # and one of a few times that cost stays cheap (attention's reference holds S x S scores).
     flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in spec.size_sets())
@@ -257,6 +257,12 @@ def _resolved(spec: Spec, overrides: dict[str, int | str]) -> dict[str, int] | N
         return spec.timing_sizes(overrides)
     except InputError:
         return None
+
+
+def smallest_size_set(spec: Spec) -> dict[str, int]:
+    """The sweep's size set that moves the fewest bytes (where slow work runs: the sanitizers, and
+    every symbol but one of the large case)."""
+    return min(spec.size_sets(), key=lambda sizes: total_buffer_bytes(spec, sizes))
 
 
 def total_buffer_bytes(spec: Spec, sizes: dict[str, int]) -> int:

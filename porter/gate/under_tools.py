@@ -7,11 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from porter.gate.native import judge_native
-from porter.gate.plan import (
-    Case,
-    CaseKey,
-    total_buffer_bytes,
-)
+from porter.gate.plan import Case, CaseKey, smallest_size_set, total_buffer_bytes
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.spec import DEFAULT_NATIVE_SHARE, Spec
 from porter.gate.verdict import (
@@ -24,11 +20,6 @@ from porter.gate.verdict import (
 )
 from porter.ptx.arch import cubin_runs_on, get_profile
 from porter.ptx.toolchain import Toolchain
-
-
-def smallest_case(spec: Spec) -> dict[str, int]:
-    """The sweep's size set that moves the fewest bytes: where the sanitizers run (they are slow)."""
-    return min(spec.size_sets(), key=lambda sizes: total_buffer_bytes(spec, sizes))
 
 
 def largest_checked(spec: Spec, plan: list[Case], seed: int) -> dict[str, int] | None:
@@ -143,7 +134,7 @@ def sanitize_candidate(spec: Spec, cubin: bytes, entry: str, toolchain: Toolchai
 
     sass = toolchain.disassemble(cubin) if toolchain.can_disassemble else None
     reports = []
-    for tool, sizes, timeout_s in sanitizer_runs(smallest_case(spec), spec.middle_sizes(), largest):
+    for tool, sizes, timeout_s in sanitizer_runs(smallest_size_set(spec), spec.middle_sizes(), largest):
         report = run_sanitizer(LaunchJob(cubin, entry, spec.path, sizes, seed, launch=launch, device=device), tool,
                                timeout_s=timeout_s)
         report = replace(report, sizes=dict(sizes))
