@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import cast
 
@@ -327,29 +327,35 @@ class Toolchain:
         return result
 
     def disassemble(self, cubin: bytes) -> Disassembly:
-        """SASS of ``cubin`` by ``nvdisasm -c``, or ``cuobjdump -sass`` when nvdisasm is missing."""
+        """SASS of ``cubin`` by ``nvdisasm -c``, or ``cuobjdump -sass`` when nvdisasm is missing.
+
+        Once per cubin and tool in a process: the signature check, the sanitizer's findings and
+        the profiler's hot spots of one candidate all read the same disassembly."""
         tool = self.nvdisasm or self.cuobjdump or self.require("nvdisasm")
-        with tempfile.TemporaryDirectory(prefix="porter-sass-") as tmp:
-            path = Path(tmp) / "kernel.cubin"
-            path.write_bytes(cubin)
-            option = "-c" if tool.name == "nvdisasm" else "-sass"
-            try:
-                proc = subprocess.run(
-                    [str(tool.path), option, str(path)],
-                    capture_output=True,
-                    text=True,
-                    errors="replace",
-                    timeout=_DISASSEMBLE_TIMEOUT_S,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise EnvironmentProblem(f"{tool.name} took over {_DISASSEMBLE_TIMEOUT_S:.0f} s") from exc
-        if proc.returncode != 0:
-            reason = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[0]
-            raise EnvironmentProblem(f"{tool.name} {tool.version} could not disassemble the cubin: {reason}")
-        return Disassembly(
-            functions=_parse_sass(proc.stdout), tool=f"{tool.name} {tool.version}", text=proc.stdout
-        )
+        return _disassemble(str(tool.path), tool.name, tool.version, cubin)
+
+
+@lru_cache(maxsize=64)
+def _disassemble(path: str, name: str, version: str, cubin: bytes) -> Disassembly:
+    with tempfile.TemporaryDirectory(prefix="porter-sass-") as tmp:
+        cubin_path = Path(tmp) / "kernel.cubin"
+        cubin_path.write_bytes(cubin)
+        option = "-c" if name == "nvdisasm" else "-sass"
+        try:
+            proc = subprocess.run(
+                [path, option, str(cubin_path)],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=_DISASSEMBLE_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise EnvironmentProblem(f"{name} took over {_DISASSEMBLE_TIMEOUT_S:.0f} s") from exc
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[0]
+        raise EnvironmentProblem(f"{name} {version} could not disassemble the cubin: {reason}")
+    return Disassembly(functions=_parse_sass(proc.stdout), tool=f"{name} {version}", text=proc.stdout)
 
 
 @cache
