@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import candidates, small_vector_add
 
@@ -98,6 +99,40 @@ def test_a_port_run_computes_each_reference_once(toolchain, tmp_path: Path) -> N
     LocalPool(toolchain, devices=[0], per_gpu=1, runner_factory=lambda d: again.runner()).verify(
         jobs(paths, tmp_path / "porter.toml"))
     assert again.references == 5 * planned
+
+
+def test_side_by_side_checks_wait_for_a_reference_being_computed(toolchain, tmp_path: Path) -> None:
+    """Three workers walk the same plan at once: the first to reach a case computes its
+    reference, the others wait for it instead of computing it too."""
+    paths = candidates(tmp_path, 6)
+    spec = load_spec(tmp_path / "porter.toml")
+    planned = len(plan_cases(spec, (11, 12), timed=[spec.default_sizes()]))
+    gpu = FakeGpu(case_s=0.02)
+    cache = ReferenceCache()
+    pool = LocalPool(toolchain, devices=[0], per_gpu=3, runner_factory=lambda d: gpu.runner())
+    try:
+        verdicts = pool.verify(jobs(paths, tmp_path / "porter.toml", references=cache))
+    finally:
+        pool.close()
+    assert all(v.status == "passed" for v in verdicts)
+    assert gpu.references == planned and cache.stats.misses == planned
+    assert cache.stats.hits == 5 * planned and cache.stats.waits > 0
+
+
+def test_a_reference_abandoned_by_its_check_is_computed_by_the_next() -> None:
+    cache = ReferenceCache()
+    key = ("python:ref", "porter.toml", 1, ((("n", 4),), 7, ""))
+    assert cache.take(key, wait_s=5) is None  # this caller computes it
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(cache.take(key, wait_s=5)))
+    waiter.start()
+    time.sleep(0.05)
+    assert waiter.is_alive()  # waiting for the first caller
+    cache.abandon(key)  # its case faulted
+    waiter.join(5)
+    assert got == [None] and cache.stats.misses == 2  # so the waiter computes it itself
+    kept = cache.put(key, {"y": np.arange(3.0)})
+    assert cache.take(key, wait_s=0)["y"] is kept["y"] and not kept["y"].flags.writeable
 
 
 def test_a_held_reference_still_judges_a_wrong_candidate(toolchain, tmp_path: Path) -> None:

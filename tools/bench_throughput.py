@@ -135,6 +135,7 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
         pool.close()
     row = Row(label, gpus, per_gpu, wall, [str(v.status) for v in verdicts], library_ratio(verdicts), clashes,
               {"reference_hits": cache.stats.hits, "reference_misses": cache.stats.misses,
+               "reference_waits": cache.stats.waits,
                "fresh_seed_recheck_s": confirm})
     return row, verdicts
 

@@ -198,28 +198,33 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
     comparison is NumPy work that releases the GIL), and stop at the first fault. Returns once
     every case has run; the last judgements may still be under way, so that the GPU work that
     follows (profiling, timing) overlaps them. A reference that ``references`` holds is not asked
-    of the worker again (a ``held`` job); one it computes is kept."""
+    of the worker again (a ``held`` job); one it computes is kept; one that another check is
+    computing at the moment is waited for (see :meth:`ReferenceCache.take`)."""
     judging = Judging([], [], {})
     judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
     try:
         for index, case in enumerate(plan):
             job = reference_job(index)
             key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else None
-            held = references.get(key) if references is not None and key is not None else None
+            held = (references.take(key, options.case_timeout_s) if references is not None and key is not None
+                    else None)
             try:
                 reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
                                                 seed=case.seed, values=case.values, launch=launch, first=index == 0,
                                                 reference=Reference("held", key=job.key) if held is not None else job),
                                 options.case_timeout_s)
+                if held is not None:
+                    reply = replace(reply, reference=held)
+                elif references is not None and key is not None and reply.reference is not None:
+                    reply = replace(reply, reference=references.put(key, reply.reference))
             except WorkerFault as fault:
                 judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status=Status.FAILED,
                                                   values=case.values, reason=fault_reason(fault), fault=str(fault)))
                 break
+            finally:
+                if references is not None and key is not None and held is None:
+                    references.abandon(key)  # put, or never coming from this check: nobody waits on it
             judging.digests[case.key()] = reply.digests
-            if held is not None:
-                reply = replace(reply, reference=held)
-            elif references is not None and key is not None and reply.reference is not None:
-                reply = replace(reply, reference=references.put(key, reply.reference))
             if reply.fence and reply.fence not in warnings:
                 warnings.append(reply.fence)
             judging.pending.append(judges.submit(judge_case, spec, case, reply))

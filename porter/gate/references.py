@@ -9,6 +9,10 @@ controls is in the key: the reference's own identity (the callable's file and it
 time, the source cubin's digest, the golden folder), the source spec's file and version, and the
 case. A cache is made per run (never shared between runs, whose seeds differ) and is thread-safe:
 a pool's checks run side by side. The arrays are handed out read-only.
+
+A pool's checks of one round walk the same plan at once, so each case is asked for by several
+checks within moments: the first to ask :meth:`ReferenceCache.take` computes it, and the others
+wait for it (up to a bound, after which they compute their own) rather than compute it again.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ ReferenceKey = tuple[str, str, int, "CaseKey"]
 class CacheStats:
     hits: int = 0
     misses: int = 0
+    waits: int = 0  # hits that waited for another check computing the same reference
 
 
 class ReferenceCache:
@@ -48,6 +53,7 @@ class ReferenceCache:
         self._items: OrderedDict[ReferenceKey, dict[str, np.ndarray]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._computing: dict[ReferenceKey, threading.Event] = {}
 
     @staticmethod
     def key(reference: Reference, spec_path: str, case_key: CaseKey) -> ReferenceKey:
@@ -59,7 +65,23 @@ class ReferenceCache:
             version = 0
         return reference.key, spec_path, version, case_key
 
-    def get(self, key: ReferenceKey) -> dict[str, np.ndarray] | None:
+    def take(self, key: ReferenceKey, wait_s: float) -> dict[str, np.ndarray] | None:
+        """The reference at ``key``, or None: then the caller computes it, and must :meth:`put` it
+        or :meth:`abandon` the key. While another caller computes it, wait for that (at most
+        ``wait_s``; past that, or if it was abandoned, the caller computes it too)."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                pending = self._computing.get(key)
+                if pending is None:
+                    self._computing[key] = threading.Event()
+                    self.stats.misses += 1
+                    return None
+            else:
+                self._items.move_to_end(key)
+                self.stats.hits += 1
+                return found
+        pending.wait(wait_s)
         with self._lock:
             found = self._items.get(key)
             if found is None:
@@ -67,7 +89,16 @@ class ReferenceCache:
                 return None
             self._items.move_to_end(key)
             self.stats.hits += 1
+            self.stats.waits += 1
             return found
+
+    def abandon(self, key: ReferenceKey) -> None:
+        """The reference at ``key`` will not come from this caller (its case faulted): whoever
+        waits for it computes it."""
+        with self._lock:
+            pending = self._computing.pop(key, None)
+        if pending is not None:
+            pending.set()
 
     def __contains__(self, key: ReferenceKey) -> bool:
         with self._lock:
@@ -81,17 +112,20 @@ class ReferenceCache:
             array.flags.writeable = False
             kept[name] = array
         size = sum(a.nbytes for a in kept.values())
-        with self._lock:
-            if key in self._items:
-                return self._items[key]
-            if size > self.max_bytes:
-                return kept
-            self._items[key] = kept
-            self._bytes += size
-            while self._bytes > self.max_bytes and self._items:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= sum(a.nbytes for a in old.values())
-        return kept
+        try:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+                if size > self.max_bytes:
+                    return kept
+                self._items[key] = kept
+                self._bytes += size
+                while self._bytes > self.max_bytes and self._items:
+                    _, old = self._items.popitem(last=False)
+                    self._bytes -= sum(a.nbytes for a in old.values())
+            return kept
+        finally:
+            self.abandon(key)  # kept or not, nobody need wait for it any longer
 
     def __len__(self) -> int:
         with self._lock:
