@@ -4,6 +4,9 @@ is computed once per port run, and a port's passing candidate is re-verified on 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -237,3 +240,18 @@ def test_without_a_gpu_the_pool_says_why_and_starts_no_worker_again(toolchain, t
     assert [v.status for v in verdicts] == ["not run", "not run"]
     assert all("no usable GPU" in v.gate("equivalence").summary for v in verdicts)
     assert made == [0] and pool.capacity == 1 and pool.describe() == "no GPU"
+
+
+def test_the_throughput_benchmark_runs_on_simulated_gpus_without_a_gpu(tmp_path: Path) -> None:
+    """tools/bench_throughput.py --fake is the CPU check of the pool's overlap: it must run where
+    there is no GPU (no CUDA driver is touched) and report no timing window overlapping other work."""
+    small_vector_add(tmp_path / "example")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PORTER_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(root / "tools" / "bench_throughput.py"), "--fake", "--example",
+                        str(tmp_path / "example"), "--candidates", "3", "--per-gpu", "2", "--no-sequential",
+                        "--fake-case-s", "0.01", "--fake-time-s", "0.05", "--arch", "sm_90"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| pool | 1 | 2 |"))
+    assert "3 passed" in row and row.rstrip().endswith("| 0 |"), row
