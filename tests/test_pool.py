@@ -255,3 +255,40 @@ def test_the_throughput_benchmark_runs_on_simulated_gpus_without_a_gpu(tmp_path:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| pool | 1 | 2 |"))
     assert "3 passed" in row and row.rstrip().endswith("| 0 |"), row
+
+
+class _TimedToolchain:
+    """A toolchain whose assemblies are noted (candidate file name, start, end) as they run."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def assemble(self, ptx, arch, **kwargs):
+        start = time.monotonic()
+        result = self.inner.assemble(ptx, arch, **kwargs)
+        self.calls.append((kwargs.get("filename"), start, time.monotonic()))
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_the_next_candidates_are_assembled_while_the_gpu_works_on_one(toolchain, tmp_path: Path) -> None:
+    """One worker, one candidate after another: each later candidate's ptxas run happens while the
+    first candidate's check runs, not after it."""
+    paths = candidates(tmp_path, 3)
+    cache = tmp_path / "ptxas-cache"
+    from porter.ptx.toolchain import find_toolchain
+
+    timed = _TimedToolchain(find_toolchain({**os.environ, "PORTER_CACHE_DIR": str(cache)}))
+    gpu = FakeGpu(case_s=0.15, time_s=0.05)
+    verdicts = RunnerVerifier(gpu.runner(), timed).verify(jobs(paths, tmp_path / "porter.toml"))
+    assert [v.status for v in verdicts] == ["passed"] * 3
+    ahead: dict[str, float] = {}  # each later candidate's first assembly
+    for name, start, _ in sorted(timed.calls, key=lambda call: call[1]):
+        if name in ("cand1.ptx", "cand2.ptx"):
+            ahead.setdefault(name, start)
+    assert set(ahead) == {"cand1.ptx", "cand2.ptx"}
+    cases = sorted((start, end) for op, start, end, _ in gpu.log if op == "case")
+    first_candidate = cases[: len(cases) // 3]  # the first check's cases come first
+    assert all(start < first_candidate[-1][1] for start in ahead.values()), (ahead, cases)

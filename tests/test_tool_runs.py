@@ -98,3 +98,18 @@ def test_checking_one_candidate_again_runs_no_tool_again(tmp_path: Path,
     assert len(lines) == 3 and len(set(lines)) == 1 and "('UTCHMMA', 0)" not in lines[0], lines
     runs = _runs(log)  # the candidate assembled once (and ptxas asked once which PTX ISA it takes)
     assert set(runs.values()) == {1} and sum(tool != "ptxas" for tool, _ in runs) == 1, runs
+
+
+def test_one_text_asked_of_ptxas_by_two_threads_at_once_is_assembled_once(
+        counted: tuple[dict[str, str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate assembled ahead (porter.gate.check.prepare) while its own check asks for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env, log = counted
+    monkeypatch.setenv("PORTER_TOOL_LOG", str(log))
+    toolchain = find_toolchain(env)
+    text = (GEMM / "kernel_sm90a.ptx").read_text()
+    with ThreadPoolExecutor(4) as threads:
+        results = list(threads.map(lambda _: toolchain.assemble(text, "sm_90a", filename="k.ptx"), range(4)))
+    assert all(r.ok and r.cubin == results[0].cubin for r in results)
+    assert [n for (tool, _), n in _runs(log).items() if tool == "ptxas"] == [1], _runs(log)

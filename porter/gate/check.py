@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from porter.errors import InputError
+from porter.errors import InputError, PorterError
 from porter.gate.emulated import emulation_gate
 from porter.gate.equivalence import (
     case_reference,
@@ -213,7 +213,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.
-    assembled = toolchain.assemble(module.text, target, filename=candidate.name)
+    assembled = assemble_candidate(module, candidate, target, toolchain)
     if problems:
         gates.append(Gate("interface", Status.FAILED, "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
@@ -361,6 +361,28 @@ def _emulated(spec: Spec, module: PtxModule, options: CheckOptions, extras: dict
 
 def _extra(base: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in base.items() if k in ("resources", "toolchain", "assembly")}
+
+
+def assemble_candidate(module: PtxModule, candidate: Path, target: str, toolchain: Toolchain) -> AssembleResult:
+    """The candidate's cubin for ``target`` as its check assembles it (ptxas' cache makes a second
+    call a lookup: see :func:`prepare`)."""
+    return toolchain.assemble(module.text, target, filename=candidate.name)
+
+
+def prepare(candidate: Path, options: CheckOptions, toolchain: Toolchain) -> None:
+    """The parent-side work of a check that needs no GPU, done ahead: the candidate assembled for
+    its target and its SASS read, as :func:`run_check` will do them, so that its check finds both
+    in the caches (ptxas' on disk, the disassembly's in this process). A verifier calls it for the
+    next candidates of a round while the GPU works on the current one. A file that cannot be read
+    or assembled is left for its check to report."""
+    try:
+        module = read_ptx(candidate)
+        target = options.arch or module.arch
+        assembled = assemble_candidate(module, candidate, target, toolchain)
+        if assembled.ok:
+            _signature(toolchain, assembled, target)
+    except PorterError:
+        return
 
 
 def _signature(toolchain: Toolchain, result: AssembleResult, arch: str) -> dict[str, int]:

@@ -4,7 +4,7 @@ Each GPU gets ``per_gpu`` worker processes (slots), each one the usual :class:`R
 CUDA context on that GPU, so that a candidate which hangs or faults takes down its own worker only.
 A round's candidates are checked in threads, one slot each: while one candidate's cases run on the
 GPU, another's ptxas run, input draws and comparisons run on the CPU, and correctness cases of
-different candidates share the GPU. Timing (and ncu or compute-sanitizer) takes the GPU's
+different candidates share the GPU. The candidates waiting for a slot are assembled ahead. Timing (and ncu or compute-sanitizer) takes the GPU's
 :class:`~porter.pool.lease.GpuLease` exclusively, so no other candidate's kernel runs on that GPU
 while one is timed. Slots are handed out round-robin over the GPUs, and workers start on first use
 (``porter check`` of one candidate starts one worker, as before).
@@ -25,7 +25,7 @@ from porter.gate.check import run_check
 from porter.gate.runner.client import GpuRunner, Runner, Unavailable, WorkerFault
 from porter.gate.verdict import Verdict
 from porter.pool.lease import GpuLease, LeasedRunner
-from porter.pool.verifier import CheckJob
+from porter.pool.verifier import CheckJob, prepared_ahead
 from porter.ptx.toolchain import Toolchain
 
 DEFAULT_PER_GPU = 2
@@ -118,8 +118,9 @@ class LocalPool:
         self._ensure()
         if len(jobs) <= 1:
             return [self._one(job) for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(len(jobs), len(self._slots)),
-                                thread_name_prefix="porter-pool") as checks:
+        slots = min(len(jobs), len(self._slots))
+        with prepared_ahead(jobs, self.toolchain, skip=slots), \
+                ThreadPoolExecutor(max_workers=slots, thread_name_prefix="porter-pool") as checks:
             futures = [checks.submit(self._one, job) for job in jobs]
             return [f.result() for f in futures]
 

@@ -11,12 +11,14 @@ protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from porter.gate.check import CheckOptions, run_check
+from porter.gate.check import CheckOptions, prepare, run_check
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner
 from porter.gate.spec import Spec
@@ -33,6 +35,27 @@ class CheckJob:
     spec: Spec
     options: CheckOptions
     references: ReferenceCache | None = None
+
+
+@contextmanager
+def prepared_ahead(jobs: Sequence[CheckJob], toolchain: Toolchain, skip: int) -> Iterator[None]:
+    """While the block runs, the parent-side work of the round's jobs after the first ``skip``
+    (assembly, SASS) is done in a thread of its own (see :func:`porter.gate.check.prepare`), so
+    that a candidate's ptxas run overlaps the previous candidate's GPU work; an error in it (a bug:
+    porter's own errors are left for the check to report) is raised once the block is done."""
+    later = list(jobs)[skip:]
+    if not later:
+        yield
+        return
+    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-prepare")
+    futures = [ahead.submit(prepare, j.candidate, j.options, toolchain) for j in later]
+    try:
+        yield
+    finally:
+        ahead.shutdown(wait=True, cancel_futures=True)
+    for future in futures:
+        if not future.cancelled():
+            future.result()
 
 
 class Verifier(Protocol):
@@ -61,8 +84,9 @@ class RunnerVerifier:
         return 1
 
     def verify(self, jobs: Sequence[CheckJob]) -> list[Verdict]:
-        return [run_check(j.candidate, j.spec, j.options, toolchain=self.toolchain, runner=self.runner,
-                          references=j.references) for j in jobs]
+        with prepared_ahead(jobs, self.toolchain, skip=1):
+            return [run_check(j.candidate, j.spec, j.options, toolchain=self.toolchain, runner=self.runner,
+                              references=j.references) for j in jobs]
 
     def describe(self) -> str:
         info = getattr(self.runner, "info", None)

@@ -26,9 +26,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
@@ -318,13 +321,14 @@ class Toolchain:
         if not use_cache:
             return _run_ptxas(ptx, arch, command, filename, ptxas.version, timeout_s)[0]
         key = _cache_key(ptx, arch, ptxas, tuple(flags), filename)
-        hit = _cache_load(self.cache_dir, key)
-        if hit is not None:
-            return hit
-        result, timed_out = _run_ptxas(ptx, arch, command, filename, ptxas.version, timeout_s)
-        if not timed_out:
-            _cache_store(self.cache_dir, key, result)
-        return result
+        with _assembling(key):  # a second request for the same text waits for the first's result
+            hit = _cache_load(self.cache_dir, key)
+            if hit is not None:
+                return hit
+            result, timed_out = _run_ptxas(ptx, arch, command, filename, ptxas.version, timeout_s)
+            if not timed_out:
+                _cache_store(self.cache_dir, key, result)
+            return result
 
     def disassemble(self, cubin: bytes) -> Disassembly:
         """SASS of ``cubin`` by ``nvdisasm -c``, or ``cuobjdump -sass`` when nvdisasm is missing.
@@ -333,6 +337,22 @@ class Toolchain:
         the profiler's hot spots of one candidate all read the same disassembly."""
         tool = self.nvdisasm or self.cuobjdump or self.require("nvdisasm")
         return _disassemble(str(tool.path), tool.name, tool.version, cubin)
+
+
+_ASSEMBLING: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
+_ASSEMBLING_LOCK = threading.Lock()
+
+
+@contextmanager
+def _assembling(key: str) -> Iterator[None]:
+    """Hold the lock of one assembly (by cache key) in this process: a candidate assembled ahead
+    (``porter.gate.check.prepare``) and its own check asking at once run ptxas once."""
+    with _ASSEMBLING_LOCK:
+        lock = _ASSEMBLING.get(key)
+        if lock is None:
+            lock = _ASSEMBLING[key] = threading.Lock()
+    with lock:
+        yield
 
 
 @lru_cache(maxsize=64)
