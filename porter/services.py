@@ -340,12 +340,17 @@ def arch_name(arch: str | None, option: str) -> str | None:
 class ReplayRow:
     index: int
     origin: str
-    recorded: str  # the recorded verdict's status word, "?" without a record
+    recorded: Status | None  # the recorded verdict's status; None where the candidate has no record
     verdict: Verdict  # this machine's
 
     @property
     def agrees(self) -> bool:
-        return self.recorded == self.verdict.status
+        return self.recorded is not None and self.recorded == self.verdict.status
+
+    @property
+    def recorded_word(self) -> str:
+        """The recorded status as tables and answers say it: ``?`` without a record."""
+        return "?" if self.recorded is None else str(self.recorded)
 
     @property
     def outcome(self) -> Status:
@@ -375,7 +380,7 @@ class Replayed:
         """The replay as ``--json`` (and the MCP tool) give it: each candidate's recorded status,
         this machine's Verdict, and whether they agree."""
         return {"run": self.run, "agrees": self.agrees, "exit_code": self.exit_code,
-                "rows": [{"index": r.index, "origin": r.origin, "recorded": r.recorded, "agrees": r.agrees,
+                "rows": [{"index": r.index, "origin": r.origin, "recorded": r.recorded_word, "agrees": r.agrees,
                           "outcome": r.outcome, "verdict": r.verdict} for r in self.rows]}
 
 
@@ -403,7 +408,7 @@ def replay(run: str, root: Path, *, gpu: bool = True, runner: GpuRunner | None =
         verdicts = verifier.verify([CheckJob(folder / "candidates" / f"{index:02d}.ptx", loaded, options)
                                     for index, _text, _record in recorded])
     rows = [ReplayRow(index, record.origin if record is not None else "?",
-                      record.verdict.status if record is not None else "?", verdict)
+                      record.verdict.status if record is not None else None, verdict)
             for (index, _text, record), verdict in zip(recorded, verdicts, strict=True)]
     return Replayed(folder, tuple(rows))
 

@@ -92,3 +92,19 @@ def test_a_replay_that_does_not_reproduce_its_record_exits_1() -> None:
     assert services.Replayed(here, (row(0, "failed", "failed"), row(1, "passed", "passed"))).exit_code == 0
     assert services.Replayed(here, (row(0, "passed", "not run"), row(1, "passed", "passed"))).exit_code == 3
     assert services.Replayed(here, (row(0, "passed", "failed"), row(1, "passed", "not run"))).exit_code == 1
+
+
+def test_a_replayed_candidate_without_a_record_never_agrees_and_says_so() -> None:
+    from porter.gate.verdict import Verdict
+
+    def row(recorded: Status | None, now: Status) -> services.ReplayRow:
+        return services.ReplayRow(0, "model", recorded, Verdict(kernel="k.ptx", entry="k", arch="sm_90",
+                                                                status=now, reason=""))
+
+    assert row(Status.PASSED, Status.PASSED).agrees and row(Status.PASSED, Status.PASSED).outcome == Status.PASSED
+    assert row(Status.PASSED, Status.FAILED).outcome == Status.FAILED
+    missing = row(None, Status.PASSED)
+    assert not missing.agrees and missing.outcome == Status.FAILED and missing.recorded_word == "?"
+    assert row(None, Status.NOT_RUN).outcome == Status.NOT_RUN  # nothing could be compared here
+    data = services.Replayed(Path("run"), (missing,)).as_data()
+    assert data["rows"][0]["recorded"] == "?" and data["agrees"] is False

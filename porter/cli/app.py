@@ -432,7 +432,7 @@ def replay(
     else:
         typer.echo(f"replayed {replayed.run.name} on this machine")
         typer.echo(table(["#", "origin", "recorded", "now", "agree", "verdict"],
-                         [[r.index, r.origin, r.recorded, r.verdict.status,
+                         [[r.index, r.origin, r.recorded_word, r.verdict.status,
                            "not run" if r.outcome == Status.NOT_RUN else "same" if r.agrees else "DIFFERENT",
                            r.verdict.reason[:80]] for r in replayed.rows]))
     raise typer.Exit(replayed.exit_code)

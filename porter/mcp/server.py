@@ -289,7 +289,7 @@ def build_server(shared: Shared | None = None, *, root: Path | None = None,
             else:
                 with shared.gpu_work():
                     done = services.replay(str(folder), top, runner=shared.runner())
-            lines = [f"candidate {r.index} ({r.origin}): recorded {r.recorded}, now {r.verdict.status}"
+            lines = [f"candidate {r.index} ({r.origin}): recorded {r.recorded_word}, now {r.verdict.status}"
                      f"{'' if r.agrees else ' DIFFERENT'}" for r in done.rows]
             return tool_result(done.as_data(), "\n".join(lines))
 
