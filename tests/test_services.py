@@ -99,7 +99,7 @@ def test_a_replayed_candidate_without_a_record_never_agrees_and_says_so() -> Non
 
     def row(recorded: Status | None, now: Status) -> services.ReplayRow:
         return services.ReplayRow(0, "model", recorded, Verdict(kernel="k.ptx", entry="k", arch="sm_90",
-                                                                status=now, reason=""))
+                                                                status=now, reason="", gates=()))
 
     assert row(Status.PASSED, Status.PASSED).agrees and row(Status.PASSED, Status.PASSED).outcome == Status.PASSED
     assert row(Status.PASSED, Status.FAILED).outcome == Status.FAILED
