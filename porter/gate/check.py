@@ -52,7 +52,7 @@ from porter.gate.plan import (
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive
 from porter.gate.runner.protocol import Reference
-from porter.gate.source import block_problems, check_spec_matches, unread_scalars
+from porter.gate.source import block_problems, check_spec_matches, environment_problems, unread_scalars
 from porter.gate.spec import Spec, check_against_module, declared_spec
 from porter.gate.timing import drawn_timed_sizes, time_candidate
 from porter.gate.under_tools import (
@@ -205,7 +205,10 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
                                      else "the spec's kernel.entry").name
     gates: list[Gate] = []
     warnings: list[str] = []
-    problems = check_against_module(spec, module) + cluster_problems(spec, module)
+    source_path = options.against or options.speed_baseline
+    source_module = read_ptx(source_path) if source_path is not None else None
+    problems = (check_against_module(spec, module) + cluster_problems(spec, module)
+                + environment_problems(module, source_module))
     if options.entry is None:
         problems += redirected_entry(launch, source_entry, module)
     if entry_name in {e.name for e in module.kernels}:
@@ -257,9 +260,7 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         warnings.append(run_note)
 
     source_cubin, source_launch = None, None
-    source_path = options.against or options.speed_baseline
-    if source_path is not None:
-        source_module = read_ptx(source_path)
+    if source_path is not None and source_module is not None:
         # A source that is itself a port (sm_90a -> sm_100a) runs with its own declared launch.
         declared, source_launch = declared_spec(source_spec, source_module.text, source=str(source_path))
         source_entry = declared.entry

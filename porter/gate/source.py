@@ -11,7 +11,8 @@ refuses to describe a kernel ptxas rejects. Each problem is an :class:`~porter.e
 naming the file and, where there is one, the line.
 
 One finding is a warning in the Verdict rather than a problem (:func:`unread_scalars`): a spec
-scalar the kernel never reads, which it cannot honour.
+scalar the kernel never reads, which it cannot honour. One is a problem of candidates only
+(:func:`environment_problems`): reading a register that tells one launch from another.
 """
 
 from __future__ import annotations
@@ -156,3 +157,36 @@ def check_spec_matches(spec: Spec, module: PtxModule, path: Path) -> None:
         more = f" (+{len(problems) - 2} more)" if len(problems) > 2 else ""
         raise InputError(f"{path}: the spec {spec.path} does not match the source kernel: "
                          f"{'; '.join(problems[:2])}{more}")
+
+
+# Special registers whose value tells one launch from another, or a checked run from a production
+# one: clocks and the global timer (when, how long since), the grid's launch id (how many launches
+# before this one), the driver's environment registers, the performance counters and the graph
+# being executed. Nothing porter checks can make them read the same as in production.
+_ENVIRONMENT = re.compile(r"%(clock(?:_hi|64)?|globaltimer(?:_lo|_hi)?|gridid|envreg\d+|pm[0-7](?:_64)?"
+                          r"|current_graph_exec)(?![\w$])")
+
+
+def environment_reads(module: PtxModule) -> dict[str, int]:
+    """Each launch-telling special register the module reads (:data:`_ENVIRONMENT`) and the first
+    line that reads it."""
+    found: dict[str, int] = {}
+    for instruction in module.instructions():
+        for operand in instruction.operands:
+            for match in _ENVIRONMENT.finditer(operand):
+                found.setdefault(match.group(0), instruction.line)
+    return found
+
+
+def environment_problems(candidate: PtxModule, source: PtxModule | None) -> list[str]:
+    """A candidate may read a clock, the global timer, the launch id, an environment register or a
+    performance counter only where its source reads the same register: with one, a kernel can be
+    right where porter looks (in the first seconds, the first launches, under a profiler) and wrong
+    afterwards, which no check can see. Without a source (``porter check`` with no ``--against``
+    or ``--speed-baseline``), none may be read."""
+    allowed = set(environment_reads(source)) if source is not None else set()
+    unlike = ", which its source does not" if source is not None else " (and no source kernel is given that does)"
+    return [f"line {line}: reads {register}{unlike}: a kernel that reads the clock, the timer, the launch id or the "
+            "driver's environment can tell porter's launches from later ones and behave otherwise there, which no "
+            "check sees" for register, line in environment_reads(candidate).items() if register not in allowed]
+

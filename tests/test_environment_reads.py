@@ -1,0 +1,87 @@
+"""A candidate may not read what tells one launch from another (#28, "no observable fingerprint"):
+the clocks, the global timer, the launch id, the driver's environment registers, the performance
+counters, the executing graph. porter cannot make these read in a check as they read in production,
+so a candidate reading one that its source does not is refused at the interface, before anything
+runs; a source's own reading carries over to its ports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.source import environment_problems, environment_reads
+from porter.gate.spec import load_spec
+from porter.ptx import parse_ptx
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTOR_ADD = ROOT / "examples" / "vector_add"
+KERNEL = (VECTOR_ADD / "kernel.ptx").read_text()
+
+WIDE = ["%clock64", "%globaltimer", "%gridid", "%current_graph_exec"] + [f"%pm{i}_64" for i in range(8)]
+NARROW = (["%clock", "%clock_hi", "%globaltimer_lo", "%globaltimer_hi"] + [f"%envreg{i}" for i in range(32)]
+          + [f"%pm{i}" for i in range(8)])
+HARMLESS = ["%tid.x", "%ctaid.y", "%laneid", "%nctaid.x", "%smid", "%dynamic_smem_size", "%lanemask_lt"]
+
+
+def reading(register: str, *, guarded: bool = False, text: str = KERNEL) -> str:
+    """vector_add with one more instruction that reads ``register`` (under a predicate if ``guarded``)."""
+    width, reg = ("u64", "%rd1") if register in WIDE else ("u32", "%r2")
+    guard = "@%p1 " if guarded else ""
+    line = f"\t{guard}mov.{width} \t{reg}, {register};\n"
+    anchor = "\tld.param.u64 \t%rd1, [vector_add_param_0];\n"
+    assert anchor in text
+    return text.replace(anchor, anchor + line, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(register=st.sampled_from(WIDE + NARROW), in_source=st.booleans(), guarded=st.booleans(),
+       other=st.sampled_from(WIDE + NARROW + HARMLESS))
+def test_a_candidate_reading_a_launch_telling_register_fails_unless_its_source_reads_it(
+        register: str, in_source: bool, guarded: bool, other: str) -> None:
+    candidate = parse_ptx(reading(register, guarded=guarded))
+    source = parse_ptx(reading(register) if in_source else reading(other))
+    problems = environment_problems(candidate, source)
+    refused = register != other and not in_source
+    assert bool(problems) == refused, problems
+    if refused:
+        assert f"reads {register}, which its source does not" in problems[0]
+    # Without a source to compare with, every such read is refused.
+    assert environment_problems(candidate, None)
+
+
+@settings(max_examples=30, deadline=None)
+@given(register=st.sampled_from(HARMLESS))
+def test_registers_the_same_in_every_launch_are_free_to_read(register: str) -> None:
+    assert environment_reads(parse_ptx(reading(register))) == {}
+
+
+def test_comments_and_longer_names_are_no_reads() -> None:
+    text = KERNEL.replace("\tret;", "\t// mov.u64 %rd1, %globaltimer;\n\tret;", 1)
+    assert environment_reads(parse_ptx(text)) == {}
+
+
+def test_porter_check_refuses_a_time_bomb_at_the_interface_on_any_machine(tmp_path: Path) -> None:
+    """A kernel right for its first seconds (the timer read) fails before anything runs, with the line."""
+    candidate = tmp_path / "kernel.ptx"
+    candidate.write_text(reading("%globaltimer"))
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    from porter.ptx.toolchain import find_toolchain
+
+    verdict = run_check(candidate, spec, CheckOptions(arch="sm_90", speed_baseline=VECTOR_ADD / "kernel.ptx"),
+                        toolchain=find_toolchain(), runner=None)
+    assert verdict.status == "failed"
+    interface = next(g for g in verdict.gates if g.name == "interface")
+    assert interface.status == "failed" and any("reads %globaltimer, which its source does not" in d
+                                                  for d in interface.details), interface
+
+
+def test_the_time_bomb_attack_is_refused_without_a_gpu() -> None:
+    """tests/data/attacks/va_time_bomb.ptx (nvcc's output: the timer read in inline asm)."""
+    from porter.ptx import read_ptx
+
+    attack = read_ptx(ROOT / "tests" / "data" / "attacks" / "va_time_bomb.ptx")
+    problems = environment_problems(attack, read_ptx(VECTOR_ADD / "kernel.ptx"))
+    assert len(problems) == 1 and "reads %globaltimer, which its source does not" in problems[0]
