@@ -3,10 +3,12 @@
 # porter check on every example (plain, --native, --sanitize), the scripted port, the gate
 # benchmark and raw profiler outputs for the parser fixtures. Logs go to $OUT (or ./gpu-logs),
 # at most 8 files. Runs from a source checkout with PYTHONPATH: litellm and git are not imported.
-#   tools/run_gpu_tier.sh [all | tests | tests-a | tests-b | cuda12 | checks]
+#   tools/run_gpu_tier.sh [all | tests | tests-a | tests-b | cuda12 | checks | bench]
 # tests: the gpu tests (over 9 minutes on the H200 since #28's checks: split it); tests-a: the attacks
 # and the examples' gate tests; tests-b: the rest; cuda12: the gpu tests with CUDA 12's ptxas;
-# checks: porter check on every example, the scripted port, the benchmark, the captures (about 4).
+# checks: porter check on every example, the scripted port, the benchmark, the captures (about 4);
+# bench: #32's figures alone (the gate benchmark, verdicts a minute for a round of 8, the emulator's
+# calibration), about 6 minutes.
 # tests-a, tests-b and checks each fit one 10-minute call; `all` does not. Each failure is written
 # to $OUT/failures.txt as it happens (PORTER_FAILURE_LOG): a part cut by the machine's limit keeps them.
 set -uo pipefail
@@ -43,6 +45,13 @@ tier() { # name cuda_home test paths...
     "${PARALLEL[@]}" -rfEs --durations=15 --junitxml="$LOGS/$name.xml" "$@" > "$LOGS/$name.txt" 2>&1
   echo "$name: $(tail -1 "$LOGS/$name.txt")"
 }
+if [ "$PART" = bench ]; then
+  python3 tools/bench_gate.py --repeats 3 2>&1 | tee "$OUT/bench-gate.txt"
+  python3 tools/bench_throughput.py --candidates 8 --per-gpu 1,2,3 --no-sequential --json "$OUT/throughput.json" \
+    2>&1 | tail -12 | tee "$OUT/bench-throughput.txt"
+  python3 tools/emu_calibrate.py "$OUT/emu.json" 2>&1 | tail -20 | tee "$OUT/emu-calibrate.txt"
+  exit 0
+fi
 {
   case $PART in  # the toolchain porter picks, or the one named
     all|tests) tier tests "${PORTER_CUDA_HOME:-}" tests/ ;;
