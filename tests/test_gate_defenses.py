@@ -8,6 +8,7 @@ The GPU half (each attack kernel failing on the H200 for its own reason) is test
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from porter.gate.plan import BUDGET_BYTES, Case, plan_cases, plan_seeds
 from porter.gate.runner import WorkerFault
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
-from porter.gate.runner.protocol import CaseJob, CaseReply, Job, Reply, TimeJob, TimeReply
+from porter.gate.runner.protocol import INITIAL_STATES, CaseJob, CaseReply, Job, Reply, TimeJob, TimeReply
 from porter.gate.spec import load_spec
 from porter.gate.timing import drawn_timed_sizes, timed_outputs_problems
 
@@ -115,18 +116,38 @@ def test_the_plan_checks_the_timed_and_profiled_sizes_and_the_value_cases() -> N
     assert len({c.key() for c in plan}) == len(plan)
 
 
-# --- judging runs from two initial states ------------------------------------------------------
+# --- judging runs from each initial state -------------------------------------------------------
 
 def _reply(spec, case: Case, outs: list[np.ndarray], *, guards=(), modified=()) -> CaseReply:
     args = make_args(spec, case.sizes, case.seed, case.values)
     expected = {"out": float(args["alpha"]) * args["x"].astype(np.float64) + args["y"].astype(np.float64)}
-    return CaseReply(outputs=[{"out": o} for o in outs], initials=["poison", "random"][: len(outs)],
+    return CaseReply(outputs=[None if o is None else {"out": o} for o in outs], initials=list(INITIAL_STATES[: len(outs)]),
                      reference=expected, guards=list(guards), modified=list(modified))
 
 
 def _right(spec, case: Case) -> np.ndarray:
     args = make_args(spec, case.sizes, case.seed)
     return (np.float32(args["alpha"]) * args["x"] + args["y"]).astype(np.float32)
+
+
+def test_every_case_runs_from_poison_from_random_values_and_from_zeros() -> None:
+    """What a caller's memory most often holds before a kernel writes it: garbage that is NaN,
+    garbage that is finite, and zeros (memset, torch.zeros)."""
+    assert INITIAL_STATES == ("poison", "random", "zeros")
+    assert CaseJob(cubin=b"", entry="k", spec_path="s", sizes={}, seed=1, reference=None).initials == INITIAL_STATES  # type: ignore[arg-type]
+
+
+def test_outputs_right_unless_they_start_as_zeros_fail_as_initial_state_dependence() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3)
+    right = _right(spec, case)
+    half = right.copy()
+    half[500:] = 0.0  # writes only where the output is not zero yet: from zeros, half stays 0
+    result = judge_case(spec, case, _reply(spec, case, [right, None, half]))
+    assert result.status == "failed"
+    # (the one or two elements whose reference is not finite, the inputs' special values, are left out)
+    assert re.search(r"out: 49[89] of 1000 elements wrong when the output starts as zeros but right when it starts as "
+                     "NaN poison", result.reason), result.reason
 
 
 def test_outputs_right_from_poison_but_wrong_from_random_values_fail_as_initial_state_dependence() -> None:

@@ -5,7 +5,7 @@ Order of work, each step feeding the Verdict:
 2. assemble: ptxas for the candidate's target (diagnostics, resources, signature SASS);
 3. equivalence: every case in the plan (:func:`plan_cases`) on this GPU, in the worker: each size
    set of the sweep x seed, plus every size set that is timed or profiled, plus the value cases
-   (wider inputs); each case runs once per initial output state (NaN poison, random values);
+   (wider inputs); each case runs once per initial output state (NaN poison, random values, zeros);
 4. native (``--native``): one launch under ncu: did the target's signature instructions execute,
    and what share of the spec's FLOPs did they do?
 5. sanitize (``--sanitize``): memcheck on the smallest, the middle and the largest checked case;

@@ -67,7 +67,7 @@ def block_tile(shape: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[int,
     return None
 
 
-_INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values"}
+_INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values", "zeros": "zeros"}
 
 
 def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
@@ -148,7 +148,7 @@ def equivalence_gate(cases: list[CaseResult], planned: int) -> Gate:
     if not failed and len(cases) == planned:
         judged = len(cases) - len(unjudged)
         return Gate("equivalence", Status.PASSED, f"{judged} cases (size sets x seeds, timed sizes, value cases; each "
-                    "from two initial output states) equal to the reference", tuple(unjudged))
+                    "from each of three initial output states) equal to the reference", tuple(unjudged))
     details = []
     for c in failed[:6]:
         values = f"; values {c.values}" if c.values else ""

@@ -13,10 +13,10 @@ profiling, a candidate could behave well only where it is judged. So every launc
 and in each, the start is aligned to the contract's ``align`` and no further (a random multiple
 of it past the allocation's start), so alignment beyond the contract's is never constant.
 
-Every checked case runs twice (see ``protocol.INITIAL_STATES``). The first run is **flush**:
+Every checked case runs once per initial state (``protocol.INITIAL_STATES``). The first run is **flush**:
 fenced, every buffer ending at the unmapped boundary (within ``align`` bytes of it, exactly at it
 when the buffer's size is a multiple of its alignment), so that an access one element past the end
-faults at every size. The second run draws its family and offsets from the case's seed. Timed
+faults at every size. The later runs share buffers whose family and offsets the case's seed draws. Timed
 and profiled launches are flush; compute-sanitizer's launch is plain with nothing before or after
 the data (``exact``), which the drawn run's plain family includes.
 """

@@ -247,7 +247,7 @@ class FakeGpu:
             with self._lock:
                 self.references += 1
         time.sleep(self.case_s)
-        return CaseReply(outputs=[outputs, None], initials=["poison", "random"], reference=reference,
+        return CaseReply(outputs=[outputs] + [None] * (len(job.initials) - 1), initials=list(job.initials), reference=reference,
                          digests=self._digests(outputs), kernel_s=self.case_s)
 
     def _time(self, job: TimeJob) -> TimeReply:

@@ -147,7 +147,7 @@ class Launch:
         self.state.scrub_shared()
 
     def _initial(self, p: Any, index: int, initial: str) -> Any:
-        """An output's whole buffer before a launch: the view poisoned or random, the padding its pattern."""
+        """An output's whole buffer before a launch: the view poisoned, random or zero, the padding its pattern."""
         from porter.gate.inputs import INITIAL, stream
 
         cp = self.state.cp
@@ -159,6 +159,8 @@ class Launch:
                 word = {1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[p.dtype.itemsize]
                 view = cp.empty(nbytes, dtype=cp.uint8)
                 view.view(word).fill(p.dtype.poison_bits)
+            elif initial == "zeros":
+                view = cp.zeros(nbytes, dtype=cp.uint8)
             else:
                 rng = stream(self.seed, INITIAL, self.sizes, index, initial)
                 view = random_finite(cp, p.dtype, nbytes, int(rng.integers(2**62)))

@@ -19,9 +19,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 # Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
-# and random finite values no kernel can tell from a result. A kernel that skips work when it
-# sees "already computed" outputs, or leans on NaN arithmetic (fmaxf(NaN, v) = v), fails one.
-INITIAL_STATES = ("poison", "random")
+# random finite values no kernel can tell from a result, and zeros (what a caller's memset or
+# torch.zeros leaves). A kernel that skips work when it sees "already computed" outputs, leans on
+# NaN arithmetic (fmaxf(NaN, v) = v) or writes only where an output is not yet zero fails one.
+INITIAL_STATES = ("poison", "random", "zeros")
 
 Outputs = dict[str, np.ndarray]
 

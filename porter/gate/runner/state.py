@@ -164,18 +164,21 @@ class WorkerState:
     def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
                     kernel_key: KernelKey, run: int = 0) -> Launch:
         """The candidate's buffers for run ``run`` of a case (the first flush, the others drawn:
-        see :mod:`porter.gate.layout`): those of the same run of the last case when it ran the same
+        see :mod:`porter.gate.layout`; every run after the first in the same drawn buffers, each
+        from its own initial state): those of the same run of the last case when it ran the same
         kernel at the same sizes (rebound to the new inputs), so that consecutive cases are
         consecutive calls on the same memory with new data; fresh ones otherwise."""
+        slot = min(run, 1)
         key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
-        held = self._cases.get(run)
+        held = self._cases.get(slot)
         if held is not None and held[0] == key:
-            held[1].rebind(host_args, seed)
+            if held[1].host_args is not host_args or held[1].seed != seed:
+                held[1].rebind(host_args, seed)
             return held[1]
         if held is not None:
             held[1].release()
-        launch = Launch(self, spec, sizes, host_args, seed, "flush" if run == 0 else "drawn")
-        self._cases[run] = (key, launch)
+        launch = Launch(self, spec, sizes, host_args, seed, "flush" if slot == 0 else "drawn")
+        self._cases[slot] = (key, launch)
         return launch
 
     def drop_case_launch(self) -> None:
