@@ -174,7 +174,7 @@ class WorkerState:
             return held[1]
         if held is not None:
             held[1].release()
-        launch = Launch(self, spec, sizes, host_args, seed, "flush" if run == 0 else "drawn")
+        launch = Launch(self, spec, sizes, host_args, seed, layout.run_placing(run))
         self._cases[run] = (key, launch)
         return launch
 
