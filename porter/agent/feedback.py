@@ -277,7 +277,9 @@ def _speed(verdict: Verdict) -> str:
         return f"Speed: {gate.status}: {gate.summary}" if gate is not None and gate.status != Status.PASSED else ""
     out = ["Speed:"]
     for t in verdict.timings:
-        figures = [f"{t.median_ms:.4f} ms median (p10-p90 {t.p10_ms:.4f}-{t.p90_ms:.4f}, n={t.count})"]
+        half = t.ci_half_width
+        ci = "" if half is None else f" ±{100 * half:.1f}% (95% CI)"
+        figures = [f"{t.median_ms:.4f} ms median{ci} (p10-p90 {t.p10_ms:.4f}-{t.p90_ms:.4f}, n={t.count})"]
         if t.tflops is not None:
             figures.append(f"{t.tflops:.1f} TFLOP/s")
         if t.tbps is not None:

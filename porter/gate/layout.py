@@ -16,9 +16,10 @@ of it past the allocation's start), so alignment beyond the contract's is never 
 Every checked case runs once per initial state (``protocol.INITIAL_STATES``). The first run is **flush**:
 fenced, every buffer ending at the unmapped boundary (within ``align`` bytes of it, exactly at it
 when the buffer's size is a multiple of its alignment), so that an access one element past the end
-faults at every size. The later runs share buffers whose family and offsets the case's seed draws. Timed
-and profiled launches are flush; compute-sanitizer's launch is plain with nothing before or after
-the data (``exact``), which the drawn run's plain family includes.
+faults at every size. The later runs share buffers whose family and offsets the case's seed
+draws. A timing run's input set ``i`` lies as run ``i`` (:func:`run_placing`: set 0 flush, later
+sets drawn from their seed); the profiled launch is flush; compute-sanitizer's launch is plain with
+nothing before or after the data (``exact``), which the drawn run's plain family includes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ import numpy as np
 GUARD_SPAN = 64 * 1024  # the most guard bytes porter draws on either side of a buffer
 
 Family = Literal["fenced", "plain"]
+Placing = Literal["flush", "drawn", "exact"]  # how a launch places its buffers (see runner.launch.Launch)
+
+
+def run_placing(run: int) -> Placing:
+    """Where the buffers of a checked case's run ``run`` lie: the first run's flush, every later
+    run's drawn from the case's seed (the later runs share one drawn set of buffers). A timing run's input set ``run`` lies the same way (see
+    ``runner.jobs.job_time``), so that timed launches are placed as checked ones are."""
+    return "flush" if run == 0 else "drawn"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ class CheckOptions:
     seeds: tuple[int, ...] = ()  # () = a fresh pair for this check (see plan_seeds)
     timing: bool = True
     case_timeout_s: float = 60.0
-    timing_budget_s: float = 1.0
+    timing_budget_s: float = 1.0  # the most a timing run spends at one size set
+    # Timing stops once each median's 95% confidence interval is within ±timing_ci (0.01: ±1%).
+    timing_ci: float = 0.01
     # Profile with ncu: were the target's own instructions executed, and did they do the work?
     # None: when the cubin holds the target's signature instructions (a claim to be native, held to).
     native: bool | None = False

@@ -22,15 +22,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def timing_table(timings: Sequence[Timing]) -> tuple[list[str], list[list[object]]]:
     """Headers and rows of the timings table that the terminal report and PORT_REPORT.md print,
-    with an "at" column when the timings span several size sets (``--time-at``)."""
+    with an "at" column when the timings span several size sets (``--time-at``). A median is its
+    contender's slowest input set's, with its 95% confidence interval's half-width."""
 
     def num(x: float | None, fmt: str) -> str:
         return "-" if x is None or math.isnan(x) else format(x, fmt)
 
     several = len({t.sizes for t in timings}) > 1
-    headers = ["timed", *(["at"] if several else []), "median ms", "p10-p90 ms", "n", "TFLOP/s", "TB/s", "roofline"]
+    def ci(t: Timing) -> str:
+        half = t.ci_half_width
+        return "-" if half is None else f"±{100 * half:.1f}%"
+
+    headers = ["timed", *(["at"] if several else []), "median ms", "95% CI", "p10-p90 ms", "n", "TFLOP/s", "TB/s",
+               "roofline"]
     rows: list[list[object]] = [
-        [t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
+        [t.name, *([t.sizes] if several else []), f"{t.median_ms:.4f}", ci(t), f"{t.p10_ms:.4f}-{t.p90_ms:.4f}", t.count,
          num(t.tflops, ".1f"), num(t.tbps, ".2f"),
          "-" if t.roofline_fraction is None else f"{100 * t.roofline_fraction:.0f}%"]
         for t in timings

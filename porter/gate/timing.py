@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
+from porter.gate.median_ci import median_ci
 from porter.gate.options import CheckOptions
 from porter.gate.plan import (
     BUDGET_BYTES,
@@ -15,8 +16,10 @@ from porter.gate.plan import (
     CaseKey,
     total_buffer_bytes,
 )
+from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, run_job
 from porter.gate.runner.protocol import Contender, Reference, TimeJob, TimeReply
+from porter.gate.runner.rounds import per_set, within_target
 from porter.gate.spec import Spec
 from porter.gate.verdict import (
     Gate,
@@ -26,18 +29,56 @@ from porter.gate.verdict import (
 )
 from porter.ptx.arch import get_profile
 
+T = TypeVar("T")
 
-def _timing_stats(name: str, samples: list[float], flops: float | None, nbytes: float | None,
+
+def _timing_stats(name: str, samples: list[float], sets: int, flops: float | None, nbytes: float | None,
                   peak_tflops: float, peak_tbps: float) -> Timing:
-    ordered = sorted(samples)
-    median = statistics.median(ordered)
+    """One contender's figures, those of its slowest input set (round ``r`` ran on set ``r % sets``):
+    a kernel fast only where its buffers lie one way is reported at its speed the other way."""
+    own = [times for times in per_set(samples, sets) if times]
+    medians = [statistics.median(times) for times in own]
+    slowest = max(range(len(own)), key=lambda s: medians[s])
+    ordered = sorted(own[slowest])
+    median = medians[slowest]
     q: Callable[[float], float] = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
+    interval = median_ci(ordered)
     seconds = median / 1e3
     tflops = flops / seconds / 1e12 if flops else None
     tbps = nbytes / seconds / 1e12 if nbytes else None
     shares = [x for x in ((tflops / peak_tflops) if tflops else None, (tbps / peak_tbps) if tbps else None) if x]
     return Timing(name=name, median_ms=median, p10_ms=q(0.1), p90_ms=q(0.9), count=len(samples),
-                  tflops=tflops, tbps=tbps, roofline_fraction=max(shares) if shares else None)
+                  tflops=tflops, tbps=tbps, roofline_fraction=max(shares) if shares else None,
+                  ci_low_ms=interval[0] if interval else None, ci_high_ms=interval[1] if interval else None,
+                  set_medians_ms=tuple(medians))
+
+
+def ci_text(t: Timing) -> str:
+    """The median's interval as a verdict says it: "±0.4% (95% CI)"."""
+    half = t.ci_half_width
+    return "(too few launches for a 95% CI)" if half is None else f"±{100 * half:.1f}% (95% CI)"
+
+
+def timed_sets(checked: tuple[T, ...]) -> tuple[T, ...]:
+    """The input sets a timing run rotates through (their seeds, or what goes with each): one per
+    checked seed, set ``i`` placed as a checked case's run ``i`` (``rounds.set_placing``: the first
+    flush, the others drawn); a single checked seed comes twice, so that its flush and its drawn
+    placement are both timed."""
+    return checked * 2 if len(checked) == 1 else checked
+
+
+def _set_ratios(other: Timing, cand: Timing) -> float:
+    """The speed-up over ``other`` at one size set: the lowest of its per-input-set ratios."""
+    return min(o / c for o, c in zip(other.set_medians_ms, cand.set_medians_ms, strict=True))
+
+
+def _set_note(t: Timing, label: str) -> str:
+    """Where a contender's medians differ by more than 3% between input sets, they are named."""
+    medians = t.set_medians_ms
+    if len(medians) < 2 or max(medians) <= 1.03 * min(medians):
+        return ""
+    each = ", ".join(f"{m:.4f} ms (set {i + 1}, {rounds.set_placing(i)})" for i, m in enumerate(medians))
+    return f"{t.name}'s median per input set at {label}: {each}; the slowest counts"
 
 
 def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
@@ -101,21 +142,26 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
         if references is not None and None in references:
             problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
                             "(no checked case there)")
+        slots = timed_sets(tuple(checked))
+        if references is not None:
+            references = timed_sets(references)
         try:
-            reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=tuple(checked),
+            reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=slots,
                                             contenders=tuple(contenders), budget_s=options.timing_budget_s,
-                                            references=references), max(120.0, options.case_timeout_s))
+                                            ci_target=options.timing_ci, references=references),
+                            max(120.0, options.case_timeout_s))
         except WorkerFault as fault:
             return (Gate("timing", Status.ERROR, f"the timing run failed at {label}: {fault.kind}: {fault}",
                          ("a kernel that passes its checked launches but fails when launched repeatedly is not "
                           "correct",)), tuple(timings), _headline(ratios))
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
-        here = [replace(_timing_stats(name, samples, flops, nbytes, peak_tflops, peak_tbps), sizes=label)
+        here = [replace(_timing_stats(name, samples, len(slots), flops, nbytes, peak_tflops, peak_tbps), sizes=label)
                 for name, samples in zip(reply.names, reply.times_ms, strict=True)]
         timings.extend(here)
         by_name = {t.name: t for t in here}
         cand = by_name["candidate"]
-        problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in checked], verified, label,
+        notes += [note for t in here if (note := _set_note(t, label))]
+        problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in slots], verified, label,
                                             tuple(p.name for p in spec.outputs), held)
         if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
             said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
@@ -127,16 +173,21 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
                                 "(set cost.approximate = true if the cost model is an estimate)")
         for other in ratios:
             if other in by_name:
-                ratios[other].append(by_name[other].median_ms / cand.median_ms)
-        part_text = [f"candidate {cand.median_ms:.4f} ms (median of {cand.count}, {len(checked)} input sets) at {label}"]
+                ratios[other].append(_set_ratios(by_name[other], cand))
+        part_text = [f"candidate median {cand.median_ms:.4f} ms {ci_text(cand)}, n={cand.count} over {len(slots)} "
+                     f"input sets (the slowest set's median) at {label}"]
         if cand.roofline_fraction is not None:
             part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
         for other in ("source", "library"):
             if other in by_name:
-                part_text.append(f"{by_name[other].median_ms / cand.median_ms:.2f}x vs {other}")
+                part_text.append(f"{_set_ratios(by_name[other], cand):.2f}x vs {other}")
+        target = f"±{100 * options.timing_ci:g}%"
+        part_text.append(f"every median within {target}: target reached" if within_target(reply.times_ms, len(slots),
+                                                                                           options.timing_ci)
+                         else f"stopped at the cap before every median was within {target}")
         parts.append(", ".join(part_text))
     if len(parts) > 1:
-        notes.append("the headline speed-ups are the lowest over these size sets")
+        notes.append("the headline speed-ups are the lowest over these size sets (each the lowest over its input sets)")
     speed = _headline(ratios)
     if problems:
         return Gate("timing", Status.FAILED, problems[0], tuple(problems[1:] + parts)), tuple(timings), speed

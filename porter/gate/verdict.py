@@ -244,7 +244,11 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class Timing:
-    """Device time of one contender (candidate, source kernel, library), events around each launch."""
+    """Device time of one contender (candidate, source kernel, library), events around each launch.
+
+    Timing rotates through input sets whose buffers lie differently (see ``runner.rounds``); the
+    median, its interval and the percentiles are those of the contender's slowest set, ``count``
+    the launches over all sets."""
 
     name: str
     median_ms: float
@@ -255,6 +259,17 @@ class Timing:
     tbps: float | None = None
     roofline_fraction: float | None = None  # of the arch profile's peak: max(compute, memory) share
     sizes: str = ""  # the size set, e.g. "M=4096, N=4096, K=4096"
+    # The median's 95% confidence interval (see porter.gate.median_ci); None: too few launches.
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    set_medians_ms: tuple[float, ...] = ()  # the median on each input set, in the timing run's order
+
+    @property
+    def ci_half_width(self) -> float | None:
+        """Half the interval's width over the median (0.004: ±0.4%); None without an interval."""
+        if self.ci_low_ms is None or self.ci_high_ms is None or self.median_ms <= 0:
+            return None
+        return (self.ci_high_ms - self.ci_low_ms) / 2 / self.median_ms
 
 
 @dataclass(frozen=True)

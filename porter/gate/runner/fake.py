@@ -36,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, WorkerFault
 from porter.gate.runner.protocol import (
     CaseJob,
     CaseReply,
+    Contender,
     Job,
     OutputsJob,
     OutputsReply,
@@ -145,7 +147,8 @@ class FakeGpu:
     candidate is right, unless its cubin holds the bytes ``porter_fake_wrong`` (a candidate with a
     ``.global`` of that name), whose first output is off by one, or ``porter_fake_tuned``, right only
     on the seeds in ``tuned_seeds`` (a candidate tuned to the seeds it was shown). A case job takes ``case_s`` and a
-    timing job ``time_s`` seconds of the simulated GPU. Each job is logged as ``(op, start, end,
+    timing job ``time_s`` seconds of the simulated GPU; its launch times carry a relative noise of
+    ``time_noise`` (see :meth:`_time`), so that the timing loop stops early or runs to its cap. Each job is logged as ``(op, start, end,
     runner)``; ``references`` counts the references computed (a ``held`` reference is not).
     ``die_first`` > 0 makes the process exit (code 17) at its first case jobs, counted in the file
     ``marker`` across processes: a worker that dies mid-candidate.
@@ -153,13 +156,14 @@ class FakeGpu:
 
     def __init__(self, *, arch: str = "sm_90a", name: str = "Fake GPU", case_s: float = 0.0, time_s: float = 0.0,
                  device_count: int = 1, die_first: int = 0, marker: str = "",
-                 tuned_seeds: tuple[int, ...] = ()) -> None:
+                 tuned_seeds: tuple[int, ...] = (), time_noise: float = 0.002) -> None:
         self.info = DeviceInfo(name=name, arch=arch.rstrip("af"), compute_capability="9.0", sm_count=132,
                                l2_bytes=50 << 20, max_shared_optin=232448, driver="13.0", runtime="13.0",
                                cupy="none", device_count=device_count)
         self.case_s, self.time_s = case_s, time_s
         self.die_first, self.marker = die_first, marker
         self.tuned_seeds = tuned_seeds
+        self.time_noise = time_noise
         self.log: list[tuple[str, float, float, int]] = []
         self.references = 0
         self._lock = threading.Lock()
@@ -251,10 +255,29 @@ class FakeGpu:
                          digests=self._digests(outputs), kernel_s=self.case_s)
 
     def _time(self, job: TimeJob) -> TimeReply:
-        """Ten launches per contender, rotating through the job's input sets as the worker does."""
+        """Rounds run as the worker runs them (:func:`rounds.adaptive_rounds`), rotating through the
+        job's input sets, each launch's time its contender's (candidate 1 ms, source 2 ms, library
+        1.25 ms; 1.5 times that for a candidate holding ``porter_fake_slow_drawn`` on a set whose
+        buffers are drawn) times a log-normal noise of ``time_noise``, drawn from the job's seeds."""
         spec = self._spec(job.spec_path)
         names = [c.name for c in job.contenders]
-        reps = 10
+        sets = len(job.seeds)
+        base = {"candidate": 1.0, "source": 2.0, "library": 1.25}
+
+        def ms(c: Contender, index: int) -> float:
+            slow = b"porter_fake_slow_drawn" in c.cubin and rounds.set_placing(index) == "drawn"
+            return base.get(c.name, 1.0) * (1.5 if slow else 1.0)
+
+        rng = np.random.default_rng([*job.seeds, 1 + int(self.time_noise * 1e6)])
+
+        def run_batch(first: int, end: int) -> list[list[float]]:
+            return [[ms(c, r % sets) * float(np.exp(self.time_noise * rng.standard_normal())) for r in range(first, end)]
+                    for c in job.contenders]
+
+        round_s = sum(ms(c, 0) for c in job.contenders) / 1e3
+        cap = rounds.rep_cap(job.budget_s, round_s, job.min_reps, job.max_reps, sets)
+        times = rounds.adaptive_rounds(run_batch, len(names), sets, job.min_reps, cap, job.ci_target)
+        reps = len(times[0]) if times else 0
         digests: list[list[int] | None] = []
         repeat: list[int] = []
         for c in job.contenders:
@@ -263,13 +286,11 @@ class FakeGpu:
                 continue
             per_set = [self._digests(self._kernel(spec, job.sizes, seed, "", self._wrong(c.cubin, seed)))
                        for seed in job.seeds]
-            digests.append([d for r in range(reps) for d in per_set[r % len(job.seeds)]])
-            repeat = repeat or per_set[0] * reps
+            digests.append([d for r in range(reps) for d in per_set[r % sets]])
+            repeat = repeat or per_set[0] * min(reps, rounds.REPEAT_LAUNCHES)
         time.sleep(self.time_s)
-        times = {"candidate": 1.0, "source": 2.0, "library": 1.25}
-        return TimeReply(names=names, times_ms=[[times.get(n, 1.0)] * reps for n in names], digests=digests,
-                         repeat_digests=repeat, outputs_per_launch=len(spec.outputs), guards=[[] for _ in names],
-                         seeds=list(job.seeds))
+        return TimeReply(names=names, times_ms=times, digests=digests, repeat_digests=repeat,
+                         outputs_per_launch=len(spec.outputs), guards=[[] for _ in names], seeds=list(job.seeds))
 
 
 class FakeGpuRunner:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from porter.gate.runner import rounds
 from porter.gate.runner.launch import Launch, output_digests
 from porter.gate.runner.protocol import (
     CaseJob,
@@ -23,8 +24,6 @@ from porter.gate.runner.protocol import (
 )
 from porter.gate.runner.state import LoadedModule, WorkerState
 from porter.gate.usercode import load_callable
-
-REPEAT_LAUNCHES = 64  # consecutive untimed launches after the timing loop, globals carried over
 
 
 def _same_bytes(run: dict[str, np.ndarray], first: dict[str, np.ndarray]) -> bool:
@@ -169,23 +168,30 @@ def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) ->
 
 
 def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
-    """Time contenders interleaved: for each repetition, each contender once, L2 flushed before each.
+    """Time contenders interleaved: in each round, each contender once, L2 flushed before each.
 
-    Interleaving makes ratios between contenders survive clock and thermal drift. Repetition ``r``
+    Interleaving makes ratios between contenders survive clock and thermal drift. Round ``r``
     runs on input set ``r % len(seeds)`` (each set drawn from its seed, each checked by the caller),
-    so no launch finds the inputs the last one had. Every timed launch starts from the same restored
-    state as a checked one (fresh poison in the outputs, inputs and module globals restored, shared
-    memory overwritten: all outside the timed events) in buffers placed as a checked case's first
-    run places them, and a kernel contender's outputs are digested after every launch, so the
-    caller can hold each timed launch to the outputs verified for its set. Then the candidate runs
-    a repeat phase (see below), and the guard bytes are checked. A contender's launch is one run of
-    its hot loop, every kernel of a sequence inside the timed events. With ``references`` (one per
-    seed, as the case jobs had them), the candidate's nondeterministic outputs are held to them (see
-    :mod:`porter.gate.runner.hold`).
+    so no launch finds the inputs the last one had, and each set's buffers lie as the checked
+    case's run of the set's index placed them (set 0 flush, later sets drawn from their seed: see
+    :func:`rounds.set_placing`), so that a kernel cannot tell a timed launch by where its buffers
+    lie. Every timed launch starts from the same restored state as a checked one (fresh poison in
+    the outputs, inputs and module globals restored, shared memory overwritten: all outside the
+    timed events), and a kernel contender's outputs are digested after every launch, so the
+    caller can hold each timed launch to the outputs verified for its set.
+
+    Rounds run in batches until every contender's median on every set is known to ``ci_target``
+    or the budget's cap is reached (see :mod:`porter.gate.runner.rounds`); the events are
+    allocated for the cap beforehand and read, after a synchronize, between batches only. Then the
+    candidate runs a repeat phase (see below), and the guard bytes are checked. A contender's
+    launch is one run of its hot loop, every kernel of a sequence inside the timed events. With
+    ``references`` (one per seed, as the case jobs had them), the candidate's nondeterministic
+    outputs are held to them (see :mod:`porter.gate.runner.hold`).
     """
     cp = state.cp
     state.drop_case_launch()
     spec_path, sizes, seeds, contenders = job.spec_path, job.sizes, job.seeds, job.contenders
+    sets = len(seeds)
     spec = state.spec(spec_path)
     inputs = [state.inputs(spec, sizes, seed) for seed in seeds]
     flush = state.flush_buffer()
@@ -196,8 +202,8 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
         for c in contenders:
             own = state.spec(spec_path, c.launch, c.entry or None)
             steps.append([])
-            for seed, host_args in zip(seeds, inputs, strict=True):
-                launch = Launch(state, own, sizes, host_args, seed)
+            for index, (seed, host_args) in enumerate(zip(seeds, inputs, strict=True)):
+                launch = Launch(state, own, sizes, host_args, seed, rounds.set_placing(index))
                 launches.append(launch)
                 if c.kind == "kernel":
                     module = state.module(c.cubin)
@@ -221,37 +227,41 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
             launch.reset()
             flush.fill(0)
 
-        # Warm-up (module load, cuBLAS handle, clocks), then estimate one round's time.
+        # Warm-up (module load, cuBLAS handle, clocks, each set's buffers), then estimate one round's time.
         for _ in range(2):
             t0 = time.perf_counter()
             for own_steps in steps:
-                launch, kernel, run = own_steps[0]
-                prepare(launch, kernel)
-                run()
+                for launch, kernel, run in own_steps:
+                    prepare(launch, kernel)
+                    run()
             cp.cuda.Device().synchronize()
-        round_s = max(time.perf_counter() - t0, 1e-6)
-        reps = int(min(job.max_reps, max(job.min_reps, job.budget_s / round_s)))
-        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)] for _ in steps]
+        round_s = max(time.perf_counter() - t0, 1e-6) / sets
+        cap = rounds.rep_cap(job.budget_s, round_s, job.min_reps, job.max_reps, sets)
+        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in range(cap)] for _ in steps]
         outputs = len(spec.outputs)
-        digests = [cp.zeros(reps * outputs, dtype=cp.uint64) if c.kind == "kernel" else None for c in contenders]
-        for r in range(reps):
-            order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
-            for i in order:
-                launch, kernel, run = steps[i][r % len(seeds)]
-                prepare(launch, kernel)
-                start, end = events[i][r]
-                start.record()
-                run()
-                end.record()
-                if digests[i] is not None:
-                    launch.digest_outputs(digests[i], r * outputs)
-        cp.cuda.Device().synchronize()
-        times = [[cp.cuda.get_elapsed_time(s, e) for s, e in evs] for evs in events]
+        digests = [cp.zeros(cap * outputs, dtype=cp.uint64) if c.kind == "kernel" else None for c in contenders]
+
+        def run_batch(first: int, end: int) -> list[list[float]]:
+            for r in range(first, end):
+                for i in rounds.round_order(r, sets, len(steps)):
+                    launch, kernel, run = steps[i][r % sets]
+                    prepare(launch, kernel)
+                    start, stop = events[i][r]
+                    start.record()
+                    run()
+                    stop.record()
+                    if digests[i] is not None:
+                        launch.digest_outputs(digests[i], r * outputs)
+            cp.cuda.Device().synchronize()  # between batches: no timed window is open
+            return [[cp.cuda.get_elapsed_time(*evs[r]) for r in range(first, end)] for evs in events]
+
+        times = rounds.adaptive_rounds(run_batch, len(steps), sets, job.min_reps, cap, job.ci_target)
+        reps = len(times[0]) if times else 0
         # The repeat phase (not timed): the candidate launched again and again on the first set
         # without restoring its globals, as a program calls it, each launch from fresh poison and
         # digested: a kernel that counts its calls and skips (or breaks) after a few is caught here.
         launch, kernel, run = steps[0][0]
-        repeats = min(reps, REPEAT_LAUNCHES)
+        repeats = min(reps, rounds.REPEAT_LAUNCHES)
         repeat = cp.zeros(repeats * outputs, dtype=cp.uint64)
         for r in range(repeats):
             launch.reset()
@@ -259,7 +269,7 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
             launch.digest_outputs(repeat, r * outputs)
         cp.cuda.Device().synchronize()
         guards = [[g for launch, _, _ in own_steps for g in launch.guard_problems()] for own_steps in steps]
-        digest_lists = [None if d is None else [int(x) for x in d.get()] for d in digests]
+        digest_lists = [None if d is None else [int(x) for x in d[:reps * outputs].get()] for d in digests]
         repeat_list = [int(x) for x in repeat.get()]
     finally:
         for launch in launches:

@@ -95,8 +95,11 @@ class Contender:
 
 @dataclass(frozen=True)
 class TimeJob:
-    """Time contenders interleaved at one size set, rotating through one input set per seed (see
-    ``jobs.job_time``); with ``references`` (one per seed), nondeterministic outputs are held to them."""
+    """Time contenders interleaved at one size set, rotating through one input set per seed (a
+    seed may come twice: set ``i`` lies as a checked case's run ``i``, see ``jobs.job_time``),
+    until each contender's median on each set is known within ±``ci_target`` (95%) or
+    ``budget_s`` or ``max_reps`` is spent; with ``references`` (one per seed), nondeterministic
+    outputs are held to them."""
 
     op: ClassVar[str] = "time"
     spec_path: str
@@ -104,14 +107,16 @@ class TimeJob:
     seeds: tuple[int, ...]
     contenders: tuple[Contender, ...]
     budget_s: float = 2.0
-    max_reps: int = 200
-    min_reps: int = 10
+    max_reps: int = 1000
+    min_reps: int = 20  # the first batch: 10 a set over two sets, an interval of the 2nd and 9th of 10
+    ci_target: float = 0.01  # relative half-width of each median's 95% confidence interval
     references: tuple[Reference | None, ...] | None = None
 
 
 @dataclass(frozen=True)
 class TimeReply:
-    """Per contender (in the job's order): its launch times; for a kernel, one number per output
+    """Per contender (in the job's order): its launch times, one per round run (as many as the
+    run took to know the medians, see ``jobs.job_time``); for a kernel, one number per output
     per timed launch (launch ``r`` ran on set ``r % len(seeds)``) and the guard problems; for the
     candidate (the first contender), the repeat phase's numbers, on the first set."""
 

@@ -177,7 +177,7 @@ class WorkerState:
             return held[1]
         if held is not None:
             held[1].release()
-        launch = Launch(self, spec, sizes, host_args, seed, "flush" if slot == 0 else "drawn")
+        launch = Launch(self, spec, sizes, host_args, seed, layout.run_placing(slot))
         self._cases[slot] = (key, launch)
         return launch
 
