@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.gate.compare import within_tolerance
+from porter.gate.elementwise import within_tolerance
 
 
 def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
