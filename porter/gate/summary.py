@@ -68,6 +68,20 @@ def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str) -> t
     return atol, rtol, limit
 
 
+def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
+                     decode: Callable[[Any], Any] | None = None, chunk: int = CHUNK) -> OutputSummary:
+    """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
+    judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
+    of the output's dtype), ``ref`` flat."""
+    atol, rtol, limit = output_terms(spec, name, sizes, values)
+    p = spec.param(name)
+    assert p.dtype is not None  # an output buffer has a dtype
+    dtype = np.dtype(p.dtype.numpy)
+    exact = dtype.kind in "biu" and ref.dtype.kind in "biu" and atol == 0 and rtol == 0
+    return summarize(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=tuple(spec.shape(p, sizes)),
+                     dtype=str(dtype), values=decode, chunk=chunk)
+
+
 @dataclass
 class _Tally:
     """Figures summed over chunks."""
