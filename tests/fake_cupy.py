@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,7 +56,7 @@ def ascontiguousarray(a: Any) -> ndarray:
 
 
 flatnonzero, count_nonzero = np.flatnonzero, np.count_nonzero
-abs, isnan, isfinite, dtype = np.abs, np.isnan, np.isfinite, np.dtype  # CuPy's names
+abs, isnan, isinf, isfinite, where, dtype = np.abs, np.isnan, np.isinf, np.isfinite, np.where, np.dtype  # CuPy's names
 uint8, uint16, uint32, uint64, int32 = np.uint8, np.uint16, np.uint32, np.uint64, np.int32
 float16, float32, float64 = np.float16, np.float32, np.float64
 
@@ -136,3 +137,23 @@ class _Device:
 
 
 cuda = SimpleNamespace(Device=_Device, Event=_Event, get_elapsed_time=lambda start, end: 1.0)
+
+
+class _MemoryPool:
+    """CuPy's pool, where nothing is allocated through it: the arrays here are NumPy's."""
+
+    def malloc(self, nbytes: int) -> Any:
+        raise AssertionError("the fake device allocates no device memory")
+
+    def free_all_blocks(self) -> None:
+        pass
+
+
+@contextmanager
+def _using_allocator(allocator: Any) -> Iterator[None]:
+    yield
+
+
+cuda.MemoryPool = _MemoryPool
+cuda.using_allocator = _using_allocator
+cuda.runtime = SimpleNamespace(memset=lambda ptr, value, nbytes: None)

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from porter.gate.compare import compare, compare_runs, format_comparison, reference_warnings
+from porter.gate.compare import compare, compare_runs, format_comparison
+from porter.gate.summary import reference_warnings
 
 F32 = {"atol": 1e-5, "rtol": 1e-4}
 BF16 = {"atol": 1e-2, "rtol": 2e-2}
@@ -385,29 +386,29 @@ def test_a_single_wrong_element_is_not_taken_for_a_scale_or_offset() -> None:
 
 
 def test_reference_warnings() -> None:
-    assert reference_warnings(np.full((8, 8), 2.5), 1e-5, 1e-4) == (
+    assert reference_warnings(np, np.full((8, 8), 2.5), 1e-5, 1e-4) == (
         "the reference is constant (2.5 everywhere): it cannot catch index, layout or race errors",
     )
-    assert reference_warnings(np.zeros(10), 1e-5, 1e-4) == (
+    assert reference_warnings(np, np.zeros(10), 1e-5, 1e-4) == (
         "the reference is all zeros: a kernel that writes only zeros passes",
     )
-    small = reference_warnings(np.linspace(-1e-3, 1e-3, 50), 1e-2, 2e-2)
+    small = reference_warnings(np, np.linspace(-1e-3, 1e-3, 50), 1e-2, 2e-2)
     assert small == (
         "the reference is too small for its tolerance: max |ref| = 0.001 with atol 0.01, rtol 0.02: "
         "an all-zero output would pass",
     )
     mostly_small = np.full(100, 1e-4)
     mostly_small[:5] = [1.0, 2.0, 3.0, 4.0, 5.0]
-    assert reference_warnings(mostly_small, 1e-2, 2e-2) == (
+    assert reference_warnings(np, mostly_small, 1e-2, 2e-2) == (
         "95% of the reference (95 of 100) is within its tolerance of 0 (atol 0.01): a zero written there would pass",
     )
     nan = np.full(10, np.nan)
-    assert reference_warnings(nan, 0, 0) == ("the reference is all NaN: only NaN placement is checked",)
+    assert reference_warnings(np, nan, 0, 0) == ("the reference is all NaN: only NaN placement is checked",)
     nan[:3] = [1.0, 2.0, 3.0]
-    assert reference_warnings(nan, 0, 0) == (
+    assert reference_warnings(np, nan, 0, 0) == (
         "the reference is 70% NaN (7 of 10): those elements only check that out is NaN there too",
     )
-    assert reference_warnings(_ref((32, 32)), 1e-5, 1e-4) == ()
+    assert reference_warnings(np, _ref((32, 32)), 1e-5, 1e-4) == ()
 
 
 def test_degenerate_reference_warnings_reach_the_report() -> None:
@@ -494,5 +495,5 @@ def test_one_element_beyond_tolerance_always_fails_and_is_listed_first(
 
 def test_a_single_element_reference_is_not_called_constant() -> None:
     # A sweep's n = 1 case is constant by construction; only references of real size are flagged.
-    assert reference_warnings(np.array([1.19]), atol=1e-5, rtol=1e-4) == ()
-    assert any("constant" in w for w in reference_warnings(np.full(64, 1.19), atol=1e-5, rtol=1e-4))
+    assert reference_warnings(np, np.array([1.19]), atol=1e-5, rtol=1e-4) == ()
+    assert any("constant" in w for w in reference_warnings(np, np.full(64, 1.19), atol=1e-5, rtol=1e-4))

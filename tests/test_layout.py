@@ -25,7 +25,7 @@ from porter.errors import InputError
 from porter.gate import layout
 from porter.gate.runner.jobs import job_case, job_time
 from porter.gate.runner.launch import Launch
-from porter.gate.runner.protocol import CaseJob, CaseReply, Contender, Reference, TimeJob
+from porter.gate.runner.protocol import INITIAL_STATES, CaseJob, CaseReply, Contender, Reference, TimeJob
 from porter.gate.runner.state import WorkerState
 from porter.gate.spec import load_spec
 
@@ -167,3 +167,85 @@ def test_every_timed_launch_runs_on_a_checked_input_set_in_turn() -> None:
         launches = reply.digests[0]
         assert len(launches) == 4
         assert (launches == [verified[r % 2][0] for r in range(4)]) is rotates
+
+
+def _device_case(state: WorkerState, seed: int, reference: Reference | None = None) -> CaseReply:
+    ref = reference or Reference("python", key="ref", path=str(VECTOR_ADD.parent / "ref.py"), function="vector_add")
+    return job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(VECTOR_ADD), sizes={"n": 1000},
+                                   seed=seed, reference=ref, judge="device"))
+
+
+def test_a_case_judged_on_the_device_sends_summaries_and_a_wrong_one_its_outputs() -> None:
+    """The worker's device path on the fake device: an honest kernel's case comes back as each
+    run's summaries (no outputs, no reference), equal to what the host's judgement of the same
+    case's outputs finds; a kernel wrong in some run sends that case's outputs to the host."""
+    from porter.gate.compare import compare
+    from porter.gate.summary import output_terms
+
+    spec = load_spec(VECTOR_ADD)
+    honest = _state(_vector_add())
+    try:
+        for seed in (1, 2):
+            device = _device_case(honest, seed)
+            host = _case(honest, seed)
+            assert device.outputs == [] and device.reference is None and len(device.summaries) == len(INITIAL_STATES)
+            assert device.digests == host.digests and device.guards == host.guards == []
+            assert host.reference is not None
+            atol, rtol, limit = output_terms(spec, "out", {"n": 1000}, "")
+            check = compare("out", host.outputs[0]["out"], host.reference["out"], atol=atol, rtol=rtol, limit=limit)
+            s = device.summaries[0]["out"]
+            assert (s.passed, s.mismatches, s.unjudged, s.max_abs_err, s.warnings) == (
+                check.passed, check.mismatches, check.unjudged, check.max_abs_err, check.warnings)
+        held = _device_case(honest, 2, Reference("held", key="ref", outputs=host.reference))  # seed 2's
+        assert held.summaries and held.reference is None
+        with pytest.raises(RuntimeError, match="without its arrays"):
+            _device_case(honest, 1, Reference("held", key="ref"))
+    finally:
+        honest.close()
+    picky = _state(_vector_add(picky=True))
+    try:
+        replies = [_device_case(picky, seed) for seed in range(1, 9)]
+        shipped = [r for r in replies if not r.summaries]
+        assert shipped and all(r.outputs and r.reference is not None for r in shipped)
+        assert all(r.outputs == [] for r in replies if r.summaries)
+    finally:
+        picky.close()
+
+
+def test_an_input_written_by_the_kernel_is_found_on_the_device() -> None:
+    def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        count = int(n)
+        at(out, count, np.float32)[:] = at(x, count, np.float32) + at(y, count, np.float32)
+        at(x, count, np.float32)[3:5] = 7
+
+    state = _state(body)
+    try:
+        reply = _device_case(state, 1)
+    finally:
+        state.close()
+    assert reply.modified and reply.modified[0].startswith("x: ") and "(first at byte 12)" in reply.modified[0]
+
+
+def test_a_run_wrong_only_from_zeros_ships_the_first_run_and_its_own_outputs() -> None:
+    """Judged on the device, the third run (from zeros, in the buffers the second run used) fails:
+    the host gets the first run's outputs, None for the second (it passed like the first) and the
+    third's, and says the kernel depends on the output's initial contents."""
+    from porter.gate.equivalence import judge_case
+    from porter.gate.plan import Case
+
+    def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        count = int(n)
+        result = np.float32(float(alpha)) * at(x, count, np.float32) + at(y, count, np.float32)
+        dest = at(out, count, np.float32)
+        keep = (np.arange(count) >= count // 2) & (dest == 0)  # leaves upper-half zeros as they are
+        dest[:] = np.where(keep, dest, result)
+
+    state = _state(body)
+    try:
+        reply = _device_case(state, 5)
+    finally:
+        state.close()
+    assert reply.summaries == [] or len(reply.summaries) < len(INITIAL_STATES)
+    assert reply.outputs[0] is not None and reply.outputs[1] is None and reply.outputs[2] is not None
+    result = judge_case(load_spec(VECTOR_ADD), Case({"n": 1000}, 5), reply)
+    assert result.status == "failed" and "when the output starts as zeros" in result.reason, result.reason

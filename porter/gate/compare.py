@@ -1,8 +1,10 @@
 """Compare a kernel's output buffer with its reference: whether it is within tolerance, by how much
 it is off, and whether two identical runs agree bit for bit.
 
-Pure numpy, no GPU: the gate copies each output back to the host and calls :func:`compare`.
-Everything is compared in float64 (integers exactly). The gate fills outputs with a poison value
+Pure numpy, no GPU: the figures and the verdict are :func:`porter.gate.summary.summarize`'s (the
+same code the worker runs on the GPU: an output that passes there never comes back, and
+:func:`passing_check` makes its check); :func:`compare` keeps the masks of wrong elements as well,
+for the output copied back because it failed. Everything is compared in float64 (integers exactly). The gate fills outputs with a poison value
 (NaN for floats) before the launch, so NaN in ``out`` where the reference has none marks an element
 the kernel never wrote. Where an output fails, :func:`porter.gate.localize.localize` says where and
 how it is wrong.
@@ -12,16 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from porter.gate.elementwise import TINY, as_float64, chunks, index_text, judge, number_text
+from porter.gate.elementwise import as_float64, chunks, index_text, number_text
 from porter.gate.localize import holds, localize, resolve_tile, same
+from porter.gate.summary import OutputSummary, reference_warnings, summarize
 from porter.gate.verdict import BadElement, IndexTuple, Localization, OutputCheck
-
-_MOSTLY = 0.9  # share of the reference within tolerance of 0 that earns a warning
-_SAFE_SCALE = (1e-100, 1e100)  # magnitudes whose squares, summed over a chunk, stay in float64 range
 
 
 def compare(
@@ -51,158 +50,50 @@ def compare(
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
     out_arr, ref_arr = np.asarray(out, order="C"), np.asarray(ref, order="C")
     tile_shape, guessed = resolve_tile(ref_arr.shape, tile)
-    warnings = reference_warnings(ref_arr, atol, rtol)
     if out_arr.shape != ref_arr.shape:
+        warnings = reference_warnings(np, ref_arr, atol, rtol)
         return _shape_mismatch(name, out_arr, ref_arr, atol, rtol, tile_shape, guessed, warnings)
 
     exact = _is_int(out_arr.dtype) and _is_int(ref_arr.dtype) and atol == 0 and rtol == 0
-    out_flat, ref_flat = out_arr.reshape(-1), ref_arr.reshape(-1)
-    bad = np.empty(out_flat.size, dtype=bool)
-    poison = np.empty(out_flat.size, dtype=bool)
-    max_abs = max_rel = 0.0
-    nan_count = inf_count = ref_nan_count = unjudged = 0
-    err_parts: list[tuple[float, float]] = []
-    ref_parts: list[tuple[float, float]] = []
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for sl in chunks(out_flat.size):
-            o, r = as_float64(out_flat[sl]), as_float64(ref_flat[sl])
-            r_raw = r
-            ok, absdiff, finite = judge(o, r, atol, rtol)
-            if exact:
-                ok = out_flat[sl] == ref_flat[sl]
-                # Integers that differ differ by at least 1, even where float64 rounds both alike.
-                np.maximum(absdiff, 1.0, out=absdiff, where=~ok)
-            np.logical_not(ok, out=bad[sl])
-            if finite.all():
-                poison[sl] = False
-            else:
-                o_nan, r_nan = np.isnan(o), np.isnan(r)
-                np.logical_and(o_nan, ~r_nan, out=poison[sl])
-                nan_count += int(np.count_nonzero(o_nan))
-                ref_nan_count += int(np.count_nonzero(r_nan))
-                inf_count += int(np.count_nonzero(np.isinf(o)))
-                absdiff[~finite] = 0.0
-                r = np.where(finite, r, 0.0)
-            if limit is not None and (left := _left_out(r_raw, limit)) is not None:
-                unjudged += int(np.count_nonzero(left))
-                bad[sl] &= ~left
-                poison[sl] &= ~left
-                absdiff[left] = 0.0
-                r = np.where(left, 0.0, r)
-            chunk_max = float(absdiff.max())
-            max_abs = max(max_abs, chunk_max)
-            rel = np.abs(r)
-            ref_max = float(rel.max())
-            np.maximum(rel, TINY, out=rel)
-            np.divide(absdiff, rel, out=rel)
-            max_rel = max(max_rel, float(rel.max()))
-            err_parts.append(_partial_l2(absdiff, chunk_max))
-            ref_parts.append(_partial_l2(r, ref_max))
-    err_norm, ref_norm = _l2(err_parts), _l2(ref_parts)
-    rel_l2 = err_norm / ref_norm if ref_norm else (0.0 if err_norm == 0 else math.inf)
+    bad = np.empty(out_arr.size, dtype=bool)
+    poison = np.empty(out_arr.size, dtype=bool)
 
-    n_bad = int(np.count_nonzero(bad))
+    def keep(sl: slice, chunk_bad: np.ndarray, chunk_poison: np.ndarray | None) -> None:
+        bad[sl] = chunk_bad
+        poison[sl] = False if chunk_poison is None else chunk_poison
+
+    summary = summarize(np, out_arr.reshape(-1), ref_arr.reshape(-1), atol=atol, rtol=rtol, limit=limit, exact=exact,
+                        shape=tuple(out_arr.shape), dtype=str(out_arr.dtype), masks=keep)
+    check = _from_summary(name, summary)
+    if summary.passed:
+        return _summarised(check)
     first_bad = tuple(_bad_element(out_arr, ref_arr, i) for i in _first_true(bad, max_examples))
-    localization = None
-    if n_bad:
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            localization = localize(
-                out_arr,
-                ref_arr,
-                bad.reshape(out_arr.shape),
-                poison.reshape(out_arr.shape),
-                n_bad,
-                atol,
-                rtol,
-                tile_shape,
-                guessed,
-                max_examples,
-            )
-    return _summarised(OutputCheck(
-        name=name,
-        passed=n_bad == 0,
-        shape=tuple(out_arr.shape),
-        dtype=str(out_arr.dtype),
-        atol=float(atol),
-        rtol=float(rtol),
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
-        rel_l2=rel_l2,
-        mismatches=n_bad,
-        total=int(out_arr.size),
-        nan_count=nan_count,
-        inf_count=inf_count,
-        ref_nan_count=ref_nan_count,
-        first_bad=first_bad,
-        localization=localization,
-        warnings=warnings,
-        unjudged=unjudged,
-    ))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        localization = localize(out_arr, ref_arr, bad.reshape(out_arr.shape), poison.reshape(out_arr.shape),
+                                summary.mismatches, atol, rtol, tile_shape, guessed, max_examples)
+    return _summarised(replace(check, first_bad=first_bad, localization=localization))
 
 
-def _left_out(ref: np.ndarray, limit: float) -> np.ndarray | None:
-    """The elements of a chunk whose reference is not finite or beyond ``limit`` (NaN fails
-    ``<=``), or None when there is none (the common case costs one comparison)."""
-    with np.errstate(invalid="ignore"):
-        left = ~(np.abs(ref) <= limit)
-    return left if left.any() else None
+def passing_check(name: str, summary: OutputSummary) -> OutputCheck:
+    """The check :func:`compare` gives for an output that passes, from its summary alone (made on
+    the GPU where the worker judged it there): a passing output has no wrong element to show."""
+    if not summary.passed:
+        raise ValueError(f"{name}: a failing output is judged from its arrays, not from its summary")
+    return _summarised(_from_summary(name, summary))
+
+
+def _from_summary(name: str, s: OutputSummary) -> OutputCheck:
+    return OutputCheck(
+        name=name, passed=s.passed, shape=s.shape, dtype=s.dtype, atol=s.atol, rtol=s.rtol,
+        max_abs_err=s.max_abs_err, max_rel_err=s.max_rel_err, rel_l2=s.rel_l2, mismatches=s.mismatches,
+        total=s.total, nan_count=s.nan_count, inf_count=s.inf_count, ref_nan_count=s.ref_nan_count,
+        warnings=s.warnings, unjudged=s.unjudged,
+    )
 
 
 def _summarised(check: OutputCheck) -> OutputCheck:
     """The check with its one-text summary (figures, first bad indices, localization)."""
     return replace(check, summary=format_comparison(check))
-
-
-# A reference of a handful of elements (a sweep's n = 1 case) is constant by construction: the
-# warning would be noise there. Constant and all-zero references of real size are still flagged.
-_CONSTANT_MIN_SIZE = 16
-
-
-def reference_warnings(ref: np.ndarray, atol: float, rtol: float) -> tuple[str, ...]:
-    """Say when a reference cannot tell a right kernel from a wrong one.
-
-    A constant or all-zero reference cannot catch index or layout errors; one within its tolerance
-    of 0 lets an all-zero output pass; a mostly-NaN one checks little more than NaN placement.
-    """
-    flat = np.asarray(ref, order="C").reshape(-1)
-    size = flat.size
-    if size == 0:
-        return ("the reference is empty: nothing is compared",)
-    n_nan = near_zero = 0
-    lo, hi = math.inf, -math.inf
-    with np.errstate(invalid="ignore", over="ignore"):
-        for sl in chunks(size):
-            r = as_float64(flat[sl])
-            n_nan += int(np.count_nonzero(np.isnan(r)))
-            lo = min(lo, float(np.fmin.reduce(r, initial=math.inf)))
-            hi = max(hi, float(np.fmax.reduce(r, initial=-math.inf)))
-            near_zero += int(np.count_nonzero(np.abs(r) * (1 - rtol) <= atol))
-    if n_nan == size:
-        return ("the reference is all NaN: only NaN placement is checked",)
-    warnings: list[str] = []
-    if 2 * n_nan > size:
-        warnings.append(
-            f"the reference is {100 * n_nan / size:.0f}% NaN ({n_nan} of {size}): "
-            "those elements only check that out is NaN there too"
-        )
-    biggest = max(abs(lo), abs(hi))
-    if lo == hi == 0:
-        warnings.append("the reference is all zeros: a kernel that writes only zeros passes")
-    elif lo == hi and size >= _CONSTANT_MIN_SIZE:
-        warnings.append(
-            f"the reference is constant ({number_text(lo)} everywhere): it cannot catch index, layout or race errors"
-        )
-    elif biggest * (1 - rtol) <= atol:
-        warnings.append(
-            f"the reference is too small for its tolerance: max |ref| = {number_text(biggest)} with atol "
-            f"{number_text(atol)}, rtol {number_text(rtol)}: an all-zero output would pass"
-        )
-    elif near_zero >= _MOSTLY * size:
-        warnings.append(
-            f"{100 * near_zero / size:.0f}% of the reference ({near_zero} of {size}) is within "
-            f"its tolerance of 0 (atol {number_text(atol)}): a zero written there would pass"
-        )
-    return tuple(warnings)
 
 
 def compare_runs(first: np.ndarray, second: np.ndarray) -> str | None:
@@ -266,34 +157,6 @@ def format_comparison(c: OutputCheck) -> str:
         )
     lines.extend(f"  warning: {w}" for w in c.warnings)
     return "\n".join(lines)
-
-
-def within_tolerance(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> Any:
-    """:func:`judge`'s ``ok`` in plain array operations of any array module (``xp``: NumPy, or
-    CuPy where the worker holds an output to its reference on the GPU): within the tolerance
-    where the difference is finite, else equal (the same infinity) or NaN facing NaN."""
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the NaN rules below decide
-        diff = xp.abs(o - r)
-        ok = (diff <= atol + rtol * xp.abs(r)) & xp.isfinite(diff)
-    return ok | (o == r) | (xp.isnan(o) & xp.isnan(r))
-
-
-def _partial_l2(x: np.ndarray, scale: float) -> tuple[float, float]:
-    """One chunk's part of a Euclidean norm: (scale, sum of (x / scale)^2), where scale is the
-    chunk's largest magnitude, so that squares neither overflow nor vanish when combined."""
-    if scale == 0:
-        return 0.0, 0.0
-    if _SAFE_SCALE[0] < scale < _SAFE_SCALE[1]:
-        return scale, float(np.dot(x, x)) / scale**2
-    y = x / scale
-    return scale, float(np.dot(y, y))
-
-
-def _l2(parts: list[tuple[float, float]]) -> float:
-    top = max((scale for scale, _ in parts), default=0.0)
-    if top == 0:
-        return 0.0
-    return top * math.sqrt(sum(ssq * (scale / top) ** 2 for scale, ssq in parts))
 
 
 def _first_true(mask: np.ndarray, k: int) -> list[int]:

@@ -1,13 +1,15 @@
-"""The elementwise judgement that comparison (:mod:`porter.gate.compare`) and localization
-(:mod:`porter.gate.localize`) share: the tolerance rule (:func:`judge`), the passes over an array
-in chunks of about a million elements converted to float64 one at a time (so that a 64M-element
-bf16 output never needs gigabytes of float64 temporaries), and how one element's index and value
-are written.
+"""The elementwise judgement that comparison (:mod:`porter.gate.compare`, :mod:`porter.gate.summary`),
+localization (:mod:`porter.gate.localize`) and the worker's hold on nondeterministic outputs
+(``porter.gate.runner.hold``) share: the tolerance rule (:func:`judge`, written once for any array
+module), the passes over an array in chunks of about a million elements converted to float64 one
+at a time (so that a 64M-element bf16 output never needs gigabytes of float64 temporaries), and how
+one element's index and value are written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -17,34 +19,48 @@ TINY = float(np.finfo(np.float64).tiny)
 CHUNK = 1 << 20  # elements converted to float64 and judged at a time: cache-sized, no huge temporaries
 
 
-def judge(
-    o: np.ndarray, r: np.ndarray, atol: float, rtol: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ok, |o - r|, whether that difference is finite) for arrays of at least one dimension.
+def judge(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:
+    """(ok, |o - r|, whether that difference is finite) for arrays of at least one dimension, in
+    the array module ``xp`` (NumPy, or CuPy where the worker judges an output on the GPU).
 
     The tolerance applies only where the difference is finite: ``rtol * inf`` would otherwise let
     any value pass against an infinite reference. Elsewhere only equality (the same infinity) or
     NaN facing NaN passes. Outputs are mostly finite, so that case is checked once per call and
-    the NaN/Inf rules cost nothing when it holds.
+    the NaN/Inf rules cost nothing when it holds (on a GPU the check is one synchronisation).
     """
-    absdiff = np.subtract(o, r)
-    np.abs(absdiff, out=absdiff)
-    tol = np.abs(r)
-    tol *= rtol
-    tol += atol
-    ok = absdiff <= tol
-    del tol
-    finite = np.isfinite(absdiff)
-    if not finite.all():
-        ok &= finite
-        ok |= o == r
-        ok |= np.isnan(o) & np.isnan(r)
+    ok, absdiff, finite = _within(xp, o, r, atol, rtol)
+    if not bool(finite.all()):
+        ok = _elsewhere(xp, ok, finite, o, r)
     return ok, absdiff, finite
 
 
-def chunks(n: int) -> Iterator[slice]:
-    """Slices of ``range(n)``, :data:`CHUNK` elements each (the last one shorter)."""
-    return (slice(start, min(start + CHUNK, n)) for start in range(0, n, CHUNK))
+def within_tolerance(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> Any:
+    """:func:`judge`'s ``ok`` with no test on the host between array operations, so that it can
+    be queued on a GPU stream without waiting for it (``porter.gate.runner.hold`` counts the
+    elements outside the tolerance after every timed launch)."""
+    ok, _, finite = _within(xp, o, r, atol, rtol)
+    return _elsewhere(xp, ok, finite, o, r)
+
+
+def _within(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:
+    """The rule where the difference is finite: ``|o - r| <= atol + rtol * |r|``."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the NaN rules decide there
+        absdiff = xp.abs(o - r)
+        tol = xp.abs(r)
+        tol *= rtol
+        tol += atol
+    return absdiff <= tol, absdiff, xp.isfinite(absdiff)
+
+
+def _elsewhere(xp: Any, ok: Any, finite: Any, o: Any, r: Any) -> Any:
+    """The rule everywhere: within tolerance where the difference is finite, else the same value
+    (the same infinity) or NaN facing NaN."""
+    return (ok & finite) | (o == r) | (xp.isnan(o) & xp.isnan(r))
+
+
+def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
+    """Slices of ``range(n)``, ``size`` elements each (the last one shorter)."""
+    return (slice(start, min(start + size, n)) for start in range(0, n, size))
 
 
 def as_float64(a: np.ndarray) -> np.ndarray:

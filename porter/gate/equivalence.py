@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from porter.errors import InputError
-from porter.gate.compare import compare, compare_runs, format_comparison
+from porter.gate.compare import compare, compare_runs, format_comparison, passing_check
 from porter.gate.golden import GoldenCase, Manifest
 from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey
@@ -20,9 +20,11 @@ from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
 from porter.gate.runner.protocol import CaseJob, CaseReply, Reference
 from porter.gate.spec import Spec
+from porter.gate.summary import output_terms
 from porter.gate.verdict import (
     CaseResult,
     Gate,
+    OutputCheck,
     Status,
     size_label,
 )
@@ -71,6 +73,10 @@ _INITIAL_WORDS = {"poison": "NaN poison", "random": "random finite values", "zer
 
 
 def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
+    """The verdict on one case: from the summaries of a case whose every output passed on the
+    device, else from its outputs, compared with the reference here."""
+    if reply.summaries:
+        return _judged_on_device(spec, case, reply)
     sizes = case.sizes
     runs = reply.outputs  # None: bit-identical to the first run
     first = runs[0]
@@ -80,21 +86,18 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
     if reply.reference is None:
         raise RuntimeError("a case reached judgement without its reference")
     reference = reply.reference
-    scale = spec.value_case(case.values).atol_scale if case.values else 1.0
     checks = []
     problems: list[str] = []
     nondet = []
     grid = spec.launch_dims(sizes).grid
     for p in spec.outputs:
-        atol, rtol = spec.tolerance(p.name, sizes)
-        atol *= scale
+        # Where the reference is not finite in the output's dtype (inputs span the whole domain),
+        # it says nothing: those elements are left out (limit), the rest of the case is judged.
+        atol, rtol, limit = output_terms(spec, p.name, sizes, case.values)
         if p.name not in reference:
             raise InputError(f"the reference returned no output {p.name!r}")
         ref = np.asarray(reference[p.name])
         tile = block_tile(first[p.name].shape, grid)
-        # Where the reference is not finite in the output's dtype (inputs span the whole domain),
-        # it says nothing: those elements are left out, the rest of the case is judged.
-        limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
         c = check = compare(p.name, first[p.name], ref, atol=atol, rtol=rtol, tile=tile, limit=limit)
         if not c.passed:
             problems.append(f"{p.name}: {c.mismatches} of {c.total} elements wrong")
@@ -122,6 +125,24 @@ def judge_case(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
             check = replace(check, passed=False, summary=f"(starting from {_INITIAL_WORDS.get(bad, bad)}) "
                             + format_comparison(wrong))
         checks.append(check)
+    return _case_result(case, reply, checks, problems, nondet)
+
+
+def _judged_on_device(spec: Spec, case: Case, reply: CaseReply) -> CaseResult:
+    """A case whose outputs all passed on the device, in every run: the first run's summaries make
+    the checks (the worker sends the arrays of any case where one did not)."""
+    for k, run in enumerate(reply.summaries):
+        failed = [name for name, s in run.items() if not s.passed]
+        if failed or run.keys() != {p.name for p in spec.outputs}:
+            raise RuntimeError(f"the worker judged run {k} on the device but sent summaries that do not all pass "
+                               f"(failed {failed}, outputs {sorted(run)})")
+    checks = [passing_check(p.name, reply.summaries[0][p.name]) for p in spec.outputs]
+    return _case_result(case, reply, checks, [], [])
+
+
+def _case_result(case: Case, reply: CaseReply, checks: list[OutputCheck], problems: list[str],
+                 nondet: list[str]) -> CaseResult:
+    sizes = case.sizes
     reasons = []
     if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
         return CaseResult(sizes=dict(sizes), seed=case.seed, status=Status.NOT_RUN, values=case.values, outputs=tuple(checks),
@@ -208,10 +229,15 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
             key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else None
             held = (references.take(key, options.case_timeout_s) if references is not None and key is not None
                     else None)
+            # A worker judging on the device needs the reference there: a held one goes with the job
+            # (parked in shared memory, as replies are); one it makes comes back where it is kept.
+            reference = job if held is None else Reference("held", key=job.key,
+                                                           outputs=held if options.judge == "device" else None)
             try:
                 reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
                                                 seed=case.seed, values=case.values, launch=launch, first=index == 0,
-                                                reference=Reference("held", key=job.key) if held is not None else job),
+                                                reference=reference, judge=options.judge,
+                                                send_reference=references is not None),
                                 options.case_timeout_s)
                 if held is not None:
                     reply = replace(reply, reference=held)

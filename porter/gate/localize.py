@@ -253,7 +253,7 @@ def holds(
 
 
 def _all_pass(o: np.ndarray, target: np.ndarray, atol: float, rtol: float) -> bool:
-    ok = judge(o, target, atol, rtol)[0]
+    ok = judge(np, o, target, atol, rtol)[0]
     ok |= np.isnan(o)
     return bool(ok.all())
 

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from porter.errors import InputError
 from porter.gate.spec import Spec
+
+JUDGE_ENV = "PORTER_JUDGE"
+
+
+def default_judge() -> Literal["device", "host"]:
+    """Where a check compares outputs with the reference: on the GPU (``device``, the default: an
+    output copied back only where it fails) or, with ``PORTER_JUDGE=host`` (for debugging the
+    device path), every output on the host as before."""
+    value = os.environ.get(JUDGE_ENV, "device")
+    if value == "device":
+        return "device"
+    if value == "host":
+        return "host"
+    raise InputError(f"{JUDGE_ENV}={value!r}: give device or host")
 
 
 def timed_sizes(spec: Spec, options: CheckOptions) -> list[dict[str, int]]:
@@ -36,5 +53,6 @@ class CheckOptions:
     # Run the candidate in porter's PTX emulator too (the emulation gate). None: where no GPU here
     # can run it. Evidence only: a check that emulated but ran nothing on a GPU stays `not run`.
     emulate: bool | None = None
+    judge: Literal["device", "host"] = field(default_factory=default_judge)  # see default_judge
 
 

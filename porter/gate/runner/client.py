@@ -34,7 +34,7 @@ from porter.gate.runner.protocol import (
     TimeJob,
     TimeReply,
 )
-from porter.gate.runner.transfer import remove_parking, unpark
+from porter.gate.runner.transfer import Parking, remove_parking, unpark
 
 
 class WorkerFault(Exception):
@@ -117,6 +117,7 @@ class Runner:
         self.info: DeviceInfo | None = None
         self.restarts = 0
         self._parking: str | None = None  # the worker's directory for large replies (see transfer)
+        self._job_parking = Parking(None)  # large arrays of a job, parked in that directory
         self._lock: GpuLock | None = None  # the GPU's lock across processes (see gpulock)
         self._alone = 0  # depth of exclusive() blocks: jobs inside one take no lock of their own
 
@@ -148,6 +149,7 @@ class Runner:
             raise WorkerFault(reply.get("error", "the GPU worker could not start"), kind="unavailable")
         self.info = DeviceInfo(**reply["device"])
         self._parking = reply.get("parking")
+        self._job_parking = Parking(self._parking, prefix="job-")
         if self.info.pci and self._lock is None:
             self._lock = GpuLock(self.info.pci)
         return self.info
@@ -188,6 +190,7 @@ class Runner:
         self._proc = self._conn = None
         remove_parking(self._parking)
         self._parking = None
+        self._job_parking = Parking(None)
 
     # -- jobs ----------------------------------------------------------------------------------
     def call(self, job: Job, timeout_s: float) -> Reply:
@@ -202,7 +205,7 @@ class Runner:
 
     def _call(self, job: Job, timeout_s: float) -> Reply:
         try:
-            self._conn.send(job)
+            self._conn.send(self._job_parking.park(job))
         except (OSError, BrokenPipeError) as err:
             self._kill()
             raise WorkerFault(f"the GPU worker went away ({err})", kind="died") from err

@@ -50,6 +50,7 @@ from porter.gate.runner.protocol import (
     TimeReply,
 )
 from porter.gate.runner.transfer import Parking, parking_directory
+from porter.gate.summary import summarize_output
 
 FAKE_DEVICE = DeviceInfo(name="Fake GPU", arch="sm_90", compute_capability="9.0", sm_count=132, l2_bytes=50 << 20,
                          max_shared_optin=232448, driver="13.0", runtime="13.0", cupy="none")
@@ -151,7 +152,9 @@ class FakeGpu:
     ``time_noise`` (see :meth:`_time`), so that the timing loop stops early or runs to its cap. Each job is logged as ``(op, start, end,
     runner)``; ``references`` counts the references computed (a ``held`` reference is not).
     ``die_first`` > 0 makes the process exit (code 17) at its first case jobs, counted in the file
-    ``marker`` across processes: a worker that dies mid-candidate.
+    ``marker`` across processes: a worker that dies mid-candidate. A case job that asks to be
+    judged on the device is answered as the worker answers it: summaries (NumPy standing in for
+    CuPy in the same code) where every output passes, the outputs where one fails.
     """
 
     def __init__(self, *, arch: str = "sm_90a", name: str = "Fake GPU", case_s: float = 0.0, time_s: float = 0.0,
@@ -251,7 +254,20 @@ class FakeGpu:
             with self._lock:
                 self.references += 1
         time.sleep(self.case_s)
-        return CaseReply(outputs=[outputs] + [None] * (len(job.initials) - 1), initials=list(job.initials), reference=reference,
+        runs = len(job.initials)
+        if job.judge == "device":  # every run alike: one summary each, made as the worker makes them
+            held = job.reference.outputs if job.reference.kind == "held" else reference
+            if held is None:
+                raise WorkerFault("a held reference reached a case judged on the device without its arrays",
+                                  kind="fault")
+            found = {name: summarize_output(np, spec, name, sizes, values, out.reshape(-1),
+                                            np.asarray(held[name]).reshape(-1))
+                     for name, out in outputs.items()}
+            if all(s.passed for s in found.values()):
+                return CaseReply(outputs=[], initials=list(job.initials),
+                                 reference=reference if job.send_reference else None, digests=self._digests(outputs),
+                                 kernel_s=self.case_s, summaries=[found] * runs)
+        return CaseReply(outputs=[outputs] + [None] * (runs - 1), initials=list(job.initials), reference=reference,
                          digests=self._digests(outputs), kernel_s=self.case_s)
 
     def _time(self, job: TimeJob) -> TimeReply:

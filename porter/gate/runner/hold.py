@@ -11,25 +11,42 @@ The functions take the array module (``xp``: CuPy in the worker, NumPy in the te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from porter.gate.compare import within_tolerance
+from porter.gate.elementwise import within_tolerance
 
 
 def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
     """Contiguous bytes of a float dtype as float64 values (8- and 16-bit floats through a table
     of every bit pattern, since CuPy has no bfloat16 or fp8; ``tables`` caches them)."""
-    if dtype.itemsize >= 4:
-        return raw.view(dtype.numpy).astype(xp.float64)
+    return decoder(xp, dtype, tables)(elements(raw, dtype))
+
+
+def elements(raw: Any, dtype: Any) -> Any:
+    """Contiguous bytes as one array element per value: of the dtype itself, or for 8- and
+    16-bit floats their bit patterns as unsigned words (what :func:`decoder` decodes)."""
+    if dtype.itemsize >= 4 or not dtype.is_float:
+        return raw.view(dtype.numpy)
+    return raw.view({1: np.uint8, 2: np.uint16}[dtype.itemsize])
+
+
+def decoder(xp: Any, dtype: Any, tables: dict[str, Any]) -> Callable[[Any], Any]:
+    """Elements (see :func:`elements`) to float64 values. An 8- or 16-bit float's table (a few
+    hundred kilobytes at most) is made here, at once, so that it is never made among the
+    temporaries of a judgement that are scrubbed when it ends (``porter.gate.runner.judge``)."""
+    if dtype.itemsize >= 4 or not dtype.is_float:
+        return lambda values: values.astype(xp.float64)
     words = {1: np.uint8, 2: np.uint16}[dtype.itemsize]
     if dtype.name not in tables:
         every = np.arange(2 ** (8 * dtype.itemsize), dtype=np.int64).astype(words)
         with np.errstate(invalid="ignore"):  # the NaN patterns stay NaN
             tables[dtype.name] = xp.asarray(every.view(dtype.numpy).astype(np.float64))
-    return tables[dtype.name][raw.view(words).astype(xp.int32)]
+    table = tables[dtype.name]
+    return lambda patterns: table[patterns.astype(xp.int32)]
 
 
 @dataclass(frozen=True)

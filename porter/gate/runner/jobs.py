@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.gate.runner import rounds
+from porter.gate.runner import judge, rounds
 from porter.gate.runner.launch import Launch, output_digests
 from porter.gate.runner.protocol import (
     CaseJob,
@@ -23,6 +23,7 @@ from porter.gate.runner.protocol import (
     TimeReply,
 )
 from porter.gate.runner.state import LoadedModule, WorkerState
+from porter.gate.summary import OutputSummary
 from porter.gate.usercode import load_callable
 
 
@@ -83,17 +84,18 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
 
 def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     """One case of the sweep: run the candidate's hot loop once per initial output state on the
-    same fresh inputs, each run from a fully restored state (see ``Launch.reset``) and in buffers
-    of its own: the first run's end at unmapped memory, the second's lie as the case's seed draws
-    (see :mod:`porter.gate.layout`).
+    same fresh inputs, each run from a fully restored state (see ``Launch.reset``): the first run's
+    buffers end at unmapped memory, the later runs' (one set they share) lie as the case's seed
+    draws (see :mod:`porter.gate.layout`).
 
     ``launch`` is the candidate's own launch directive (or its own sequence of kernels); the
     reference (a source kernel included) always runs with the spec's own launch; ``first`` marks
     a check's first case. ``entry`` is the candidate's entry as the caller read it; the kernels
-    run are those of the spec with the directive applied. The reply carries each run's outputs,
-    the digests of the first run's outputs (which timed launches must reproduce; 0 for an output
-    declared nondeterministic, which the caller compares with the reference instead) and the
-    memory-safety findings.
+    run are those of the spec with the directive applied. The reply carries the digests of the
+    first run's outputs (which timed launches must reproduce; 0 for an output declared
+    nondeterministic, which the caller compares with the reference instead), the memory-safety
+    findings, and either each run's outputs or, judged on the device, each run's summaries (see
+    :class:`~porter.gate.runner.protocol.CaseReply` and :mod:`porter.gate.runner.judge`).
     """
     sizes, seed, values, initials = job.sizes, job.seed, job.values, job.initials
     source_spec = state.spec(job.spec_path)
@@ -103,6 +105,7 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     if job.first:  # a check starts from the module as loaded, whatever an earlier check left in it
         module.restore()
     kernel_key = (job.cubin, job.entry, repr(job.launch))
+    judging = _Judging(state, job, source_spec, host_args) if job.judge == "device" else None
     per_run: list[dict[str, np.ndarray] | None] = []
     guards: list[str] = []
     modified: list[str] = []
@@ -124,13 +127,17 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
                                    "depends on the output's initial contents or on where its buffers lie)") from err
             if k == 0:
                 digests = output_digests(state, candidate)
-            outs, g, m = candidate.collect()
-            # A later run bit-identical to the first is sent as None: the parent judges it with the
-            # first, and the outputs cross the pipe once.
-            first = per_run[0] if per_run else None
-            per_run.append(None if first is not None and _same_bytes(outs, first) else outs)
-            guards += [x for x in g if x not in guards]
-            modified += [x for x in m if x not in modified]
+            guards += [x for x in candidate.guard_problems() if x not in guards]
+            modified += [x for x in candidate.changed_inputs() if x not in modified]
+            if judging is not None and judging.judged(candidate):
+                continue
+            runs = judging.earlier() if judging is not None else []
+            judging = None  # from here on, every run's outputs go to the host
+            for outs in [*runs, candidate.outputs()]:
+                # A later run bit-identical to the first is sent as None: the parent judges it with the
+                # first, and the outputs cross the pipe once.
+                first = per_run[0] if per_run else None
+                per_run.append(None if outs is None or (first is not None and _same_bytes(outs, first)) else outs)
     except BaseException:
         try:
             state.drop_case_launch()
@@ -140,12 +147,82 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     if guards:  # the patterns are spent: the next case gets fresh buffers
         state.drop_case_launch()
     kernel_s = time.perf_counter() - start
+    if judging is not None:
+        return CaseReply(outputs=[], initials=list(initials), reference=judging.sent(), guards=guards,
+                         modified=modified, digests=digests, kernel_s=kernel_s, fence=state.fence_note,
+                         summaries=judging.summaries)
     # A reference the parent already holds for this case (a port run's earlier candidate) is
     # neither computed nor sent again.
     ref = None if job.reference.kind == "held" else _reference(state, source_spec, sizes, seed, values,
                                                                host_args, job.reference)
     return CaseReply(outputs=per_run, initials=list(initials), reference=ref, guards=guards, modified=modified,
                      digests=digests, kernel_s=kernel_s, fence=state.fence_note)
+
+
+class _Judging:
+    """A case judged on the device, run by run (see :mod:`porter.gate.runner.judge`): each run's
+    summaries, as long as every output passes and no output declared deterministic differs from the
+    first run's (by their digests, taken as each run completes). A reference the parent holds comes
+    with the job; one the worker makes is made on the host (or by the source kernel) after the
+    first run, and is sent back only where asked."""
+
+    def __init__(self, state: WorkerState, job: CaseJob, source_spec: Any, host_args: dict[str, Any]) -> None:
+        self.state, self.job, self.spec, self.host_args = state, job, source_spec, host_args
+        self.summaries: list[dict[str, OutputSummary]] = []
+        self._launches: list[tuple[Launch, list[int]]] = []
+        self._reference: dict[str, np.ndarray] | None = None
+
+    def judged(self, launch: Launch) -> bool:
+        """Whether the run that just completed in ``launch`` passed on the device (it is then
+        judged); else the case goes to the host (see :meth:`earlier`)."""
+        bits = _raw_digests(self.state, launch)
+        first = self._launches[0][1] if self._launches else bits
+        self._launches.append((launch, bits))
+        if any(p.deterministic and a != b for p, a, b in zip(self.spec.outputs, bits, first, strict=True)):
+            return False
+        found = judge.summaries(self.state, launch, self.spec, self.job.sizes, self.job.values, self.reference())
+        if found is None or not all(s.passed for s in found.values()):
+            return False
+        self.summaries.append(found)
+        return True
+
+    def reference(self) -> dict[str, np.ndarray]:
+        if self._reference is None:
+            job = self.job
+            if job.reference.kind == "held":
+                if job.reference.outputs is None:
+                    raise RuntimeError("a held reference reached a case judged on the device without its arrays")
+                self._reference = job.reference.outputs
+            else:
+                self._reference = _reference(self.state, self.spec, job.sizes, job.seed, job.values, self.host_args,
+                                             job.reference)
+        return self._reference
+
+    def earlier(self) -> list[dict[str, np.ndarray] | None]:
+        """What the host needs of the runs before the last: the first run's outputs, copied to the
+        host still as that run left them (a later run that wrote into its buffers is an error, not a
+        verdict), and None for each run between, which passed on the device bit-identical to the
+        first in every output declared deterministic (the host judges None as the first run: the
+        later runs share one set of buffers, so theirs are gone)."""
+        if len(self._launches) < 2:
+            return []
+        launch, bits = self._launches[0]
+        if _raw_digests(self.state, launch) != bits:
+            raise RuntimeError("the outputs of the first run changed after it completed: a later launch wrote into "
+                               "the buffers of an earlier one")
+        return [launch.outputs()] + [None] * (len(self._launches) - 2)
+
+    def sent(self) -> dict[str, np.ndarray] | None:
+        """The reference for the reply: only one the worker made, and only where asked."""
+        return self._reference if self.job.send_reference and self.job.reference.kind != "held" else None
+
+
+def _raw_digests(state: WorkerState, launch: Launch) -> list[int]:
+    """The digest of every output buffer's bytes (nondeterministic outputs too)."""
+    out = state.cp.zeros(len(launch.spec.outputs), dtype=state.cp.uint64)
+    for k, p in enumerate(launch.spec.outputs):
+        state.digest(launch.buffers[p.name].data, out, k)
+    return [int(x) for x in out.get()]
 
 
 def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class Launch:
         self.padding: dict[str, Padding] = {}
         self.held: dict[str, Any] = {}  # nondeterministic outputs held to the reference (see hold)
         self._pristine: dict[str, Any] = {}
-        self._tables: dict[str, Any] = {}
+        self.tables: dict[str, Any] = {}  # decoding tables of 8- and 16-bit floats (see hold)
         where = stream(seed, GUARDS, sizes, "layout")
         family = layout.draw_family(where, state.fenced)
         draws = cp.random.RandomState(int(where.integers(2**62)))  # every buffer's guard patterns
@@ -241,29 +241,36 @@ class Launch:
             elif p.name in self.held:
                 padding = self.padding.get(p.name)
                 raw = padding.view(cp, buf.data) if padding is not None else buf.data
-                count = self.held[p.name].outside(cp, decode(cp, raw, p.dtype, self._tables))
+                count = self.held[p.name].outside(cp, decode(cp, raw, p.dtype, self.tables))
                 out[first_slot + k: first_slot + k + 1] = count.astype(cp.uint64)
 
     def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
         """Outputs (host, the view of padded ones), guard violations, and inputs that the kernel modified."""
+        return self.outputs(), self.guard_problems(), self.changed_inputs()
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The outputs, copied to the host (the view of padded ones)."""
         outputs: dict[str, np.ndarray] = {}
+        for p in self.spec.outputs:
+            data = self.buffers[p.name].download()
+            padding = self.padding.get(p.name)
+            view = padding.view(np, data) if padding is not None else data
+            outputs[p.name] = view.view(p.dtype.numpy).reshape(self.spec.shape(p, self.sizes)).copy()
+        return outputs
+
+    def changed_inputs(self) -> list[str]:
+        """The input buffers that differ from the image uploaded before the launch (padding
+        included), compared on the GPU, described."""
+        cp = self.state.cp
         modified: list[str] = []
-        guards = self.guard_problems()
         for p in self.spec.params:
             buf = self.buffers.get(p.name)
-            if buf is None or p.kind != "buffer":
+            if buf is None or p.kind != "buffer" or p.role != "in" or not buf.nbytes:
                 continue
-            data = buf.download()
-            if p.role == "in":
-                expected = self._input_image(p)
-                changed = np.flatnonzero(data != expected)
-                if changed.size:
-                    modified.append(f"{p.name}: {changed.size} bytes changed (first at byte {changed[0]})")
-            else:
-                padding = self.padding.get(p.name)
-                view = padding.view(np, data) if padding is not None else data
-                outputs[p.name] = view.view(p.dtype.numpy).reshape(self.spec.shape(p, self.sizes)).copy()
-        return outputs, guards, modified
+            changed = cp.flatnonzero(buf.data != self._pristine[p.name])
+            if changed.size:
+                modified.append(f"{p.name}: {int(changed.size)} bytes changed (first at byte {int(changed[0])})")
+        return modified
 
     def release(self) -> None:
         for buf in self.buffers.values():

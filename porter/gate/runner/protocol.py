@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from porter.gate.summary import OutputSummary
+
 # Initial contents of the outputs, one per run of a case: the dtype's NaN (or 0x5A..) poison,
 # random finite values no kernel can tell from a result, and zeros (what a caller's memset or
 # torch.zeros leaves). A kernel that skips work when it sees "already computed" outputs, leans on
@@ -25,14 +27,18 @@ import numpy as np
 INITIAL_STATES = ("poison", "random", "zeros")
 
 Outputs = dict[str, np.ndarray]
+# Where a case's outputs are compared with the reference: on the GPU, by the worker, an output
+# crossing to the parent only where it fails (``porter.gate.runner.judge``), or all of them on the host.
+Judge = Literal["device", "host"]
 
 
 @dataclass(frozen=True)
 class Reference:
     """Where a case's reference outputs come from: ``python`` (a function of the spec: ``path``,
     ``function``), ``source`` (a kernel: ``cubin``, ``entry``, its own ``launch``), ``golden``
-    (recorded outputs: ``path``) or ``held`` (the caller has them already). ``key`` names the
-    reference in the worker's cache."""
+    (recorded outputs: ``path``) or ``held`` (the caller has them already; to a worker that
+    judges on the device it hands them over as ``outputs``). ``key`` names the reference in the
+    worker's cache."""
 
     kind: Literal["python", "source", "golden", "held"]
     key: str = ""
@@ -41,12 +47,15 @@ class Reference:
     cubin: bytes = b""
     entry: str = ""
     launch: dict[str, Any] | None = None
+    outputs: Outputs | None = None
 
 
 @dataclass(frozen=True)
 class CaseJob:
     """One case of a check: the candidate's hot loop once per initial output state (see
-    ``jobs.job_case``), and the case's reference."""
+    ``jobs.job_case``), and the case's reference, judged where ``judge`` says; with
+    ``send_reference`` (the caller keeps references across checks) a reference the worker made
+    comes back even where every output passed on the device."""
 
     op: ClassVar[str] = "case"
     cubin: bytes
@@ -59,18 +68,24 @@ class CaseJob:
     initials: tuple[str, ...] = INITIAL_STATES
     launch: dict[str, Any] | None = None  # the candidate's own launch directive
     first: bool = False  # a check's first case: the module's globals as loaded
+    judge: Judge = "host"
+    send_reference: bool = False
 
 
 @dataclass(frozen=True)
 class CaseReply:
     """Each run's outputs (None: bit-identical to the first run's), the initial states they
-    started from, the reference (None when it was ``held``), out-of-bounds writes, inputs the kernel
-    changed, the first run's output digests (0 for an output declared nondeterministic), the
-    kernel's seconds and, where buffers could not be fenced, why."""
+    started from, the reference (None when it was ``held``, or judged on the device and not asked
+    for), out-of-bounds writes, inputs the kernel changed, the first run's output digests (0 for an
+    output declared nondeterministic), the kernel's seconds and, where buffers could not be fenced,
+    why. A case judged on the device where every output of every run passed (and no output declared
+    deterministic differs between runs) has ``summaries`` (per run, per output) and no ``outputs``;
+    any other case has ``outputs`` and no ``summaries``, and is judged on the host."""
 
     outputs: list[Outputs | None]
     initials: list[str]
     reference: Outputs | None
+    summaries: list[dict[str, OutputSummary]] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)

@@ -85,10 +85,13 @@ def process_alive(pid: int) -> bool:
 
 
 class Parking:
-    """The worker's side: replaces large arrays in a reply by handles on files it writes."""
+    """Replaces large arrays in a reply (the worker's side) or a job (the parent's, ``prefix``
+    ``job-``: a held reference for a worker that judges on the device) by handles on files it
+    writes in the worker's directory; the other side's :func:`unpark` reads and unlinks them."""
 
-    def __init__(self, directory: str | None) -> None:
+    def __init__(self, directory: str | None, prefix: str = "") -> None:
         self.directory = directory
+        self.prefix = prefix
         self._names = itertools.count()
 
     def __enter__(self) -> Parking:
@@ -101,7 +104,7 @@ class Parking:
         if self.directory is None:
             return obj
         if isinstance(obj, np.ndarray) and obj.nbytes >= PARK_BYTES and not obj.dtype.hasobject:
-            path = os.path.join(self.directory, f"{next(self._names)}.bin")
+            path = os.path.join(self.directory, f"{self.prefix}{next(self._names)}.bin")
             try:
                 np.ascontiguousarray(obj).tofile(path)
             except OSError:  # the RAM file system is full: this one crosses the pipe
@@ -119,7 +122,7 @@ class Parking:
 
 
 def unpark(obj: Any) -> Any:
-    """The parent's side: every handle in a reply replaced by its array (the file is unlinked)."""
+    """The receiving side: every handle in a reply or job replaced by its array (the file is unlinked)."""
     if isinstance(obj, Parked):
         try:
             array = np.memmap(obj.path, dtype=obj.dtype, mode="c", shape=obj.shape)

@@ -26,7 +26,7 @@ from typing import Any
 from porter.gate.runner.jobs import run
 from porter.gate.runner.protocol import CaseJob, OutputsJob, TimeJob
 from porter.gate.runner.state import WorkerState
-from porter.gate.runner.transfer import Parking, parking_directory
+from porter.gate.runner.transfer import Parking, parking_directory, unpark
 from porter.install import install_hint
 
 # CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
@@ -134,7 +134,7 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
             return
         try:
             began = time.perf_counter()
-            reply = run(state, msg)
+            reply = run(state, unpark(msg))
             # The job's own seconds: what a call took beyond them is the transfer (tools/bench_gate.py).
             reply = replace(reply, worker_s=time.perf_counter() - began)
             conn.send({"ok": True, "reply": parking.park(reply)})

@@ -1,0 +1,90 @@
+"""A case's outputs judged on the GPU (``CaseJob.judge == "device"``): each run's outputs compared
+with the reference where they lie, by :func:`porter.gate.summary.summarize` over CuPy (the code and
+the rule the host's :func:`porter.gate.compare.compare` runs over NumPy), so that an output that
+passes crosses to the parent as a summary of a few numbers instead of its arrays and the reference.
+An output that fails, and a run whose outputs differ from the first run's, is copied back and
+judged on the host exactly as before (``jobs.job_case``).
+
+Security: the candidate runs in porter's own CUDA context, so anything on the device while one of
+its kernels runs is within reach of a wild write (or read) at a guessed address. Hence:
+
+- the reference reaches the device only once the run's last launch has completed (the device is
+  synchronised), and each run is judged before the next one launches, so neither the reference nor
+  a run's outputs are on the device while a candidate kernel that could rewrite them runs;
+- everything the judgement allocates (the reference, its float64 chunks, every temporary) comes
+  from a memory pool of its own that is zeroed and handed back to the driver when the judgement
+  ends (:func:`scrubbed`): nothing of a reference is left for a later kernel (the next case, the
+  next candidate) to find, and nothing is cached on the device across cases or candidates (the
+  references the worker and the parent keep on the host stay as they are).
+
+The judgement looks at exactly the elements ``Launch.outputs`` copies back: the view of a padded
+buffer (the padding is checked with the guards), 8- and 16-bit floats decoded through a table of
+every bit pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from porter.gate.runner.hold import decoder, elements
+from porter.gate.runner.launch import Launch
+from porter.gate.summary import OutputSummary, summarize_output
+
+DEVICE_CHUNK = 1 << 24  # elements judged at a time: whole arrays but the largest, with bounded temporaries
+_NATIVE = frozenset("?bBhHiIlLqQefd")  # dtypes (by character) CuPy holds as they are
+
+
+@contextmanager
+def scrubbed(cp: Any) -> Iterator[None]:
+    """Every device allocation CuPy makes in the block comes from a pool of its own; at the end
+    each is zeroed and the pool's memory handed back to the driver (arrays still alive keep theirs
+    until they are dropped, zeroed already). The block must leave no array it made in use."""
+    pool = cp.cuda.MemoryPool()
+    handed: list[tuple[int, int]] = []
+
+    def allocate(nbytes: int) -> Any:
+        memory = pool.malloc(nbytes)
+        handed.append((int(memory.ptr), nbytes))
+        return memory
+
+    try:
+        with cp.cuda.using_allocator(allocate):
+            yield
+    finally:
+        cp.cuda.Device().synchronize()
+        for ptr, nbytes in handed:
+            cp.cuda.runtime.memset(ptr, 0, nbytes)
+        cp.cuda.Device().synchronize()
+        pool.free_all_blocks()
+
+
+def summaries(state: Any, launch: Launch, spec: Any, sizes: dict[str, int], values: str,
+              reference: dict[str, np.ndarray]) -> dict[str, OutputSummary] | None:
+    """Each output of ``launch``'s last run (completed) compared with ``reference`` on the device,
+    or None where an output cannot be judged from a summary (the reference lacks it or has another
+    shape: the host's comparison says how). ``spec`` is the source spec (its tolerances)."""
+    cp = state.cp
+    decoders = {p.name: decoder(cp, p.dtype, launch.tables) for p in spec.outputs}  # before the pool
+    for p in spec.outputs:
+        if p.name not in reference or np.shape(reference[p.name]) != tuple(spec.shape(p, sizes)):
+            return None
+    with scrubbed(cp):
+        return {p.name: _summary(cp, launch, spec, p, sizes, values, reference[p.name], decoders[p.name])
+                for p in spec.outputs}
+
+
+def _summary(cp: Any, launch: Launch, spec: Any, p: Any, sizes: dict[str, int], values: str, host_ref: np.ndarray,
+             decode: Any) -> OutputSummary:
+    buf = launch.buffers[p.name]
+    padding = launch.padding.get(p.name)
+    raw = padding.view(cp, buf.data) if padding is not None else buf.data
+    out = elements(raw, p.dtype)
+    ref = np.asarray(host_ref)
+    if ref.dtype.char not in _NATIVE:  # a recorded bf16 or fp8 reference: CuPy has no such dtype
+        ref = ref.astype(np.float64)
+    ref_device = cp.asarray(np.ascontiguousarray(ref).reshape(-1))
+    return summarize_output(cp, spec, p.name, sizes, values, out, ref_device, decode=decode, chunk=DEVICE_CHUNK)

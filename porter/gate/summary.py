@@ -1,0 +1,242 @@
+"""What one output's comparison with its reference comes to, without the arrays: its figures and
+verdict (:class:`OutputSummary`), computed by :func:`summarize` in any array module.
+
+:func:`porter.gate.compare.compare` is :func:`summarize` over NumPy with the masks of wrong and
+never-written elements kept for localization, so the figures of a comparison on the host and of a
+summary made on the GPU (``porter.gate.runner.judge``, the same code over CuPy) come from one rule
+(:func:`porter.gate.elementwise.judge`) and one accumulation. Only array operations CuPy has too are
+used (``abs``, arithmetic, comparisons, ``isnan``/``isinf``/``isfinite``, ``where``, ``sum``,
+``max``, ``min``, ``all``, ``any``, ``count_nonzero``, ``astype``), never a ufunc's ``out=`` or
+``where=``; each chunk's figures come back to the host as Python numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from porter.gate.elementwise import CHUNK, TINY, chunks, judge, number_text
+from porter.gate.spec import Spec
+
+_MOSTLY = 0.9  # share of the reference within tolerance of 0 that earns a warning
+_SAFE_SCALE = (1e-100, 1e100)  # magnitudes whose squares, summed over a chunk, stay in float64 range
+# A reference of a handful of elements (a sweep's n = 1 case) is constant by construction: the
+# warning would be noise there. Constant and all-zero references of real size are still flagged.
+_CONSTANT_MIN_SIZE = 16
+
+# A chunk's wrong elements and never-written ones (NaN where the reference has none), or None for none.
+Masks = Callable[[slice, Any, Any], None]
+
+
+@dataclass(frozen=True)
+class OutputSummary:
+    """One output of one run, compared with its reference: everything an
+    :class:`~porter.gate.verdict.OutputCheck` holds but where and how it is wrong (which needs
+    the arrays: see :func:`porter.gate.compare.compare`)."""
+
+    passed: bool
+    shape: tuple[int, ...]
+    dtype: str
+    atol: float
+    rtol: float
+    mismatches: int
+    total: int
+    nan_count: int
+    inf_count: int
+    ref_nan_count: int
+    unjudged: int
+    max_abs_err: float
+    max_rel_err: float
+    rel_l2: float
+    warnings: tuple[str, ...]
+
+
+def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str) -> tuple[float, float, float | None]:
+    """(atol, rtol, limit) an output is judged with: the spec's tolerance at these sizes (atol
+    scaled by the value case's factor) and, for a float output, its dtype's largest finite value:
+    where the reference is not finite or beyond it (inputs span the whole domain), the reference
+    says nothing and the element is left out."""
+    atol, rtol = spec.tolerance(name, sizes)
+    if values:
+        atol *= spec.value_case(values).atol_scale
+    dtype = spec.param(name).dtype
+    limit = dtype.max_finite if dtype is not None and dtype.is_float else None
+    return atol, rtol, limit
+
+
+def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
+                     decode: Callable[[Any], Any] | None = None, chunk: int = CHUNK) -> OutputSummary:
+    """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
+    judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
+    of the output's dtype), ``ref`` flat."""
+    atol, rtol, limit = output_terms(spec, name, sizes, values)
+    p = spec.param(name)
+    assert p.dtype is not None  # an output buffer has a dtype
+    dtype = np.dtype(p.dtype.numpy)
+    exact = dtype.kind in "biu" and ref.dtype.kind in "biu" and atol == 0 and rtol == 0
+    return summarize(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=tuple(spec.shape(p, sizes)),
+                     dtype=str(dtype), values=decode, chunk=chunk)
+
+
+@dataclass
+class _Tally:
+    """Figures summed over chunks."""
+
+    bad: int = 0
+    nan: int = 0
+    inf: int = 0
+    ref_nan: int = 0
+    unjudged: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    near_zero: int = 0
+    lo: float = math.inf
+    hi: float = -math.inf
+
+
+def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: float | None, exact: bool,
+              shape: tuple[int, ...], dtype: str, values: Callable[[Any], Any] | None = None,
+              chunk: int = CHUNK, masks: Masks | None = None) -> OutputSummary:
+    """Compare the flat arrays ``out`` and ``ref`` (the same size) elementwise, ``chunk`` elements
+    at a time: ``|out - ref| <= atol + rtol * |ref|`` (:func:`porter.gate.elementwise.judge`).
+
+    ``values`` turns a chunk of ``out`` into float64 (default: ``astype``; the worker decodes
+    bf16 and fp8 bit patterns through a table); ``exact`` compares ``out`` and ``ref`` as they
+    are (integers with zero tolerance), where a difference counts at least 1. ``limit``: see
+    :func:`output_terms`. ``masks`` receives each chunk's wrong and never-written elements.
+    """
+    if atol < 0 or rtol < 0:
+        raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
+    decode = values if values is not None else (lambda a: a.astype(xp.float64))
+    size = int(out.size)
+    t = _Tally()
+    err_parts: list[tuple[float, float]] = []
+    ref_parts: list[tuple[float, float]] = []
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for sl in chunks(size, chunk):
+            o, r = decode(out[sl]), ref[sl].astype(xp.float64)
+            _reference_figures(xp, r, atol, rtol, t)
+            r_raw = r
+            ok, absdiff, finite = judge(xp, o, r, atol, rtol)
+            if exact:
+                ok = out[sl] == ref[sl]
+                # Integers that differ differ by at least 1, even where float64 rounds both alike.
+                absdiff = xp.where(~ok & (absdiff < 1.0), 1.0, absdiff)
+            bad = ~ok
+            poison = None
+            if not bool(finite.all()):
+                o_nan, r_nan = xp.isnan(o), xp.isnan(r)
+                poison = o_nan & ~r_nan
+                t.nan += int(xp.count_nonzero(o_nan))
+                t.ref_nan += int(xp.count_nonzero(r_nan))
+                t.inf += int(xp.count_nonzero(xp.isinf(o)))
+                absdiff = xp.where(finite, absdiff, 0.0)
+                r = xp.where(finite, r, 0.0)
+            if limit is not None:
+                left = ~(xp.abs(r_raw) <= limit)  # NaN fails <=
+                if bool(left.any()):
+                    t.unjudged += int(xp.count_nonzero(left))
+                    bad = bad & ~left
+                    poison = poison & ~left if poison is not None else None
+                    absdiff = xp.where(left, 0.0, absdiff)
+                    r = xp.where(left, 0.0, r)
+            t.bad += int(xp.count_nonzero(bad))
+            if masks is not None:
+                masks(sl, bad, poison)
+            chunk_max = float(absdiff.max())
+            t.max_abs = max(t.max_abs, chunk_max)
+            magnitude = xp.abs(r)
+            ref_max = float(magnitude.max())
+            t.max_rel = max(t.max_rel, float((absdiff / xp.where(magnitude < TINY, TINY, magnitude)).max()))
+            err_parts.append(_partial_l2(xp, absdiff, chunk_max))
+            ref_parts.append(_partial_l2(xp, r, ref_max))
+    err_norm, ref_norm = _l2(err_parts), _l2(ref_parts)
+    rel_l2 = err_norm / ref_norm if ref_norm else (0.0 if err_norm == 0 else math.inf)
+    return OutputSummary(
+        passed=t.bad == 0, shape=tuple(int(n) for n in shape), dtype=dtype, atol=float(atol), rtol=float(rtol),
+        mismatches=t.bad, total=size, nan_count=t.nan, inf_count=t.inf, ref_nan_count=t.ref_nan, unjudged=t.unjudged,
+        max_abs_err=t.max_abs, max_rel_err=t.max_rel, rel_l2=rel_l2,
+        warnings=_warnings(size, t, atol, rtol))
+
+
+def reference_warnings(xp: Any, ref: Any, atol: float, rtol: float, chunk: int = CHUNK) -> tuple[str, ...]:
+    """What :func:`summarize` warns of the reference ``ref`` (see :func:`_warnings`), alone."""
+    t = _Tally()
+    ref = ref.reshape(-1)
+    size = int(ref.size)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for sl in chunks(size, chunk):
+            r = ref[sl].astype(xp.float64)
+            _reference_figures(xp, r, atol, rtol, t)
+            t.ref_nan += int(xp.count_nonzero(xp.isnan(r)))
+    return _warnings(size, t, atol, rtol)
+
+
+def _reference_figures(xp: Any, r: Any, atol: float, rtol: float, t: _Tally) -> None:
+    """Add one chunk of the reference (float64) to the figures its warnings need: its least and
+    greatest value (NaN aside) and its elements within the tolerance of 0."""
+    nan = xp.isnan(r)
+    t.lo = min(t.lo, float(xp.where(nan, math.inf, r).min()))
+    t.hi = max(t.hi, float(xp.where(nan, -math.inf, r).max()))
+    t.near_zero += int(xp.count_nonzero(xp.abs(r) * (1 - rtol) <= atol))
+
+
+def _warnings(size: int, t: _Tally, atol: float, rtol: float) -> tuple[str, ...]:
+    """Say when a reference cannot tell a right kernel from a wrong one.
+
+    A constant or all-zero reference cannot catch index or layout errors; one within its tolerance
+    of 0 lets an all-zero output pass; a mostly-NaN one checks little more than NaN placement.
+    ``t.ref_nan`` counts the reference's NaN (its non-finite elements are counted where the
+    difference is not finite, which covers them all).
+    """
+    n_nan, lo, hi, near_zero = t.ref_nan, t.lo, t.hi, t.near_zero
+    if size == 0:
+        return ("the reference is empty: nothing is compared",)
+    if n_nan == size:
+        return ("the reference is all NaN: only NaN placement is checked",)
+    warnings: list[str] = []
+    if 2 * n_nan > size:
+        warnings.append(
+            f"the reference is {100 * n_nan / size:.0f}% NaN ({n_nan} of {size}): "
+            "those elements only check that out is NaN there too"
+        )
+    biggest = max(abs(lo), abs(hi))
+    if lo == hi == 0:
+        warnings.append("the reference is all zeros: a kernel that writes only zeros passes")
+    elif lo == hi and size >= _CONSTANT_MIN_SIZE:
+        warnings.append(
+            f"the reference is constant ({number_text(lo)} everywhere): it cannot catch index, layout or race errors"
+        )
+    elif biggest * (1 - rtol) <= atol:
+        warnings.append(
+            f"the reference is too small for its tolerance: max |ref| = {number_text(biggest)} with atol "
+            f"{number_text(atol)}, rtol {number_text(rtol)}: an all-zero output would pass"
+        )
+    elif near_zero >= _MOSTLY * size:
+        warnings.append(
+            f"{100 * near_zero / size:.0f}% of the reference ({near_zero} of {size}) is within "
+            f"its tolerance of 0 (atol {number_text(atol)}): a zero written there would pass"
+        )
+    return tuple(warnings)
+
+
+def _partial_l2(xp: Any, x: Any, scale: float) -> tuple[float, float]:
+    """One chunk's part of a Euclidean norm: (scale, sum of (x / scale)^2), where scale is the
+    chunk's largest magnitude, so that squares neither overflow nor vanish when combined."""
+    if scale == 0:
+        return 0.0, 0.0
+    if _SAFE_SCALE[0] < scale < _SAFE_SCALE[1]:
+        return scale, float((x * x).sum()) / scale**2
+    y = x / scale
+    return scale, float((y * y).sum())
+
+
+def _l2(parts: list[tuple[float, float]]) -> float:
+    top = max((scale for scale, _ in parts), default=0.0)
+    if top == 0:
+        return 0.0
+    return top * math.sqrt(sum(ssq * (scale / top) ** 2 for scale, ssq in parts))
