@@ -17,9 +17,11 @@ Every checked case runs once per initial state (``protocol.INITIAL_STATES``). Th
 fenced, every buffer ending at the unmapped boundary (within ``align`` bytes of it, exactly at it
 when the buffer's size is a multiple of its alignment), so that an access one element past the end
 faults at every size. The later runs share buffers whose family and offsets the case's seed
-draws. A timing run's input set ``i`` lies as run ``i`` (:func:`run_placing`: set 0 flush, later
-sets drawn from their seed); the profiled launch is flush; compute-sanitizer's launch is plain with
-nothing before or after the data (``exact``), which the drawn run's plain family includes.
+draws. A timing run's first input set lies as the first run, its later sets and the profiled
+launch as a program's tensors lie (``plain``: near each other, offsets drawn from the seed), so
+that speed and native share are measured where programs run the kernel; compute-sanitizer's
+launch is plain with nothing before or after the data (``exact``), which the drawn run's plain
+family includes.
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ import numpy as np
 GUARD_SPAN = 64 * 1024  # the most guard bytes porter draws on either side of a buffer
 
 Family = Literal["fenced", "plain"]
-Placing = Literal["flush", "drawn", "exact"]  # how a launch places its buffers (see runner.launch.Launch)
+# How a launch places its buffers (see runner.launch.Launch): flush, drawn (family and offsets from
+# the seed), plain (offsets from the seed, always the plain family: as a program's tensors lie) or exact.
+Placing = Literal["flush", "drawn", "plain", "exact"]
 
 
 def run_placing(run: int) -> Placing:
     """Where the buffers of a checked case's run ``run`` lie: the first run's flush, every later
-    run's drawn from the case's seed (the later runs share one drawn set of buffers). A timing run's input set ``run`` lies the same way (see
-    ``runner.jobs.job_time``), so that timed launches are placed as checked ones are."""
+    run's drawn from the case's seed (the later runs share one drawn set of buffers). Timing and
+    profiling place theirs as the first run or as a program's tensors lie (``plain``: see
+    ``runner.rounds.set_placing``), layouts the checked runs also cover."""
     return "flush" if run == 0 else "drawn"
 
 

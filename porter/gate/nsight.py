@@ -273,7 +273,8 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="porter-ncu-") as tmp:
         folder = Path(tmp)
-        job_path = job.write(folder, "flush")  # as a checked case's first run and a timing run's first set lie
+        # As a program's tensors lie (and a timing run's later sets): native where it will run.
+        job_path = job.write(folder, "plain")
         report = folder / "report"
         command = [str(ncu), "--clock-control", "none", "--target-processes", "all",
                    "-k", f"regex:^({'|'.join(re.escape(e) for e in job.entries or (job.entry,))})$",

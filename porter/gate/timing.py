@@ -61,9 +61,8 @@ def ci_text(t: Timing) -> str:
 
 def timed_sets(checked: tuple[T, ...]) -> tuple[T, ...]:
     """The input sets a timing run rotates through (their seeds, or what goes with each): one per
-    checked seed, set ``i`` placed as a checked case's run ``i`` (``rounds.set_placing``: the first
-    flush, the others drawn); a single checked seed comes twice, so that its flush and its drawn
-    placement are both timed."""
+    checked seed, set ``i`` placed as ``rounds.set_placing`` says (the first flush, the others as a
+    program's tensors lie); a single checked seed comes twice, so that both placements are timed."""
     return checked * 2 if len(checked) == 1 else checked
 
 

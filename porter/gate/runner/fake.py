@@ -273,15 +273,15 @@ class FakeGpu:
     def _time(self, job: TimeJob) -> TimeReply:
         """Rounds run as the worker runs them (:func:`rounds.adaptive_rounds`), rotating through the
         job's input sets, each launch's time its contender's (candidate 1 ms, source 2 ms, library
-        1.25 ms; 1.5 times that for a candidate holding ``porter_fake_slow_drawn`` on a set whose
-        buffers are drawn) times a log-normal noise of ``time_noise``, drawn from the job's seeds."""
+        1.25 ms; 1.5 times that for a candidate holding ``porter_fake_slow_plain`` on a set placed
+        as a program's tensors lie) times a log-normal noise of ``time_noise``, drawn from the job's seeds."""
         spec = self._spec(job.spec_path)
         names = [c.name for c in job.contenders]
         sets = len(job.seeds)
         base = {"candidate": 1.0, "source": 2.0, "library": 1.25}
 
         def ms(c: Contender, index: int) -> float:
-            slow = b"porter_fake_slow_drawn" in c.cubin and rounds.set_placing(index) == "drawn"
+            slow = b"porter_fake_slow_plain" in c.cubin and rounds.set_placing(index) != "flush"
             return base.get(c.name, 1.0) * (1.5 if slow else 1.0)
 
         rng = np.random.default_rng([*job.seeds, 1 + int(self.time_noise * 1e6)])

@@ -53,8 +53,10 @@ class Launch:
     def __init__(self, state: Device, spec: Any, sizes: dict[str, int], host_args: dict[str, Any],
                  seed: int, placing: str = "flush") -> None:
         """``placing`` says where the buffers lie (see :mod:`porter.gate.layout`): ``flush`` (each
-        ends at unmapped memory), ``drawn`` (a family and offsets drawn from ``seed``) or ``exact``
-        (plain allocations of exactly the data, for compute-sanitizer's bounds checks)."""
+        ends at unmapped memory), ``drawn`` (a family and offsets drawn from ``seed``), ``plain``
+        (the offsets drawn from ``seed``, in the plain family: near each other, as a program's
+        tensors) or ``exact`` (plain allocations of exactly the data, for compute-sanitizer's
+        bounds checks)."""
         from porter.gate.inputs import GUARDS, stream
         from porter.gate.runner.padding import Padding
 
@@ -66,7 +68,9 @@ class Launch:
         self._pristine: dict[str, Any] = {}
         self.tables: dict[str, Any] = {}  # decoding tables of 8- and 16-bit floats (see hold)
         where = stream(seed, GUARDS, sizes, "layout")
-        family = layout.draw_family(where, state.fenced)
+        family = layout.draw_family(where, state.fenced)  # drawn even for "plain": the offsets stay the seed's
+        if placing == "plain":
+            family = "plain"
         draws = cp.random.RandomState(int(where.integers(2**62)))  # every buffer's guard patterns
         for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
             nbytes = 0

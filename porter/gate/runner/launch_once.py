@@ -3,9 +3,9 @@
 ``ncu`` and ``compute-sanitizer`` profile or check a program, not a function call, so porter
 hands them ``python -m porter.gate.runner.launch_once JOB.json``. The job names a cubin, the entry,
 the spec, the sizes and the seed (a hot loop of several kernels runs them all, in order), and
-where the buffers lie (:mod:`porter.gate.layout`): ``flush`` for the profiler, as a checked
-case's first run (and a timing run's first input set) lies; ``exact`` for the sanitizers, each buffer a cudaMalloc of its own size with
-CuPy's pool off, so that their bounds checks see each buffer's true end (guard bytes would hide
+where the buffers lie (:mod:`porter.gate.layout`): ``plain`` for the profiler, as a program's
+tensors (and a timing run's later input sets) lie; ``exact`` for the sanitizers, each buffer a
+cudaMalloc of its own size with CuPy's pool off, so that their bounds checks see each buffer's true end (guard bytes would hide
 an off-by-one write from them). The launch starts from the same restored state as
 the worker's, and its outputs' digests go to the job's ``result_path``: a kernel that behaves
 otherwise when profiled than when checked is caught (an output declared nondeterministic
