@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
-from porter.gate.compare import compare, within_tolerance
+from porter.gate.compare import compare
+from porter.gate.elementwise import within_tolerance
 from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, plan_cases, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
