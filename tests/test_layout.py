@@ -249,3 +249,46 @@ def test_a_run_wrong_only_from_zeros_ships_the_first_run_and_its_own_outputs() -
     assert reply.outputs[0] is not None and reply.outputs[1] is None and reply.outputs[2] is not None
     result = judge_case(load_spec(VECTOR_ADD), Case({"n": 1000}, 5), reply)
     assert result.status == "failed" and "when the output starts as zeros" in result.reason, result.reason
+
+
+def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case job names the next case of its check: the worker draws that case's inputs in a thread
+    of its own during this job, and the next job takes them (drawn once, the same arrays as a draw
+    made then); a draw named but never asked for is dropped for the next one named."""
+    import threading
+
+    from porter.gate import inputs
+    from porter.gate.runner.protocol import Upcoming
+
+    drawn: list[tuple[int, str]] = []
+    real = inputs.make_args
+
+    def counted(spec: Any, sizes: Any, seed: int, values: str = "") -> Any:
+        drawn.append((seed, threading.current_thread().name))
+        return real(spec, sizes, seed, values)
+
+    monkeypatch.setattr(inputs, "make_args", counted)
+    reference = Reference("python", path=str(VECTOR_ADD.parent / "ref.py"), function="vector_add")
+
+    def case(seed: int, coming: int | None) -> CaseReply:
+        return job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(VECTOR_ADD), sizes={"n": 1000},
+                                       seed=seed, reference=reference,
+                                       upcoming=(Upcoming({"n": 1000}, coming),) if coming is not None else ()))
+
+    state = _state(_vector_add())
+    try:
+        first = case(31, 32)
+        second = case(32, 33)
+        case(34, 35)  # 33 was drawn ahead but not asked for: dropped for 35
+        third = case(33, None)
+    finally:
+        state.close()
+    seeds = [seed for seed, _ in drawn]
+    assert seeds.count(31) == seeds.count(32) == seeds.count(34) == 1 and seeds.count(33) == 2
+    threads = dict(drawn)
+    assert threads[32].startswith("porter-inputs") and not threads[31].startswith("porter-inputs")
+    expected = real(load_spec(VECTOR_ADD), {"n": 1000}, 32)
+    assert second.reference is not None and first.reference is not None and third.reference is not None
+    np.testing.assert_array_equal(second.reference["out"],
+                                  np.float64(expected["alpha"]) * expected["x"].astype(np.float64)
+                                  + expected["y"].astype(np.float64))

@@ -18,7 +18,7 @@ from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
-from porter.gate.runner.protocol import CaseJob, CaseReply, Reference
+from porter.gate.runner.protocol import CaseJob, CaseReply, Reference, Upcoming
 from porter.gate.spec import Spec
 from porter.gate.summary import output_terms
 from porter.gate.verdict import (
@@ -237,7 +237,9 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
                 reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
                                                 seed=case.seed, values=case.values, launch=launch, first=index == 0,
                                                 reference=reference, judge=options.judge,
-                                                send_reference=references is not None),
+                                                send_reference=references is not None,
+                                                upcoming=tuple(Upcoming(c.sizes, c.seed, c.values)
+                                                               for c in plan[index + 1:index + 2])),
                                 options.case_timeout_s)
                 if held is not None:
                     reply = replace(reply, reference=held)

@@ -101,6 +101,8 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     source_spec = state.spec(job.spec_path)
     spec = state.spec(job.spec_path, job.launch, job.entry)
     host_args = state.inputs(spec, sizes, seed, values)
+    for coming in job.upcoming:  # drawn while this case runs
+        state.prefetch(spec, coming.sizes, coming.seed, coming.values)
     module = state.module(job.cubin)
     if job.first:  # a check starts from the module as loaded, whatever an earlier check left in it
         module.restore()

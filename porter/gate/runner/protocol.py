@@ -51,6 +51,16 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Upcoming:
+    """A case the caller will ask for next (its sizes, seed and value case), whose inputs the
+    worker may draw while the GPU works on this one."""
+
+    sizes: dict[str, int]
+    seed: int
+    values: str = ""
+
+
+@dataclass(frozen=True)
 class CaseJob:
     """One case of a check: the candidate's hot loop once per initial output state (see
     ``jobs.job_case``), and the case's reference, judged where ``judge`` says; with
@@ -70,6 +80,7 @@ class CaseJob:
     first: bool = False  # a check's first case: the module's globals as loaded
     judge: Judge = "host"
     send_reference: bool = False
+    upcoming: tuple[Upcoming, ...] = ()  # the next cases of the check, whose inputs may be drawn ahead
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from porter.gate.runner.launch import Launch
 SizesKey = tuple[tuple[str, int], ...]
 # The kernel a case launches: its cubin, its entry and its launch's repr.
 KernelKey = tuple[bytes, str, str]
+InputKey = tuple[str, int, SizesKey, int, str]  # a case's inputs: the spec's file and version, sizes, seed, value case
 
 INPUT_CACHE_BYTES = 1 << 30  # host inputs a worker keeps between jobs
 
@@ -116,7 +118,9 @@ class WorkerState:
         self._flush: Any = None
         self._support: tuple[Any, Any, int, int] | None = None
         self._cases: dict[int, tuple[tuple[KernelKey, str, int, SizesKey], Launch]] = {}  # run -> (key, its buffers)
-        self._inputs: dict[tuple[str, int, SizesKey, int, str], dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
+        self._inputs: dict[InputKey, dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
+        self._drawing: dict[InputKey, Future[dict[str, Any]]] = {}  # a coming case's inputs, being drawn
+        self._drawer: ThreadPoolExecutor | None = None
         if fenced:
             from porter.gate.runner.isolated import available
 
@@ -126,6 +130,8 @@ class WorkerState:
         self.fenced = fenced and not self.fence_note
 
     def close(self) -> None:
+        if self._drawer is not None:
+            self._drawer.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def placement(self, placing: str, nbytes: int, align: int, rng: np.random.Generator,
@@ -143,17 +149,37 @@ class WorkerState:
             return layout.flush(nbytes, align, page)
         return layout.drawn(rng, nbytes, align, page, family)
 
+    @staticmethod
+    def _input_key(spec: Any, sizes: dict[str, int], seed: int, values: str) -> InputKey:
+        return str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())), seed, values
+
+    def prefetch(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> None:
+        """Start drawing a coming case's inputs in a thread of the worker's own, so that the draw
+        (NumPy's generators release the GIL: a whole core at the large sizes) overlaps this case's
+        launches, judgement and reference. One draw ahead at most: an earlier one not yet asked
+        for is forgotten (a check that stopped at a fault never asks)."""
+        from porter.gate.inputs import make_args
+
+        key = self._input_key(spec, sizes, seed, values)
+        if key in self._inputs or key in self._drawing:
+            return
+        if self._drawer is None:
+            self._drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-inputs")
+        self._drawing = {key: self._drawer.submit(make_args, spec, dict(sizes), seed, values)}
+
     def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
         """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
         timed case that was just checked (at 4096^3, three 16M-element draws), and the candidates of
-        a port run share their seeds, so each case's inputs are drawn once per worker. The arrays are
-        only ever read or copied."""
+        a port run share their seeds, so each case's inputs are drawn once per worker; drawn ahead
+        where :meth:`prefetch` was asked for them (an error in that draw is raised here, as if the
+        draw were made now). The arrays are only ever read or copied."""
         from porter.gate.inputs import make_args
 
-        key = (str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())), seed, values)
+        key = self._input_key(spec, sizes, seed, values)
         found = self._inputs.pop(key, None)
         if found is None:
-            found = make_args(spec, sizes, seed, values)
+            pending = self._drawing.pop(key, None)
+            found = pending.result() if pending is not None else make_args(spec, sizes, seed, values)
         self._inputs[key] = found  # now the newest
         held = sum(_nbytes(args) for args in self._inputs.values())
         while held > INPUT_CACHE_BYTES and len(self._inputs) > 1:
