@@ -96,6 +96,18 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def example_repo(root: Path, example: Path, names: tuple[str, ...], folder: str) -> Path:
+    """A git repository at ``root`` whose one commit holds ``names`` of ``example`` in ``folder``
+    (a port's source, as a user's repository holds it)."""
+    (root / folder).mkdir(parents=True)
+    for name in names:
+        (root / folder / name).write_text((example / name).read_text())
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", folder)
+    return root
+
+
 def commit(repo: Path, message: str, files: dict[str, str]) -> str:
     """Write ``files`` (repository path: text) into ``repo`` and commit everything; the new commit."""
     for path, text in files.items():

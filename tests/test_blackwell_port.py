@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NoGpuRunner, git, plain_git
+from conftest import NoGpuRunner, example_repo, git, plain_git
 
 from porter.agent.replay import ReplayModel
 from porter.agent.session import PortRequest, PortSession
@@ -33,14 +33,7 @@ _plain_git = pytest.fixture(autouse=True)(plain_git)
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository holding the Hopper GEMM, its spec and reference (the port's source)."""
-    root = tmp_path / "repo"
-    (root / "gemm").mkdir(parents=True)
-    for name in ("kernel_sm90a.ptx", "porter.toml", "ref.py"):
-        (root / "gemm" / name).write_text((GEMM / name).read_text())
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "gemm")
-    return root
+    return example_repo(tmp_path / "repo", GEMM, ("kernel_sm90a.ptx", "porter.toml", "ref.py"), "gemm")
 
 
 def test_the_scripted_blackwell_port_ends_equivalent_in_emulation_not_run_on_hardware(repo: Path) -> None:

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import git, plain_git
+from conftest import example_repo, plain_git
 
 from porter.ptx.toolchain import find_toolchain
 
@@ -58,13 +58,7 @@ def _runs(log: Path) -> Counter[tuple[str, str]]:
 def test_a_port_assembles_each_candidate_once_and_disassembles_each_cubin_once(
         tmp_path: Path, counted: tuple[dict[str, str], Path]) -> None:
     env, log = counted
-    repo = tmp_path / "repo"
-    (repo / "gemm").mkdir(parents=True)
-    for name in ("kernel_sm90a.ptx", "porter.toml", "ref.py"):
-        (repo / "gemm" / name).write_text((GEMM / name).read_text())
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "gemm")
+    repo = example_repo(tmp_path / "repo", GEMM, ("kernel_sm90a.ptx", "porter.toml", "ref.py"), "gemm")
     r = subprocess.run([sys.executable, "-m", "porter", "port", "gemm/kernel_sm90a.ptx", "--to", "sm_100a",
                         "--model", f"replay:{GEMM / 'scripted_session_sm100a.toml'}", "--branch-on-failure"],
                        capture_output=True, text=True, cwd=repo, env=env, timeout=300)
