@@ -11,25 +11,31 @@ import ast
 import hashlib
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+_IMPORTING = threading.RLock()  # one import of a user's file at a time (a pool's checks call in threads)
+
 
 def load_callable(path: str, function: str) -> Any:
-    """``function`` of the Python file at ``path`` (RuntimeError when either is missing)."""
+    """``function`` of the Python file at ``path`` (RuntimeError when either is missing). Thread
+    safe: a module is in ``sys.modules`` only once its file has run, so a second thread never finds
+    it half made (without its functions yet)."""
     module_name = "porter_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise RuntimeError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
+    with _IMPORTING:
+        module = sys.modules.get(module_name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise RuntimeError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module  # as an import does: the file may import itself
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[module_name]
+                raise
     fn = getattr(module, function, None)
     if fn is None:
         raise RuntimeError(f"{path} has no function {function!r}")
