@@ -292,3 +292,62 @@ def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkey
     np.testing.assert_array_equal(second.reference["out"],
                                   np.float64(expected["alpha"]) * expected["x"].astype(np.float64)
                                   + expected["y"].astype(np.float64))
+
+
+def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output declared nondeterministic is held to its reference after every timed launch. The
+    reference goes up only inside the scrubbed block of each comparison (its memory zeroed and
+    freed when the block ends), and no candidate launch runs inside one: a kernel never shares the
+    device with the reference, so it can neither make the reference match nor copy it."""
+    import shutil
+    from contextlib import contextmanager
+
+    folder = tmp_path / "va"
+    shutil.copytree(VECTOR_ADD.parent, folder)
+    spec_path = folder / "porter.toml"
+    text = spec_path.read_text()
+    spec_path.write_text(text.replace('name = "out"\nkind = "buffer"', 'name = "out"\nkind = "buffer"\ndeterministic = false', 1))
+    events: list[tuple[str, bool]] = []
+    inside = [False]
+
+    @contextmanager
+    def watched(allocator: Any) -> Any:
+        inside[0] = True
+        try:
+            yield
+        finally:
+            inside[0] = False
+
+    real_asarray = fake_cupy.asarray
+
+    def uploading(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size == 4097:
+            events.append(("reference up", inside[0]))
+        return real_asarray(value, *args, **kwargs)
+
+    body = _vector_add()
+
+    def launched(*args: Any) -> None:
+        events.append(("launch", inside[0]))
+        body(*args)
+
+    monkeypatch.setattr(fake_cupy.cuda, "using_allocator", watched)
+    monkeypatch.setattr(fake_cupy, "asarray", uploading)
+    state = _state(launched)
+    reference = Reference("python", key="ref", path=str(folder / "ref.py"), function="vector_add")
+    try:
+        for seed in (11, 12):
+            job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(spec_path), sizes={"n": 4097},
+                                    seed=seed, reference=reference))
+        events.clear()
+        reply = job_time(state, TimeJob(spec_path=str(spec_path), sizes={"n": 4097}, seeds=(11, 12),
+                                        contenders=(Contender("candidate", "kernel", cubin=b"fake",
+                                                              entry="vector_add"),), budget_s=0.0, min_reps=4,
+                                        references=(reference, reference)))
+    finally:
+        state.close()
+    assert reply.digests[0] is not None and set(reply.digests[0]) == {0}  # every timed launch within tolerance
+    uploads = [where for what, where in events if what == "reference up"]
+    launches = [where for what, where in events if what == "launch"]
+    assert uploads and all(uploads) and launches and not any(launches)

@@ -31,7 +31,7 @@ from porter.gate.elementwise import within_tolerance
 from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, plan_cases, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
-from porter.gate.runner.hold import HeldOutput, decode
+from porter.gate.runner.hold import HeldOutput, decoder, elements
 from porter.gate.runner.jobs import job_case, job_time
 from porter.gate.runner.padding import Padding
 from porter.gate.runner.protocol import TimeJob, TimeReply
@@ -255,7 +255,7 @@ def test_held_outputs_count_what_is_outside_the_tolerance_as_compare_does() -> N
     from porter.gate.dtypes import DTYPES
 
     bf16 = np.array([1.5, -2.0, 3.0], dtype=DTYPES["bf16"].numpy)
-    assert decode(np, bf16.view(np.uint8), DTYPES["bf16"], {}).tolist() == [1.5, -2.0, 3.0]
+    assert decoder(np, DTYPES["bf16"], {})(elements(bf16.view(np.uint8), DTYPES["bf16"])).tolist() == [1.5, -2.0, 3.0]
 
 
 def test_a_timed_launch_of_a_held_output_names_it_and_its_count() -> None:

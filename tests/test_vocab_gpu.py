@@ -68,7 +68,7 @@ def test_the_padding_and_the_held_outputs_in_cupy():
     import cupy as cp
 
     from porter.gate.dtypes import DTYPES
-    from porter.gate.runner.hold import HeldOutput, decode
+    from porter.gate.runner.hold import HeldOutput, decoder, elements
     from porter.gate.runner.padding import Padding
 
     layout = Padding.of((3, 6), (3, 4), 4)
@@ -78,11 +78,12 @@ def test_the_padding_and_the_held_outputs_in_cupy():
     whole.reshape(3, 24)[2, 17] ^= 1
     assert "row 2, column 4" in layout.changes(cp, whole, pattern, "Y", 6)
 
-    ref = cp.asarray([0.0, 1.0, -2.0, np.inf, np.nan, 5.0])
+    ref = np.asarray([0.0, 1.0, -2.0, np.inf, np.nan, 5.0])  # on the host: uploaded for each comparison
     held = HeldOutput(ref, 1e-4, 1e-3)
     assert int(held.outside(cp, cp.asarray([1e-5, 1.0001, -2.0, np.inf, np.nan, np.nan]))) == 1
     bf16 = np.array([1.5, -2.0, 3.0], dtype=DTYPES["bf16"].numpy)
-    assert decode(cp, cp.asarray(bf16.view(np.uint8)), DTYPES["bf16"], {}).get().tolist() == [1.5, -2.0, 3.0]
+    decoded = decoder(cp, DTYPES["bf16"], {})(elements(cp.asarray(bf16.view(np.uint8)), DTYPES["bf16"]))
+    assert decoded.get().tolist() == [1.5, -2.0, 3.0]
 
 
 def test_without_declared_nondeterminism_the_atomics_are_judged_bit_for_bit(runner, toolchain, tmp_path):

@@ -6,6 +6,11 @@ every timed (and repeated) launch, the elements outside the spec's tolerance are
 GPU, and that count, which must be 0, takes the output's digest slot. A kernel that skips work on
 a later launch is caught as surely as by a digest; only the last bits are free.
 
+The reference stays on the host: it is uploaded for each comparison, after the launch completed,
+and the comparison's memory is zeroed and freed before the next launch (``judge.scrubbed``), so
+no candidate kernel runs while the reference, or a difference from it, is on the device (where a
+wild write could make it match, or a wild read copy it into the output).
+
 The functions take the array module (``xp``: CuPy in the worker, NumPy in the tests).
 """
 
@@ -18,12 +23,6 @@ from typing import Any
 import numpy as np
 
 from porter.gate.elementwise import within_tolerance
-
-
-def decode(xp: Any, raw: Any, dtype: Any, tables: dict[str, Any]) -> Any:
-    """Contiguous bytes of a float dtype as float64 values (8- and 16-bit floats through a table
-    of every bit pattern, since CuPy has no bfloat16 or fp8; ``tables`` caches them)."""
-    return decoder(xp, dtype, tables)(elements(raw, dtype))
 
 
 def elements(raw: Any, dtype: Any) -> Any:
@@ -51,13 +50,15 @@ def decoder(xp: Any, dtype: Any, tables: dict[str, Any]) -> Callable[[Any], Any]
 
 @dataclass(frozen=True)
 class HeldOutput:
-    """The reference of one output (float64, flat, on the device) and its tolerance there."""
+    """The reference of one output (float64, flat, on the host) and its tolerance there."""
 
-    reference: Any
+    reference: np.ndarray
     atol: float
     rtol: float
 
     def outside(self, xp: Any, values: Any) -> Any:
-        """How many of ``values`` (float64, flat) are outside the tolerance: a 0-d device array."""
-        ok = within_tolerance(xp, values, self.reference, self.atol, self.rtol)
+        """How many of ``values`` (float64, flat, on the device) are outside the tolerance: a 0-d
+        device array. The reference is uploaded for the comparison: call it inside
+        ``judge.scrubbed``, which zeroes and frees it, and every temporary, afterwards."""
+        ok = within_tolerance(xp, values, xp.asarray(self.reference), self.atol, self.rtol)
         return xp.count_nonzero(~ok)

@@ -224,18 +224,19 @@ class Launch:
         from now on: their digest slots get the count of elements outside the tolerance."""
         from porter.gate.runner.hold import HeldOutput
 
-        cp = self.state.cp
         for p in self.spec.outputs:
             if not p.deterministic:
                 atol, rtol = self.spec.tolerance(p.name, self.sizes)
-                ref = cp.asarray(np.asarray(reference[p.name], dtype=np.float64).reshape(-1))
+                ref = np.ascontiguousarray(np.asarray(reference[p.name], dtype=np.float64).reshape(-1))
                 self.held[p.name] = HeldOutput(ref, atol, rtol)
 
     def digest_outputs(self, out: Any, first_slot: int) -> None:
         """One number per output into consecutive slots of ``out``, from ``first_slot``: the
         digest of its buffer, or for a nondeterministic output the count of its elements outside
-        the tolerance of the reference it is held to (0 when it is held to none)."""
-        from porter.gate.runner.hold import decode
+        the tolerance of the reference it is held to (0 when it is held to none). The reference is
+        on the device only while it is compared (see :mod:`porter.gate.runner.hold`)."""
+        from porter.gate.runner.hold import decoder, elements
+        from porter.gate.runner.judge import scrubbed
 
         cp = self.state.cp
         for k, p in enumerate(self.spec.outputs):
@@ -245,8 +246,10 @@ class Launch:
             elif p.name in self.held:
                 padding = self.padding.get(p.name)
                 raw = padding.view(cp, buf.data) if padding is not None else buf.data
-                count = self.held[p.name].outside(cp, decode(cp, raw, p.dtype, self.tables))
-                out[first_slot + k: first_slot + k + 1] = count.astype(cp.uint64)
+                decode = decoder(cp, p.dtype, self.tables)  # its table made outside the scrubbed pool
+                with scrubbed(cp):
+                    count = self.held[p.name].outside(cp, decode(elements(raw, p.dtype)))
+                    out[first_slot + k: first_slot + k + 1] = count.astype(cp.uint64)
 
     def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
         """Outputs (host, the view of padded ones), guard violations, and inputs that the kernel modified."""
