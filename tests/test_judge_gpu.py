@@ -75,7 +75,7 @@ def test_integers_on_the_gpu_are_compared_exactly() -> None:
 def test_a_judgement_allocates_from_its_own_pool_and_leaves_none_of_it() -> None:
     import cupy as cp
 
-    from porter.gate.runner.judge import scrubbed
+    from porter.gate.runner.memory import scrubbed
 
     pool = cp.get_default_memory_pool()
     before = pool.used_bytes() + pool.free_bytes()

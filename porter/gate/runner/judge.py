@@ -13,7 +13,7 @@ its kernels runs is within reach of a wild write (or read) at a guessed address.
   a run's outputs are on the device while a candidate kernel that could rewrite them runs;
 - everything the judgement allocates (the reference, its float64 chunks, every temporary) comes
   from a memory pool of its own that is zeroed and handed back to the driver when the judgement
-  ends (:func:`scrubbed`): nothing of a reference is left for a later kernel (the next case, the
+  ends (:func:`~porter.gate.runner.memory.scrubbed`): nothing of a reference is left for a later kernel (the next case, the
   next candidate) to find, and nothing is cached on the device across cases or candidates (the
   references the worker and the parent keep on the host stay as they are).
 
@@ -24,42 +24,17 @@ every bit pattern.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from porter.gate.runner.hold import decoder, elements
 from porter.gate.runner.launch import Launch
+from porter.gate.runner.memory import scrubbed
 from porter.gate.summary import OutputSummary, summarize_output
 
 DEVICE_CHUNK = 1 << 24  # elements judged at a time: whole arrays but the largest, with bounded temporaries
 _NATIVE = frozenset("?bBhHiIlLqQefd")  # dtypes (by character) CuPy holds as they are
-
-
-@contextmanager
-def scrubbed(cp: Any) -> Iterator[None]:
-    """Every device allocation CuPy makes in the block comes from a pool of its own; at the end
-    each is zeroed and the pool's memory handed back to the driver (arrays still alive keep theirs
-    until they are dropped, zeroed already). The block must leave no array it made in use."""
-    pool = cp.cuda.MemoryPool()
-    handed: list[tuple[int, int]] = []
-
-    def allocate(nbytes: int) -> Any:
-        memory = pool.malloc(nbytes)
-        handed.append((int(memory.ptr), nbytes))
-        return memory
-
-    try:
-        with cp.cuda.using_allocator(allocate):
-            yield
-    finally:
-        cp.cuda.Device().synchronize()
-        for ptr, nbytes in handed:
-            cp.cuda.runtime.memset(ptr, 0, nbytes)
-        cp.cuda.Device().synchronize()
-        pool.free_all_blocks()
 
 
 def summaries(state: Any, launch: Launch, spec: Any, sizes: dict[str, int], values: str,

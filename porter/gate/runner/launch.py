@@ -236,7 +236,7 @@ class Launch:
         the tolerance of the reference it is held to (0 when it is held to none). The reference is
         on the device only while it is compared (see :mod:`porter.gate.runner.hold`)."""
         from porter.gate.runner.hold import decoder, elements
-        from porter.gate.runner.judge import scrubbed
+        from porter.gate.runner.memory import scrubbed
 
         cp = self.state.cp
         for k, p in enumerate(self.spec.outputs):

@@ -1,8 +1,11 @@
 """Device memory a launch uses: buffers laid out as :mod:`porter.gate.layout` places them, between
-random guard bytes, and random contents made on the GPU."""
+random guard bytes, and random contents made on the GPU; and the scrubbed pool a judgement
+allocates from (:func:`scrubbed`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
@@ -117,3 +120,27 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     special = ((words >> words.dtype.type(mantissa)) & ones) == ones
     words ^= special.astype(words.dtype) << words.dtype.type(mantissa)
     return raw
+
+
+@contextmanager
+def scrubbed(cp: Any) -> Iterator[None]:
+    """Every device allocation CuPy makes in the block comes from a pool of its own; at the end
+    each is zeroed and the pool's memory handed back to the driver (arrays still alive keep theirs
+    until they are dropped, zeroed already). The block must leave no array it made in use."""
+    pool = cp.cuda.MemoryPool()
+    handed: list[tuple[int, int]] = []
+
+    def allocate(nbytes: int) -> Any:
+        memory = pool.malloc(nbytes)
+        handed.append((int(memory.ptr), nbytes))
+        return memory
+
+    try:
+        with cp.cuda.using_allocator(allocate):
+            yield
+    finally:
+        cp.cuda.Device().synchronize()
+        for ptr, nbytes in handed:
+            cp.cuda.runtime.memset(ptr, 0, nbytes)
+        cp.cuda.Device().synchronize()
+        pool.free_all_blocks()
