@@ -8,7 +8,7 @@ import numpy as np
 
 from porter.gate import layout
 from porter.gate.layout import Placement
-from porter.gate.runner.memory import DeviceBuffer, random_finite
+from porter.gate.runner.memory import DeviceBuffer, random_finite, scrubbed
 from porter.gate.spec import DEFAULT_ALIGN
 
 
@@ -236,7 +236,6 @@ class Launch:
         the tolerance of the reference it is held to (0 when it is held to none). The reference is
         on the device only while it is compared (see :mod:`porter.gate.runner.hold`)."""
         from porter.gate.runner.hold import decoder, elements
-        from porter.gate.runner.memory import scrubbed
 
         cp = self.state.cp
         for k, p in enumerate(self.spec.outputs):
