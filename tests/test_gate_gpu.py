@@ -11,6 +11,7 @@ import pytest
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.spec import load_spec
+from porter.gate.verdict import size_label
 
 pytestmark = pytest.mark.gpu
 
@@ -169,9 +170,13 @@ def test_sanitizers_catch_a_planted_oob_write_and_a_shared_memory_race(runner, t
     # i <= n reads x[n] first: memcheck reports that out-of-bounds read, at its SASS offset.
     assert any("Invalid __global__" in f.message and f.function == "vector_add" and f.sass for f in memcheck.findings)
     race = check(BROKEN / "smem_race.ptx", runner, toolchain, spec_dir=VECTOR_ADD, sanitize=True, timing=False)
-    assert race.gate("equivalence").status == "passed"  # the race does not change the result here...
+    # The race may or may not change a checked run's result (shared memory holds random words, new
+    # for every launch, and each case runs from three initial states); where it does, the
+    # equivalence gate says where. Either way racecheck sees it.
+    equivalence = race.gate("equivalence")
+    assert equivalence.status == "passed" or "elements wrong" in equivalence.summary, equivalence
     racecheck = next(r for r in race.sanitizer if r.tool == "racecheck")
-    assert racecheck.ran and racecheck.errors > 0, racecheck  # ...but racecheck sees it
+    assert racecheck.ran and racecheck.errors > 0, racecheck
     assert race.status == "failed"
     clean = check(VECTOR_ADD / "kernel.ptx", runner, toolchain, sanitize=True, timing=False)
     assert clean.gate("sanitize").status == "passed", clean.gate("sanitize")
@@ -202,8 +207,14 @@ def test_the_tma_wgmma_gemm_passes_executes_hgmma_and_outruns_the_sm80_kernel(ru
                         toolchain=toolchain, runner=runner)
     assert verdict.status == "passed", verdict.reason
     assert verdict.native is not None and verdict.native.executed_counts.get("HGMMA", 0) > 0
-    assert verdict.speedup_vs_source is not None and verdict.speedup_vs_source > 1.2
-    assert verdict.speedup_vs_library is not None
+    # It outruns the sm_80 kernel at the spec's size (4096^3). The headline speed-up is the lowest
+    # over that and a size set the check drew, one symbol large and the others small (M ~ 3.3M,
+    # N = K = 8: a 128-wide wgmma tile does 16 times the work there), so it may be below 1.
+    timings = [(t.name, t.sizes, round(t.median_ms, 4)) for t in verdict.timings]
+    named = {t.name: t for t in verdict.timings if t.sizes == size_label(load_spec(GEMM_SPEC).default_sizes())}
+    assert named["source"].median_ms / named["candidate"].median_ms > 1.2, timings
+    assert verdict.speedup_vs_source is not None and verdict.speedup_vs_library is not None
+    assert verdict.speedup_vs_source <= named["source"].median_ms / named["candidate"].median_ms * 1.0001, timings
 
 
 def test_a_tensor_map_over_the_wrong_extents_is_caught_by_the_sweep(runner, toolchain, tmp_path):

@@ -110,3 +110,30 @@ def test_the_gemm_judged_on_the_device_reaches_the_host_verdict(runner: Any, too
     for a, b in zip(device.cases, host.cases, strict=True):
         for x, y in zip(a.outputs, b.outputs, strict=True):
             assert math.isclose(x.rel_l2, y.rel_l2, rel_tol=1e-12, abs_tol=1e-300)
+
+
+def test_float32_subnormals_reach_the_device_judgement_unflushed() -> None:
+    """CuPy's float32 casts flush subnormals to zero (seen on the H200, 2026-12-05): an output or
+    reference of 9e-41 became 0 on the device and not on the host, and max_rel_err differed. The
+    decoder reads float32 by its bits, and references go up as float64 made on the host."""
+    import cupy as cp
+
+    from porter.gate.runner.hold import float32_as_float64
+
+    rng = np.random.default_rng(3)
+    bits = np.concatenate([rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32),
+                           np.arange(1, 1 << 16, dtype=np.uint32), np.arange(1, 1 << 16, dtype=np.uint32) | (1 << 31)])
+    values = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        host = values.astype(np.float64)
+    device = float32_as_float64(cp, cp.asarray(values)).get()
+    same = ~np.isnan(host)
+    assert np.array_equal(device.view(np.uint64)[same], host.view(np.uint64)[same])
+    assert np.array_equal(np.isnan(device), np.isnan(host))
+    tiny = np.arange(1, 4097, dtype=np.uint32).view(np.float32)  # every one a subnormal
+    kwargs: dict[str, Any] = dict(atol=0.0, rtol=1e-6, limit=None, exact=False, shape=(tiny.size,), dtype="float32")
+    on_host = summarize(np, tiny, tiny.astype(np.float64), values=decoder(np, DTYPES["f32"], {}), **kwargs)
+    on_device = summarize(cp, cp.asarray(tiny), cp.asarray(tiny.astype(np.float64)),
+                          values=decoder(cp, DTYPES["f32"], {}), **kwargs)
+    assert on_host.passed and on_host.max_rel_err == 0.0
+    _same(on_device, on_host)

@@ -179,3 +179,20 @@ def test_a_check_judged_on_the_device_reaches_the_host_verdict(toolchain: Any, t
         assert failed and all(o.localization is not None and o.first_bad for o in failed)
     else:
         assert verdicts["device"].gate("equivalence").status == "passed"
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=64))
+def test_float32_read_by_its_bits_is_the_exact_float64(words: list[int]) -> None:
+    """The device decoder's float32 path (no cast that could flush a subnormal) gives every float32
+    bit pattern the float64 value NumPy's exact cast gives it (NaN for NaN)."""
+    from porter.gate.runner.hold import float32_as_float64
+
+    values = np.asarray(words, dtype=np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        exact = values.astype(np.float64)
+    got = float32_as_float64(np, values)
+    assert got.dtype == np.float64
+    same = ~np.isnan(exact)
+    assert np.array_equal(got[same].view(np.uint64), exact[same].view(np.uint64))
+    assert np.array_equal(np.isnan(got), np.isnan(exact))

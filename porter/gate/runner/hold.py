@@ -33,10 +33,30 @@ def elements(raw: Any, dtype: Any) -> Any:
     return raw.view({1: np.uint8, 2: np.uint16}[dtype.itemsize])
 
 
+def float32_as_float64(xp: Any, values: Any) -> Any:
+    """float32 values as float64, exactly, by their bits: CuPy's kernels flush float32 subnormals
+    to zero in a cast (seen on the H200, 2026-12-05: a float32 reference of 9e-41 read as 0 on the
+    device and as itself on the host), so the cast is made in integers and float64, which is never
+    flushed: sign, exponent rebiased, mantissa moved up; a subnormal as its mantissa times 2^-149."""
+    u = xp.uint64  # every constant typed: no promotion of unsigned words to float, in any array module
+    bits = xp.ascontiguousarray(values).view(xp.uint32).astype(u)
+    sign = (bits >> u(31)) << u(63)
+    exponent = (bits >> u(23)) & u(0xFF)
+    mantissa = bits & u(0x7FFFFF)
+    rebiased = xp.where(exponent == u(0xFF), u(0x7FF), exponent + u(1023 - 127))
+    whole = (sign | (rebiased << u(52)) | (mantissa << u(29))).view(xp.float64)
+    small = mantissa.astype(xp.float64) * 2.0**-149
+    small = xp.where(sign != u(0), -small, small)
+    return xp.where(exponent == u(0), small, whole)
+
+
 def decoder(xp: Any, dtype: Any, tables: dict[str, Any]) -> Callable[[Any], Any]:
-    """Elements (see :func:`elements`) to float64 values. An 8- or 16-bit float's table (a few
-    hundred kilobytes at most) is made here, at once, so that it is never made among the
-    temporaries of a judgement that are scrubbed when it ends (``porter.gate.runner.judge``)."""
+    """Elements (see :func:`elements`) to float64 values, exactly (no subnormal flushed to zero).
+    An 8- or 16-bit float's table (a few hundred kilobytes at most) is made here, at once, so that
+    it is never made among the temporaries of a judgement that are scrubbed when it ends
+    (``porter.gate.runner.judge``)."""
+    if dtype.is_float and dtype.itemsize == 4:
+        return lambda values: float32_as_float64(xp, values)
     if dtype.itemsize >= 4 or not dtype.is_float:
         return lambda values: values.astype(xp.float64)
     words = {1: np.uint8, 2: np.uint16}[dtype.itemsize]
