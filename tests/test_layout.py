@@ -351,3 +351,19 @@ def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path:
     uploads = [where for what, where in events if what == "reference up"]
     launches = [where for what, where in events if what == "launch"]
     assert uploads and all(uploads) and launches and not any(launches)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**40))
+def test_a_timed_or_profiled_launch_starts_its_buffers_as_cudamalloc_would(seed: int) -> None:
+    """The ``plain`` placing (a timing run's later sets, the profiled launch) lies as a program's
+    tensors: each start a multiple of 256 bytes, as cudaMalloc aligns them."""
+    state = _state(_vector_add())
+    spec = load_spec(VECTOR_ADD)
+    try:
+        launch = Launch(state, spec, {"n": 1000}, state.inputs(spec, {"n": 1000}, seed), seed, "plain")
+        leads = [buf.lead for buf in launch.buffers.values()]
+        launch.release()
+    finally:
+        state.close()
+    assert all(lead % layout.PROGRAM_ALIGN == 0 for lead in leads)

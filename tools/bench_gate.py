@@ -108,6 +108,11 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
         alone_ms = statistics.median(reply.times_ms[0])
     for kind in phases[-1]:
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
+    timing = verdict.gate("timing")
+    if timing is not None:
+        print(f"  last check's timing gate: {timing.summary}")
+        for line in timing.details:
+            print(f"    {line}")
     return walls[0], walls[1:], median_ms, alone_ms
 
 

@@ -32,6 +32,10 @@ from typing import Literal
 import numpy as np
 
 GUARD_SPAN = 64 * 1024  # the most guard bytes porter draws on either side of a buffer
+# Where a program's tensors start: cudaMalloc aligns every allocation to 256 bytes (PyTorch's and
+# CuPy's pools to 512), so the ``plain`` placing (timing, profiling) aligns starts to this or the
+# contract's ``align``, the larger, and no further.
+PROGRAM_ALIGN = 256
 
 Family = Literal["fenced", "plain"]
 # How a launch places its buffers (see runner.launch.Launch): flush, drawn (family and offsets from

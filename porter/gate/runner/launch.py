@@ -84,6 +84,8 @@ class Launch:
             elif p.kind == "scratch":
                 nbytes = spec.scratch_bytes(p, sizes)
             if p.kind == "buffer" or (p.kind == "scratch" and nbytes > 0):
+                if placing == "plain":  # as a program's tensors start (see layout.PROGRAM_ALIGN)
+                    align = max(align, layout.PROGRAM_ALIGN)
                 placement = state.placement(placing, nbytes, align, where, family)
                 self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, draws,
                                                     read_only=p.kind == "buffer" and p.role == "in")
