@@ -233,6 +233,24 @@ def test_an_input_written_by_the_kernel_is_found_on_the_device() -> None:
     assert reply.modified and reply.modified[0].startswith("x: ") and "(first at byte 12)" in reply.modified[0]
 
 
+def test_an_input_written_with_the_device_image_it_is_restored_from_is_still_found() -> None:
+    """A kernel that also rewrites porter's device copy of the input (a wild write: it lies on the
+    device during the launch) is held to the input's image from the host, uploaded afresh."""
+    state = _state(_vector_add())
+    spec = load_spec(VECTOR_ADD)
+    try:
+        launch = Launch(state, spec, {"n": 1000}, state.inputs(spec, {"n": 1000}, 4), 4, "plain")
+        launch.reset()
+        assert launch.changed_inputs() == []
+        for device in (launch.buffers["x"].data, launch._pristine["x"]):  # both rewritten alike
+            device[12:20] = 7
+        found = launch.changed_inputs()
+        launch.release()
+    finally:
+        state.close()
+    assert len(found) == 1 and found[0].startswith("x: ") and "(first at byte 12)" in found[0]
+
+
 def test_a_run_wrong_only_from_zeros_ships_the_first_run_and_its_own_outputs() -> None:
     """Judged on the device, the third run (from zeros, in the buffers the second run used) fails:
     the host gets the first run's outputs, None for the second (it passed like the first) and the

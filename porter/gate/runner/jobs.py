@@ -251,10 +251,9 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
 
     Interleaving makes ratios between contenders survive clock and thermal drift. Round ``r``
     runs on input set ``r % len(seeds)`` (each set drawn from its seed, each checked by the caller),
-    so no launch finds the inputs the last one had, and each set's buffers lie as the checked
-    case's run of the set's index placed them (set 0 flush, later sets drawn from their seed: see
-    :func:`rounds.set_placing`), so that a kernel cannot tell a timed launch by where its buffers
-    lie. Every timed launch starts from the same restored state as a checked one (fresh poison in
+    so no launch finds the inputs the last one had; set 0's buffers lie as a checked case's first
+    run (flush), the later sets' as a program's tensors (see :func:`rounds.set_placing`), so that
+    a kernel is timed where it is checked and where it will run. Every timed launch starts from the same restored state as a checked one (fresh poison in
     the outputs, inputs and module globals restored, shared memory overwritten: all outside the
     timed events), and a kernel contender's outputs are digested after every launch, so the
     caller can hold each timed launch to the outputs verified for its set.

@@ -34,7 +34,6 @@ from porter.gate.runner.memory import scrubbed
 from porter.gate.summary import OutputSummary, summarize_output
 
 DEVICE_CHUNK = 1 << 24  # elements judged at a time: whole arrays but the largest, with bounded temporaries
-_NATIVE = frozenset("?bBhHiIlLqQefd")  # dtypes (by character) CuPy holds as they are
 
 
 def summaries(state: Any, launch: Launch, spec: Any, sizes: dict[str, int], values: str,
@@ -61,7 +60,7 @@ def _summary(cp: Any, launch: Launch, spec: Any, p: Any, sizes: dict[str, int], 
     # float64 made on the host: CuPy has no bf16 or fp8, and a float32 cast on the device flushes
     # subnormals to zero (see hold.float32_as_float64), where the host's judgement keeps them.
     ref = np.asarray(host_ref)
-    if ref.dtype.kind == "f" or ref.dtype.char not in _NATIVE:
+    if ref.dtype.kind not in "biu":  # floats, and ml_dtypes' (kind "V"): integers are compared as they are
         ref = ref.astype(np.float64)
     ref_device = cp.asarray(np.ascontiguousarray(ref).reshape(-1))
     return summarize_output(cp, spec, p.name, sizes, values, out, ref_device, decode=decode, chunk=DEVICE_CHUNK)

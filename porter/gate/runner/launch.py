@@ -267,17 +267,21 @@ class Launch:
         return outputs
 
     def changed_inputs(self) -> list[str]:
-        """The input buffers that differ from the image uploaded before the launch (padding
-        included), compared on the GPU, described."""
+        """The input buffers that differ from their image on the host (padding included),
+        compared on the GPU, described. The image goes up afresh for the comparison and is
+        scrubbed after it: the device copy the inputs are restored from was within the kernel's
+        reach, and a kernel that rewrote both would otherwise go unseen."""
         cp = self.state.cp
         modified: list[str] = []
         for p in self.spec.params:
             buf = self.buffers.get(p.name)
             if buf is None or p.kind != "buffer" or p.role != "in" or not buf.nbytes:
                 continue
-            changed = cp.flatnonzero(buf.data != self._pristine[p.name])
-            if changed.size:
-                modified.append(f"{p.name}: {int(changed.size)} bytes changed (first at byte {int(changed[0])})")
+            with scrubbed(cp):
+                changed = cp.flatnonzero(buf.data != cp.asarray(self._input_image(p)))
+                count, first = int(changed.size), int(changed[0]) if changed.size else 0
+            if count:
+                modified.append(f"{p.name}: {count} bytes changed (first at byte {first})")
         return modified
 
     def release(self) -> None:
