@@ -1,7 +1,7 @@
 """Benchmark the gate itself (GPU machine): how long one full check takes, and whether its timing
 agrees with triton.testing.do_bench.
 
-    PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16] [--repeats 5]
+    PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16] [--repeats 5] [--profile DIR]
 
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
    with a warm worker as the repair loop sees it; the first (cold) run, which includes starting
@@ -9,13 +9,19 @@ agrees with triton.testing.do_bench.
 2. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
    the check, interleaved with the source and library), against triton.testing.do_bench (median,
    L2 flushed) on the same cubin and inputs in a fresh process.
-Prints a small table; speed goals live here, not in unit tests.
+Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
+where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
+the 40 most costly functions of the parent (parent.txt) and of the worker (worker.txt) by
+cProfile, cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -43,6 +49,7 @@ class PhaseClock:
     def __init__(self, runner, spec) -> None:
         self.runner, self.sweep = runner, [sorted(s.items()) for s in spec.size_sets()]
         self.seconds: dict[str, list[float]] = {}
+        self.jobs: list[str] = []  # one line a job: its kind, sizes, seconds in the worker and in all
 
     def start(self):
         return self.runner.start()
@@ -62,6 +69,8 @@ class PhaseClock:
             else:
                 kind = job.op
             self.seconds.setdefault(kind, []).append(worker)
+            self.jobs.append(f"{kind:28} {dict(job.sizes)} values={getattr(job, 'values', '')!r} "
+                             f"worker {worker:.3f} s, call {total:.3f} s")
             self.seconds.setdefault("transfer (job in, reply out)", []).append(total - worker)
 
     def take(self) -> dict[str, float]:
@@ -70,7 +79,7 @@ class PhaseClock:
         return totals
 
 
-def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float, float]:
+def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tuple[float, list[float], float, float]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -81,12 +90,22 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
     walls = []
     median_ms = float("nan")
     phases: list[dict[str, float]] = []
+    parent = cProfile.Profile()
+    if profile is not None:
+        from porter.gate.runner.worker import PROFILE_ENV
+
+        profile.mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_ENV] = str(profile)
     with Runner() as runner:
         clock = PhaseClock(runner, spec)
-        for _ in range(repeats + 1):
+        for repeat in range(repeats + 1):
             os.environ["PORTER_CACHE_DIR"] = tempfile.mkdtemp(prefix="porter-bench-cache-")
+            clock.jobs.append(f"-- check {repeat} ({'cold' if repeat == 0 else 'warm'})")
             t0 = time.perf_counter()
+            if repeat:
+                parent.enable()
             verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=clock)
+            parent.disable()
             walls.append(time.perf_counter() - t0)
             phase = clock.take()
             phase["parent (assemble, compare, judge)"] = walls[-1] - sum(phase.values())
@@ -106,6 +125,12 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
                                         contenders=(Contender("candidate", "kernel", cubin=cubin, entry=spec.entry),),
                                         budget_s=2.0), 300.0)
         alone_ms = statistics.median(reply.times_ms[0])
+    if profile is not None:
+        (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
+        write_top(parent, profile / "parent.txt")
+        workers = sorted(profile.glob("worker-*.pstats"))
+        if workers:
+            write_top(pstats.Stats(*map(str, workers)), profile / "worker.txt")
     for kind in phases[-1]:
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
     timing = verdict.gate("timing")
@@ -114,6 +139,15 @@ def full_checks(example: Path, repeats: int) -> tuple[float, list[float], float,
         for line in timing.details:
             print(f"    {line}")
     return walls[0], walls[1:], median_ms, alone_ms
+
+
+def write_top(stats: cProfile.Profile | pstats.Stats, path: Path) -> None:
+    """The 40 functions of most cumulative seconds, as pstats prints them."""
+    out = io.StringIO()
+    table = pstats.Stats(stats, stream=out) if isinstance(stats, cProfile.Profile) else stats
+    table.stream = out
+    table.sort_stats("cumulative").print_stats(40)
+    path.write_text(out.getvalue())
 
 
 DO_BENCH = r'''
@@ -170,9 +204,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16"))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", type=Path, help="a folder for where the warm checks' seconds went")
     args = parser.parse_args()
     example = Path(args.example)
-    cold, warm, porter_ms, alone_ms = full_checks(example, args.repeats)
+    cold, warm, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile)
     triton_ms = do_bench_ms(example)
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")

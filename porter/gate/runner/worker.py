@@ -19,7 +19,9 @@ memory. Timed launches are digested, so that what was timed can be held to what 
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +30,8 @@ from porter.gate.runner.protocol import CaseJob, OutputsJob, TimeJob
 from porter.gate.runner.state import WorkerState
 from porter.gate.runner.transfer import Parking, parking_directory, unpark
 from porter.install import install_hint
+
+PROFILE_ENV = "PORTER_WORKER_PROFILE"  # a folder: the worker runs under cProfile (see _profiled)
 
 # CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
 # error (illegal address, misaligned access, a trap) poisons the context: the worker must restart.
@@ -119,9 +123,25 @@ def serve(conn: Any, device: int) -> None:
         conn.send({"ok": True, "device": info, "parking": parking.directory})
         state = WorkerState(cp, folder=parking.directory)
         try:
-            _serve_jobs(conn, state, parking)
+            _profiled(lambda: _serve_jobs(conn, state, parking))
         finally:
             state.close()
+
+
+def _profiled(body: Callable[[], None]) -> None:
+    """Run ``body``, under cProfile when ``PORTER_WORKER_PROFILE`` names a folder: the worker's
+    statistics go to ``worker-<pid>.pstats`` there when it ends (``tools/bench_gate.py --profile``)."""
+    folder = os.environ.get(PROFILE_ENV)
+    if not folder:
+        body()
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    try:
+        profile.runcall(body)
+    finally:
+        profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.pstats"))
 
 
 def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
