@@ -8,7 +8,6 @@ The GPU half (each attack kernel failing on the H200 for its own reason) is test
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -143,11 +142,14 @@ def test_outputs_right_unless_they_start_as_zeros_fail_as_initial_state_dependen
     right = _right(spec, case)
     half = right.copy()
     half[500:] = 0.0  # writes only where the output is not zero yet: from zeros, half stays 0
-    result = judge_case(spec, case, _reply(spec, case, [right, None, half]))
+    reply = _reply(spec, case, [right, None, half])
+    result = judge_case(spec, case, reply)
     assert result.status == "failed"
-    # (the one or two elements whose reference is not finite, the inputs' special values, are left out)
-    assert re.search(r"out: 49[89] of 1000 elements wrong when the output starts as zeros but right when it starts as "
-                     "NaN poison", result.reason), result.reason
+    # (elements whose reference is not finite, from the inputs' special values, are left out)
+    wrong = int(np.count_nonzero(np.isfinite(reply.reference["out"][500:])))
+    assert wrong > 490
+    assert f"out: {wrong} of 1000 elements wrong when the output starts as zeros but right when it starts as NaN poison" \
+        in result.reason, result.reason
 
 
 def test_outputs_right_from_poison_but_wrong_from_random_values_fail_as_initial_state_dependence() -> None:

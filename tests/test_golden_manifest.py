@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.golden import MANIFEST, SAMPLED, cases_digest, check_golden, load_golden, record
+from porter.gate.inputs import INPUTS_VERSION
 from porter.gate.runner.protocol import Job, OutputsReply, Reply
 from porter.gate.spec import load_spec
 
@@ -80,6 +81,21 @@ def test_a_manifest_cut_down_or_edited_is_refused(recorded, tmp_path: Path) -> N
     resigned = _edited(recorded[0], tmp_path / "b", cut_and_digest)
     with pytest.raises(InputError, match="does not cover the plan"):
         check_golden(load_golden(resigned), spec)
+
+
+@pytest.mark.parametrize("version", [None, 1, INPUTS_VERSION + 1])
+def test_a_manifest_recorded_on_inputs_drawn_another_way_is_refused(recorded, tmp_path: Path, version) -> None:
+    """Its outputs answer for other inputs than the seeds draw now: comparing with them would fail
+    an honest kernel (or, with luck, pass a wrong one)."""
+    assert load_golden(recorded[0])  # the folder as recorded is accepted
+
+    def set_version(d: dict) -> None:
+        if version is None:
+            d.pop("inputs")
+        else:
+            d["inputs"] = version
+    with pytest.raises(InputError, match=r"inputs version .* record again"):
+        load_golden(_edited(recorded[0], tmp_path, set_version))
 
 
 def test_a_manifest_recorded_from_the_candidate_is_refused(recorded) -> None:

@@ -115,7 +115,8 @@ def test_the_gemm_judged_on_the_device_reaches_the_host_verdict(runner: Any, too
 def test_float32_subnormals_reach_the_device_judgement_unflushed() -> None:
     """CuPy's float32 casts flush subnormals to zero (seen on the H200, 2026-12-05): an output or
     reference of 9e-41 became 0 on the device and not on the host, and max_rel_err differed. The
-    decoder reads float32 by its bits, and references go up as float64 made on the host."""
+    decoder reads float32 by its bits, and references go up as their float32 bits (decoded the same
+    way) or as float64 made on the host."""
     import cupy as cp
 
     from porter.gate.runner.hold import float32_as_float64
@@ -137,3 +138,6 @@ def test_float32_subnormals_reach_the_device_judgement_unflushed() -> None:
                           values=decoder(cp, DTYPES["f32"], {}), **kwargs)
     assert on_host.passed and on_host.max_rel_err == 0.0
     _same(on_device, on_host)
+    as_bits = summarize(cp, cp.asarray(tiny), cp.asarray(tiny.view(np.uint32)), values=decoder(cp, DTYPES["f32"], {}),
+                        reference=lambda bits: float32_as_float64(cp, bits), **kwargs)
+    _same(as_bits, on_host)

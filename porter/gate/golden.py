@@ -4,7 +4,8 @@ not run.
 
 Inputs are not stored: they regenerate from the seeds (``porter.gate.inputs``). A folder holds
 ``manifest.json`` and one ``.npz`` of outputs per case. The manifest (:class:`Manifest`, read once
-and checked whole by :func:`load_golden`) carries the spec's digest, the source kernel's hash,
+and checked whole by :func:`load_golden`) carries the spec's digest, the version of the way inputs
+follow from seeds (:data:`~porter.gate.inputs.INPUTS_VERSION`), the source kernel's hash,
 the cases with their sizes, seeds and value cases, a **reserve** of further cases at size sets
 drawn from seeds no output shows, and a digest of the whole case list. A check refuses a folder
 (:func:`check_golden`) recorded under another spec, one whose cases do not cover the plan the spec
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from porter.errors import EnvironmentProblem, InputError
-from porter.gate.inputs import fresh_seed, stream
+from porter.gate.inputs import INPUTS_VERSION, fresh_seed, stream
 from porter.gate.plan import Case, plan_cases, plan_seeds, unannounced_sizes
 from porter.gate.spec import Spec, declared_spec
 
@@ -109,6 +110,10 @@ def load_golden(folder: Path) -> Manifest:
     if missing or not isinstance(raw_reserve, list):
         raise InputError(f"{manifest}: no {', '.join(missing) or 'reserve list'}: recorded by an older porter or "
                          "edited; record again with `porter record`")
+    if data.get("inputs") != INPUTS_VERSION:
+        raise InputError(f"{manifest}: recorded on inputs drawn as porter's inputs version {data.get('inputs', 1)} "
+                         f"draws them, not as this one's ({INPUTS_VERSION}): its outputs answer for other inputs; "
+                         "record again with `porter record`")
     if cases_digest(raw_cases, raw_reserve) != data["digest"]:
         raise InputError(f"{manifest}: its case list does not match its digest: cases were removed or changed "
                          "after recording; record again")
@@ -184,6 +189,7 @@ def record(source: Path, spec: Spec, out: Path, *, seeds: tuple[int, ...] = (), 
         "source_sha256": file_digest(source),
         "entry": declared.entry,
         "spec_sha256": spec_digest(spec),
+        "inputs": INPUTS_VERSION,
         "gpu": device,
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "cases": cases,

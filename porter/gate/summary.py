@@ -69,7 +69,8 @@ def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str) -> t
 
 
 def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
-                     decode: Callable[[Any], Any] | None = None, chunk: int = CHUNK) -> OutputSummary:
+                     decode: Callable[[Any], Any] | None = None, decode_reference: Callable[[Any], Any] | None = None,
+                     chunk: int = CHUNK) -> OutputSummary:
     """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
     judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
     of the output's dtype), ``ref`` flat."""
@@ -79,7 +80,7 @@ def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], valu
     dtype = np.dtype(p.dtype.numpy)
     exact = dtype.kind in "biu" and ref.dtype.kind in "biu" and atol == 0 and rtol == 0
     return summarize(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=tuple(spec.shape(p, sizes)),
-                     dtype=str(dtype), values=decode, chunk=chunk)
+                     dtype=str(dtype), values=decode, reference=decode_reference, chunk=chunk)
 
 
 @dataclass
@@ -100,25 +101,28 @@ class _Tally:
 
 def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: float | None, exact: bool,
               shape: tuple[int, ...], dtype: str, values: Callable[[Any], Any] | None = None,
-              chunk: int = CHUNK, masks: Masks | None = None) -> OutputSummary:
+              reference: Callable[[Any], Any] | None = None, chunk: int = CHUNK,
+              masks: Masks | None = None) -> OutputSummary:
     """Compare the flat arrays ``out`` and ``ref`` (the same size) elementwise, ``chunk`` elements
     at a time: ``|out - ref| <= atol + rtol * |ref|`` (:func:`porter.gate.elementwise.judge`).
 
     ``values`` turns a chunk of ``out`` into float64 (default: ``astype``; the worker decodes
-    bf16 and fp8 bit patterns through a table); ``exact`` compares ``out`` and ``ref`` as they
+    bf16 and fp8 bit patterns through a table), ``reference`` a chunk of ``ref`` (default:
+    ``astype``; the worker sends a float32 reference as its bits, half the bytes); ``exact`` compares ``out`` and ``ref`` as they
     are (integers with zero tolerance), where a difference counts at least 1. ``limit``: see
     :func:`output_terms`. ``masks`` receives each chunk's wrong and never-written elements.
     """
     if atol < 0 or rtol < 0:
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
     decode = values if values is not None else (lambda a: a.astype(xp.float64))
+    decode_ref = reference if reference is not None else (lambda a: a.astype(xp.float64))
     size = int(out.size)
     t = _Tally()
     err_parts: list[tuple[float, float]] = []
     ref_parts: list[tuple[float, float]] = []
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for sl in chunks(size, chunk):
-            o, r = decode(out[sl]), ref[sl].astype(xp.float64)
+            o, r = decode(out[sl]), decode_ref(ref[sl])
             _reference_figures(xp, r, atol, rtol, t)
             r_raw = r
             ok, absdiff, finite = judge(xp, o, r, atol, rtol)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.gate.runner.hold import decoder, elements
+from porter.gate.runner.hold import decoder, elements, float32_as_float64
 from porter.gate.runner.launch import Launch
 from porter.gate.runner.memory import scrubbed
 from porter.gate.summary import OutputSummary, summarize_output
@@ -57,10 +57,14 @@ def _summary(cp: Any, launch: Launch, spec: Any, p: Any, sizes: dict[str, int], 
     padding = launch.padding.get(p.name)
     raw = padding.view(cp, buf.data) if padding is not None else buf.data
     out = elements(raw, p.dtype)
-    # float64 made on the host: CuPy has no bf16 or fp8, and a float32 cast on the device flushes
-    # subnormals to zero (see hold.float32_as_float64), where the host's judgement keeps them.
-    ref = np.asarray(host_ref)
-    if ref.dtype.kind not in "biu":  # floats, and ml_dtypes' (kind "V"): integers are compared as they are
+    # CuPy has no bf16 or fp8, and its float32 casts flush subnormals to zero (see
+    # hold.float32_as_float64), where the host's judgement keeps them: a float32 reference goes up
+    # as its bits, decoded on the device; any other float as float64 made on the host.
+    ref = np.ascontiguousarray(host_ref).reshape(-1)
+    widen = None
+    if ref.dtype == np.float32 and p.dtype.is_float:
+        ref, widen = ref.view(np.uint32), (lambda bits: float32_as_float64(cp, bits))
+    elif ref.dtype.kind not in "biu":  # floats, and ml_dtypes' (kind "V"): integers are compared as they are
         ref = ref.astype(np.float64)
-    ref_device = cp.asarray(np.ascontiguousarray(ref).reshape(-1))
-    return summarize_output(cp, spec, p.name, sizes, values, out, ref_device, decode=decode, chunk=DEVICE_CHUNK)
+    return summarize_output(cp, spec, p.name, sizes, values, out, cp.asarray(ref), decode=decode,
+                            decode_reference=widen, chunk=DEVICE_CHUNK)
