@@ -11,8 +11,8 @@ agrees with triton.testing.do_bench.
    L2 flushed) on the same cubin and inputs in a fresh process.
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
 where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
-the 40 most costly functions of the parent (parent.txt) and of the worker (worker.txt) by
-cProfile, cumulative time.
+the most costly functions of the parent's warm checks (parent.txt) and of the worker's whole life
+(worker.txt: the cold check and the timing alone too) by cProfile, cumulative and own time.
 """
 
 from __future__ import annotations
@@ -91,11 +91,12 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
     median_ms = float("nan")
     phases: list[dict[str, float]] = []
     parent = cProfile.Profile()
+    worker_stats = Path(tempfile.mkdtemp(prefix="porter-bench-profile-"))
     if profile is not None:
         from porter.gate.runner.worker import PROFILE_ENV
 
         profile.mkdir(parents=True, exist_ok=True)
-        os.environ[PROFILE_ENV] = str(profile)
+        os.environ[PROFILE_ENV] = str(worker_stats)
     with Runner() as runner:
         clock = PhaseClock(runner, spec)
         for repeat in range(repeats + 1):
@@ -128,7 +129,7 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
     if profile is not None:
         (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
         write_top(parent, profile / "parent.txt")
-        workers = sorted(profile.glob("worker-*.pstats"))
+        workers = sorted(worker_stats.glob("worker-*.pstats"))
         if workers:
             write_top(pstats.Stats(*map(str, workers)), profile / "worker.txt")
     for kind in phases[-1]:
@@ -142,11 +143,12 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
 
 
 def write_top(stats: cProfile.Profile | pstats.Stats, path: Path) -> None:
-    """The 40 functions of most cumulative seconds, as pstats prints them."""
+    """The 60 functions of most cumulative seconds, then the 30 of most seconds of their own."""
     out = io.StringIO()
     table = pstats.Stats(stats, stream=out) if isinstance(stats, cProfile.Profile) else stats
     table.stream = out
-    table.sort_stats("cumulative").print_stats(40)
+    table.sort_stats("cumulative").print_stats(60)
+    table.sort_stats("tottime").print_stats(30)
     path.write_text(out.getvalue())
 
 
