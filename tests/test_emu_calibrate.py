@@ -61,3 +61,17 @@ def test_a_wrong_gpu_result_shows_in_the_row(fake_gpu, monkeypatch: pytest.Monke
     monkeypatch.setattr(cal, "KERNELS", [(ROOT / "examples" / "vector_add", "kernel.ptx", {"n": 33})])
     (row,) = cal.calibrate(cal.Gpu(), tmp_path)
     assert not row["bitwise_equal"] and row["max_ulps_emu_vs_gpu"] == 1 and row["emu_vs_gpu_within_bound"]
+
+
+def test_an_output_of_several_dimensions_compares_with_the_gpus_flat_buffer(fake_gpu) -> None:
+    """The emulator hands outputs back in the spec's shape (softmax: rows x cols), the GPU side as the
+    flat buffer it copied back (on the H200, 2026-12-05, this stopped the calibration)."""
+    cal = fake_gpu
+    emu = np.random.default_rng(2).standard_normal((5, 1000)).astype(np.float32)
+    gpu = emu.reshape(-1).copy()
+    gpu[1234] = np.nextafter(gpu[1234], np.float32(np.inf))
+    row = cal.agreement(emu, gpu, 1e-3, 1e-2)
+    assert row["bitwise_equal_fraction"] == 4999 / 5000 and row["max_ulps_emu_vs_gpu"] == 1
+    assert row["emu_vs_gpu_within_bound"]
+    with pytest.raises(ValueError, match="differ"):
+        cal.agreement(emu, gpu[:-1], 1e-3, 1e-2)
