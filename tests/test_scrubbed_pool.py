@@ -1,0 +1,72 @@
+"""memory.scrubbed zeroes every byte a judgement's pool handed out, however the pool reuses its
+blocks (a property over allocation sequences, on a fake device: the real one is in the GPU tier)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from porter.gate.runner.memory import scrubbed
+
+ARENA = 1 << 16
+
+
+class _Pool:
+    """Hands out blocks of one arena, reusing a freed block's address for a request that fits it,
+    as CuPy's pool does (and writes the request's bytes, as the judgement's arrays would)."""
+
+    def __init__(self, device: np.ndarray, plan: list[tuple[int, int | None]]) -> None:
+        self.device, self.plan, self.next, self.taken = device, plan, 0, []
+
+    def malloc(self, nbytes: int) -> Any:
+        reuse = self.plan[len(self.taken)][1]
+        if reuse is not None and self.taken:
+            ptr = self.taken[reuse % len(self.taken)][0]
+        else:
+            ptr, self.next = self.next, self.next + nbytes
+        self.taken.append((ptr, nbytes))
+        self.device[ptr:ptr + nbytes] = 0xAB
+        return SimpleNamespace(ptr=ptr)
+
+    def free_all_blocks(self) -> None:
+        pass
+
+
+def _fake_cupy(device: np.ndarray, plan: list[tuple[int, int | None]]) -> Any:
+    pool = _Pool(device, plan)
+    current: list[Any] = []
+
+    @contextmanager
+    def using_allocator(allocate: Any) -> Iterator[None]:
+        current.append(allocate)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    def memset(ptr: int, value: int, nbytes: int) -> None:
+        device[ptr:ptr + nbytes] = value
+
+    cuda = SimpleNamespace(MemoryPool=lambda: pool, using_allocator=using_allocator,
+                           Device=lambda: SimpleNamespace(synchronize=lambda: None),
+                           runtime=SimpleNamespace(memset=memset))
+    return SimpleNamespace(cuda=cuda, allocate=lambda n: current[-1](n), pool=pool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 512), st.one_of(st.none(), st.integers(0, 50))), min_size=1, max_size=40))
+def test_every_byte_handed_out_is_zero_when_the_block_ends(plan: list[tuple[int, int | None]]) -> None:
+    device = np.zeros(ARENA, np.uint8)
+    cp = _fake_cupy(device, plan)
+    with scrubbed(cp):
+        for nbytes, _ in plan:
+            cp.allocate(nbytes)
+    assert cp.pool.taken
+    for ptr, nbytes in cp.pool.taken:
+        assert not device[ptr:ptr + nbytes].any(), (ptr, nbytes)
