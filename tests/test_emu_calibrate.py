@@ -75,3 +75,19 @@ def test_an_output_of_several_dimensions_compares_with_the_gpus_flat_buffer(fake
     assert row["emu_vs_gpu_within_bound"]
     with pytest.raises(ValueError, match="differ"):
         cal.agreement(emu, gpu[:-1], 1e-3, 1e-2)
+
+
+def test_elements_left_out_of_every_verdict_are_counted_apart_and_nan_payloads_agree(fake_gpu) -> None:
+    """Where the reference is not finite the gate judges nothing, so the two sides may order an
+    inf - inf differently there; two NaNs of other payloads are the same value, not 4M ulps apart."""
+    cal = fake_gpu
+    emu = np.array([1.0, np.nan, np.inf, 5.0], np.float32)
+    gpu = np.array([1.0, np.nan, -np.inf, 5.0], np.float32)
+    gpu.view(np.uint32)[1] = 0x7FFFFFFF  # the GPU's NaN
+    judged = np.array([True, True, False, True])
+    row = cal.agreement(emu, gpu, 1e-3, 1e-2, judged)
+    assert row["emu_vs_gpu_within_bound"] and row["max_ulps_emu_vs_gpu"] == 0
+    assert row["unjudged_elements"] == 1 and row["unjudged_differing"] == 1
+    gpu[3] = 6.0
+    row = cal.agreement(emu, gpu, 1e-3, 1e-2, judged)
+    assert not row["emu_vs_gpu_within_bound"] and row["outside_bound"] == [(3, 5.0, 6.0)]

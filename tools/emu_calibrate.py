@@ -12,8 +12,10 @@ and prints per output: bitwise agreement, the largest difference, the reference 
 spec's, against its float64 reference) for scale, and the emulation's seconds. The JSON holds
 the same rows. Columns: emu/ref (the emulation within the spec's tolerance of its float64
 reference), bitwise (share of output elements equal to the GPU's bit for bit), max|emu-gpu|, the
-largest distance in ulps, "in bound" (|emu - gpu| within the spec's atol + rtol * |gpu|: the
-bound the gate holds kernels to). Without a GPU (or with --emu-only) it runs the emulator side
+largest distance in ulps (both over the elements the gate judges: the reference finite in the
+output's dtype), "in bound" (there, |emu - gpu| within the spec's atol + rtol * |gpu|: the bound
+the gate holds kernels to; the notes count the elements left out of every verdict where the two
+differ, and show the first out of bound). Without a GPU (or with --emu-only) it runs the emulator side
 alone, against the spec's reference.
 
 The bridge from a porter spec to the emulator (:func:`emu_case`, :func:`run_emulated`, ...) is
@@ -162,12 +164,16 @@ class Gpu:
 
 
 def _ulps(a: np.ndarray, b: np.ndarray) -> int:
-    """The largest distance in units in the last place between two float arrays of one dtype."""
+    """The largest distance in units in the last place between two float arrays of one dtype (flat);
+    elements NaN in both are equal, whatever their payloads (the GPU's NaN is 0x7FFFFFFF, NumPy's
+    0x7FC00000)."""
     if a.dtype.kind != "f" and a.dtype.itemsize != 2:
         return 0
+    with np.errstate(invalid="ignore"):
+        keep = ~(np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64)))
     bits = {2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
-    x = a.reshape(-1).view(bits).astype(np.int64)
-    y = b.reshape(-1).view(bits).astype(np.int64)
+    x = a.view(bits)[keep].astype(np.int64)
+    y = b.view(bits)[keep].astype(np.int64)
     # Map the sign-magnitude bit patterns onto a line where neighbouring floats differ by one.
     top = np.int64(1) << (8 * a.dtype.itemsize - 1)
     x = np.where(x < 0, -(x & (top - 1)), x)
@@ -175,27 +181,48 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.abs(x - y).max()) if x.size else 0
 
 
-def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float) -> dict[str, Any]:
-    """How an emulated output compares with the GPU's: bit for bit, in value, in ulps, in bound."""
+def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float,
+              judged: np.ndarray | None = None) -> dict[str, Any]:
+    """How an emulated output compares with the GPU's: bit for bit, in value, in ulps, in bound.
+    ``judged`` marks the elements the gate judges (the reference finite in the output's dtype: see
+    :func:`judged_elements`); "in bound" is over those, as a verdict is, and the elements outside
+    them where the two differ are counted apart (an inf - inf that one side orders otherwise)."""
     word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[emu.dtype.itemsize]
     # The emulator's outputs come in the spec's shape, the GPU's as the flat buffer: compare flat.
     emu, gpu = emu.reshape(-1), gpu.reshape(-1)
     if emu.size != gpu.size or emu.dtype.itemsize != gpu.dtype.itemsize:
         raise ValueError(f"the emulated output ({emu.size} x {emu.dtype}) and the GPU's ({gpu.size} x {gpu.dtype}) differ")
+    judged = np.ones(emu.size, dtype=bool) if judged is None else judged.reshape(-1)
     same = emu.view(word)
     other = gpu.view(word)
     with np.errstate(invalid="ignore"):
-        diff = np.abs(emu.astype(np.float64) - gpu.astype(np.float64))
-        both_nan = np.isnan(emu.astype(np.float64)) & np.isnan(gpu.astype(np.float64))
-        diff = np.where(both_nan, 0.0, diff)
-        in_bound = (diff <= atol + rtol * np.abs(gpu.astype(np.float64))) | (same == other)  # equal infinities too
+        e, g = emu.astype(np.float64), gpu.astype(np.float64)
+        both_nan = np.isnan(e) & np.isnan(g)
+        diff = np.where(both_nan, 0.0, np.abs(e - g))
+        close = np.isfinite(diff) & (diff <= atol + rtol * np.abs(g))  # an infinity only as itself:
+        in_bound = close | (same == other) | both_nan
+    outside = np.flatnonzero(judged & ~in_bound)
+    unjudged = np.flatnonzero(~judged & ~in_bound)
     return {
         "bitwise_equal_fraction": float(np.mean(same == other)) if same.size else 1.0,
         "bitwise_equal": bool(np.array_equal(same, other)),
-        "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
-        "max_ulps_emu_vs_gpu": _ulps(emu, gpu),
-        "emu_vs_gpu_within_bound": bool(np.all(in_bound)),
+        "max_abs_emu_vs_gpu": float(np.nanmax(np.where(judged, diff, 0.0))) if diff.size else 0.0,
+        "max_ulps_emu_vs_gpu": _ulps(emu[judged], gpu[judged]),
+        "emu_vs_gpu_within_bound": not outside.size,
+        "outside_bound": [(int(i), float(e[i]), float(g[i])) for i in outside[:5]],
+        "unjudged_elements": int((~judged).sum()),
+        "unjudged_differing": int(unjudged.size),
     }
+
+
+def judged_elements(case: Case, name: str, ref: np.ndarray) -> np.ndarray:
+    """The elements of output ``name`` the gate judges: its reference finite and inside the
+    output's dtype (the rest are left out of every comparison: docs/spec.md, "Values")."""
+    p = next(q for q in case.spec.outputs if q.name == name)
+    limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else np.inf
+    with np.errstate(invalid="ignore"):
+        r = np.asarray(ref, dtype=np.float64).reshape(-1)
+        return np.isfinite(r) & (np.abs(r) <= limit)
 
 
 def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
@@ -236,7 +263,7 @@ def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
             if name in gpu_out:
                 g = gpu_out[name]
                 try:  # one row's problem is that row's, not the end of the table
-                    row.update(agreement(emu, g, atol, rtol))
+                    row.update(agreement(emu, g, atol, rtol, judged_elements(case, name, ref[name])))
                     row["gpu_vs_reference_ok"] = within(case, name, g, ref[name])[0]
                 except ValueError as err:
                     row["gpu_error"] = str(err)
@@ -379,6 +406,11 @@ def _print(rows: list[dict[str, Any]]) -> None:
             notes.append(f"{len(r['emu_diagnostics'])} diagnostics")
         if r.get("gpu_error"):
             notes.append("GPU: " + r["gpu_error"][:60])
+        if r.get("unjudged_differing"):
+            notes.append(f"{r['unjudged_differing']} of {r['unjudged_elements']} unjudged elements differ")
+        if r.get("outside_bound"):
+            notes.append("out of bound (index, emu, gpu): " + ", ".join(f"({i}, {a:.6g}, {b:.6g})"
+                                                                   for i, a, b in r["outside_bound"][:3]))
         print(f"{r['kernel']:58} {r['sizes']:30} {r['output']:7} {emu_ref:7} {bit:>8} {mx:>13} {ulps:>6} {inb:>8} "
               f"{r['emu_seconds']:6.2f}  {'; '.join(notes)}")
 
