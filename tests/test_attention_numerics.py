@@ -11,7 +11,6 @@ spec's tolerance against its float64 reference, as the kernels on the GPU must.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +22,15 @@ from porter.gate.inputs import make_args
 from porter.gate.plan import Case, plan_cases
 from porter.gate.spec import load_spec
 from porter.gate.summary import output_terms
+from porter.gate.usercode import load_callable
 
 FWD = Path(__file__).resolve().parent.parent / "examples" / "attention_fwd"
 MOST_SCORES = 1_300_000  # B * H * S * S above this is left to the GPU tier
 
 
 def _reference() -> Any:
-    loaded = importlib.util.spec_from_file_location("attention_fwd_ref", FWD / "ref.py")
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    return module
+    """The example's float64 reference, loaded as the gate loads it."""
+    return load_callable(str(FWD / "ref.py"), "attention")
 
 
 def flash_fp16(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.float32, causal: bool,
@@ -62,7 +59,7 @@ def flash_fp16(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.float32, c
 def _passes(spec: Any, ref: Any, case: Case) -> None:
     b, h, s, d = (case.sizes[x] for x in "BHSD")
     args = make_args(spec, case.sizes, case.seed, case.values)
-    expected = ref.attention(args, case.sizes)
+    expected = ref(args, case.sizes)
     causal = bool(int(args["causal"]))
     heads = [flash_fp16(args["Q"][i, j], args["K"][i, j], args["V"][i, j], np.float32(args["scale"]), causal)
              for i in range(b) for j in range(h)]
