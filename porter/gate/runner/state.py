@@ -155,7 +155,7 @@ class WorkerState:
 
     def prefetch(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> None:
         """Start drawing a coming case's inputs in a thread of the worker's own, so that the draw
-        (NumPy's generators release the GIL: a whole core at the large sizes) overlaps this case's
+        (NumPy's generators release the GIL; a large draw uses every core) overlaps this case's
         launches, judgement and reference. One draw ahead at most: an earlier one not yet asked
         for is forgotten (a check that stopped at a fault never asks)."""
         from porter.gate.inputs import make_args
