@@ -6,9 +6,9 @@ from the seed instead of storing them (a golden folder records :data:`INPUTS_VER
 buffer draws from its own streams keyed on the seed, the param's index, the size set and the
 value case, one stream per block of :data:`BLOCK` elements (drawn on every core), so inputs at
 one size are no prefix of the inputs at another (a kernel cannot recognise porter's inputs by
-their first values), and adding a param does not change the others. Scalars and ``[values]`` declared with a ``range`` are drawn
-the same way; derived inputs are computed from the drawn ones by the spec's derive functions.
-Never zeros: zeros hide unwritten outputs.
+their first values), and adding a param does not change the others. Scalars and ``[values]``
+declared with a ``range`` are drawn the same way; derived inputs are computed from the drawn ones
+by the spec's derive functions. Never zeros: zeros hide unwritten outputs.
 
 A float input is a mixture that covers its declared domain (``domain``, ``finite``) in every case,
 at every size: the fill, drawn in float64 so that every mantissa bit of the dtype varies (no
@@ -188,7 +188,7 @@ def _fill(kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType, d
     float32 for the narrow ones, which NumPy converts fast): every mantissa bit varies, and the
     values stay inside the domain."""
     wide = np.float64 if dtype.numpy.itemsize > 4 else np.float32
-    out = np.empty(int(np.prod(shape)), dtype=wide)
+    out = np.empty(int(np.prod(shape)), dtype=dtype.numpy)
     lo, hi = max(domain.lo, -float(dtype.max_finite)), min(domain.hi, float(dtype.max_finite))
 
     def draw(start: int, rng: np.random.Generator) -> None:
@@ -201,10 +201,10 @@ def _fill(kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType, d
         part *= b if kind == "normal" else b - a
         part += a
         np.clip(part, lo, hi, out=part)
-        out[start:start + part.size] = part
+        out[start:start + part.size] = part.astype(wide).astype(dtype.numpy, copy=False)
 
     blocks(out.size, draw)
-    return out.astype(dtype.numpy, copy=False).reshape(shape)
+    return out.reshape(shape)
 
 
 def _integers(a: int, b: int, shape: tuple[int, ...], dtype: DType,
