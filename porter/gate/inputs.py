@@ -161,8 +161,8 @@ def _blocks(size: int, draw: Callable[[int, np.random.Generator], None], keys: t
     """Call ``draw(start, rng)`` for every block of :data:`BLOCK` elements of a buffer of ``size``,
     each block with a stream of its own (the buffer's ``keys`` and the block's index), on every core
     when there are several blocks: the values depend on the seed alone, never on the thread count,
-    and the cores share a large draw (the GEMM's three 4096^2 inputs: 1.5 s on one core of this 2-core
-    machine, 0.3 to 0.7 s on both)."""
+    and the cores share a large draw (the GEMM's three 4096^2 inputs, warm: 0.22 s on one core of this
+    2-core machine, 0.12 s on both)."""
     starts = range(0, size, BLOCK)
 
     def one(start: int) -> None:
