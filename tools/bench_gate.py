@@ -91,12 +91,11 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
     median_ms = float("nan")
     phases: list[dict[str, float]] = []
     parent = cProfile.Profile()
-    worker_stats = Path(tempfile.mkdtemp(prefix="porter-bench-profile-"))
     if profile is not None:
         from porter.gate.runner.worker import PROFILE_ENV
 
         profile.mkdir(parents=True, exist_ok=True)
-        os.environ[PROFILE_ENV] = str(worker_stats)
+        os.environ[PROFILE_ENV] = tempfile.mkdtemp(prefix="porter-bench-profile-")
     with Runner() as runner:
         clock = PhaseClock(runner, spec)
         for repeat in range(repeats + 1):
@@ -129,7 +128,7 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
     if profile is not None:
         (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
         write_top(parent, profile / "parent.txt")
-        workers = sorted(worker_stats.glob("worker-*.pstats"))
+        workers = sorted(Path(os.environ[PROFILE_ENV]).glob("worker-*.pstats"))
         if workers:
             write_top(pstats.Stats(*map(str, workers)), profile / "worker.txt")
     for kind in phases[-1]:

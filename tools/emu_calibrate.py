@@ -15,8 +15,8 @@ reference), bitwise (share of output elements equal to the GPU's bit for bit), m
 largest distance in ulps (both over the elements the gate judges: the reference finite in the
 output's dtype), "in bound" (there, |emu - gpu| within the spec's atol + rtol * |gpu|: the bound
 the gate holds kernels to; the notes count the elements left out of every verdict where the two
-differ, and show the first out of bound). Without a GPU (or with --emu-only) it runs the emulator side
-alone, against the spec's reference.
+differ, and show the first out of bound). Without a GPU (or with --emu-only) it runs the emulator
+side alone, against the spec's reference.
 
 The bridge from a porter spec to the emulator (:func:`emu_case`, :func:`run_emulated`, ...) is
 porter.gate.emulated, which ``porter check --emulate`` uses too.
@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from porter.emu import emulate  # noqa: E402
 from porter.gate.emulated import Case, emu_case, outputs, reference, run_emulated, within  # noqa: E402
+from porter.gate.summary import output_terms  # noqa: E402
 
 # ----------------------------------------------------------------------------- the GPU side
 
@@ -199,8 +200,8 @@ def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float,
         e, g = emu.astype(np.float64), gpu.astype(np.float64)
         both_nan = np.isnan(e) & np.isnan(g)
         diff = np.where(both_nan, 0.0, np.abs(e - g))
-        close = np.isfinite(diff) & (diff <= atol + rtol * np.abs(g))  # an infinity only as itself:
-        in_bound = close | (same == other) | both_nan
+        close = np.isfinite(diff) & (diff <= atol + rtol * np.abs(g))  # an infinity is close only to itself,
+        in_bound = close | (same == other) | both_nan  # which the bit patterns compare
     outside = np.flatnonzero(judged & ~in_bound)
     unjudged = np.flatnonzero(~judged & ~in_bound)
     return {
@@ -218,11 +219,10 @@ def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float,
 def judged_elements(case: Case, name: str, ref: np.ndarray) -> np.ndarray:
     """The elements of output ``name`` the gate judges: its reference finite and inside the
     output's dtype (the rest are left out of every comparison: docs/spec.md, "Values")."""
-    p = next(q for q in case.spec.outputs if q.name == name)
-    limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else np.inf
+    limit = output_terms(case.spec, name, case.sizes, "")[2]
     with np.errstate(invalid="ignore"):
         r = np.asarray(ref, dtype=np.float64).reshape(-1)
-        return np.isfinite(r) & (np.abs(r) <= limit)
+        return np.isfinite(r) & (np.abs(r) <= (np.inf if limit is None else limit))
 
 
 def calibrate(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import make_args
 from porter.gate.plan import free_symbols_of, total_buffer_bytes
 from porter.gate.spec import Spec, declared_spec, load_spec
+from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
 from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, size_label
 
@@ -169,9 +170,7 @@ def reference(case: Case) -> dict[str, np.ndarray]:
 def judged(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> OutputCheck:
     """``got`` against ``ref`` for output ``name`` as the gate judges a GPU case: the spec's tolerance,
     and elements whose reference the output's dtype cannot hold left out."""
-    atol, rtol = case.spec.tolerance(name, case.sizes)
-    p = next(q for q in case.spec.outputs if q.name == name)
-    limit = p.dtype.max_finite if p.dtype is not None and p.dtype.is_float else None
+    atol, rtol, limit = output_terms(case.spec, name, case.sizes, "")  # the default inputs alone are emulated
     return compare(name, got, ref, atol=atol, rtol=rtol, limit=limit)
 
 

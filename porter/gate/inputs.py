@@ -172,8 +172,7 @@ def _blocks(size: int, draw: Callable[[int, np.random.Generator], None], keys: t
         for start in starts:
             one(start)
         return
-    for done in _drawers().map(one, starts):  # map re-raises a block's error here
-        del done
+    list(_drawers().map(one, starts))  # re-raises a block's error here
 
 
 @lru_cache(maxsize=1)
@@ -201,7 +200,7 @@ def _fill(kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType, d
         part *= b if kind == "normal" else b - a
         part += a
         np.clip(part, lo, hi, out=part)
-        out[start:start + part.size] = part.astype(wide).astype(dtype.numpy, copy=False)
+        out[start:start + part.size] = part.astype(wide, copy=False).astype(dtype.numpy, copy=False)
 
     blocks(out.size, draw)
     return out.reshape(shape)

@@ -108,9 +108,10 @@ def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: f
 
     ``values`` turns a chunk of ``out`` into float64 (default: ``astype``; the worker decodes
     bf16 and fp8 bit patterns through a table), ``reference`` a chunk of ``ref`` (default:
-    ``astype``; the worker sends a float32 reference as its bits, half the bytes); ``exact`` compares ``out`` and ``ref`` as they
-    are (integers with zero tolerance), where a difference counts at least 1. ``limit``: see
-    :func:`output_terms`. ``masks`` receives each chunk's wrong and never-written elements.
+    ``astype``; the worker sends a float32 reference as its bits, half the bytes); ``exact``
+    compares ``out`` and ``ref`` as they are (integers with zero tolerance), where a difference
+    counts at least 1. ``limit``: see :func:`output_terms`. ``masks`` receives each chunk's wrong
+    and never-written elements.
     """
     if atol < 0 or rtol < 0:
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")

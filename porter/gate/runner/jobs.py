@@ -253,10 +253,11 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
     runs on input set ``r % len(seeds)`` (each set drawn from its seed, each checked by the caller),
     so no launch finds the inputs the last one had; set 0's buffers lie as a checked case's first
     run (flush), the later sets' as a program's tensors (see :func:`rounds.set_placing`), so that
-    a kernel is timed where it is checked and where it will run. Every timed launch starts from the same restored state as a checked one (fresh poison in
-    the outputs, inputs and module globals restored, shared memory overwritten: all outside the
-    timed events), and a kernel contender's outputs are digested after every launch, so the
-    caller can hold each timed launch to the outputs verified for its set.
+    a kernel is timed where it is checked and where it will run. Every timed launch starts from
+    the same restored state as a checked one (fresh poison in the outputs, inputs and module
+    globals restored, shared memory overwritten: all outside the timed events), and a kernel
+    contender's outputs are digested after every launch, so the caller can hold each timed launch
+    to the outputs verified for its set.
 
     Rounds run in batches until every contender's median on every set is known to ``ci_target``
     or the budget's cap is reached (see :mod:`porter.gate.runner.rounds`); the events are
