@@ -111,9 +111,9 @@ def load_golden(folder: Path) -> Manifest:
         raise InputError(f"{manifest}: no {', '.join(missing) or 'reserve list'}: recorded by an older porter or "
                          "edited; record again with `porter record`")
     if data.get("inputs") != INPUTS_VERSION:
-        raise InputError(f"{manifest}: recorded on inputs drawn as porter's inputs version {data.get('inputs', 1)} "
-                         f"draws them, not as this one's ({INPUTS_VERSION}): its outputs answer for other inputs; "
-                         "record again with `porter record`")
+        raise InputError(f"{manifest}: recorded with porter's inputs version {data.get('inputs', 1)}, not this "
+                         f"porter's ({INPUTS_VERSION}): its outputs answer for other inputs; record again with "
+                         "`porter record`")
     if cases_digest(raw_cases, raw_reserve) != data["digest"]:
         raise InputError(f"{manifest}: its case list does not match its digest: cases were removed or changed "
                          "after recording; record again")
