@@ -469,7 +469,10 @@ def _bits(op: Op, ctx: Context) -> Exec:
         if t[0] == "s":  # bfind.s: the highest bit that differs from the sign bit
             s = a.astype(np.int64)
             flipped = np.where(s < 0, ~s, s).astype(np.uint64)
-            return _bits_high(flipped, w)
+            high = _bits_high(flipped, w).astype(np.int64)
+            high = np.where(high == 0xFFFFFFFF, -1, high)
+        if "shiftamt" in op.parts:  # the left shift that brings that bit to the top
+            high = np.where(high < 0, -1, w - 1 - high)
         return np.where(high < 0, 0xFFFFFFFF, high).astype(np.uint32)
 
     return _unary_to(op, ctx, fn, t, "b32" if name != "brev" else t)
