@@ -91,3 +91,34 @@ def test_elements_left_out_of_every_verdict_are_counted_apart_and_nan_payloads_a
     gpu[3] = 6.0
     row = cal.agreement(emu, gpu, 1e-3, 1e-2, judged)
     assert not row["emu_vs_gpu_within_bound"] and row["outside_bound"] == [(3, 5.0, 6.0)]
+
+
+def test_corpus_rows_hold_the_emulator_to_the_gpu_within_the_cases_ulps(fake_gpu, monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    """The instruction corpus (tests/emu_corpus.py) on the device: a GPU that computes what the ISA
+    says agrees bit for bit; one that differs in a bit of one word is out of bound there, and the
+    row names the element."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from emu_corpus import topics
+
+    cal = fake_gpu
+    (bits,) = [t for t in topics() if t.name == "bits"]
+    (case,) = bits.cases
+    model = case.expect(case.make_args(np.random.default_rng(7)))[2]
+    flip = {"index": None}
+
+    def on_device(grid: tuple[int, ...], block: tuple[int, ...], x: int, y: int, out: int, n: np.int32) -> None:
+        words = at(out, model.size, np.uint32)
+        words[:] = model
+        if flip["index"] is not None:
+            words[flip["index"]] ^= 1
+
+    monkeypatch.setitem(fake_cupy.KERNELS, "bits", on_device)
+    monkeypatch.setattr("emu_corpus.topics", lambda: [bits])
+    (row,) = cal.calibrate_corpus(cal.Gpu(), tmp_path)
+    assert row["emu_vs_reference_ok"] and row["gpu_vs_reference_ok"]
+    assert row["bitwise_equal"] and row["emu_vs_gpu_within_bound"]
+    flip["index"] = 17
+    (row,) = cal.calibrate_corpus(cal.Gpu(), tmp_path)
+    assert not row["emu_vs_gpu_within_bound"] and not row["gpu_vs_reference_ok"]
+    assert [i for i, _, _ in row["outside_bound"]] == [17]

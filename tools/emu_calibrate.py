@@ -16,7 +16,9 @@ largest distance in ulps (both over the elements the gate judges: the reference 
 output's dtype), "in bound" (there, |emu - gpu| within the spec's atol + rtol * |gpu|: the bound
 the gate holds kernels to; the notes count the elements left out of every verdict where the two
 differ, and show the first out of bound). Without a GPU (or with --emu-only) it runs the emulator
-side alone, against the spec's reference.
+side alone, against the spec's reference. Last come the cases of the emulator's instruction
+corpus (tests/emu_corpus.py: small nvcc-compiled kernels, each with a NumPy model of the ISA),
+held to the GPU bit for bit or within each case's ulps.
 
 The bridge from a porter spec to the emulator (:func:`emu_case`, :func:`run_emulated`, ...) is
 porter.gate.emulated, which ``porter check --emulate`` uses too.
@@ -147,7 +149,7 @@ class Gpu:
         for name, arr in device.items():
             values[name].reshape(-1).view(np.uint8)[...] = arr.get()
 
-    def run_plain(self, ptx: str, entry: str, grid: tuple[int, ...], threads: int, shared: int,
+    def run_plain(self, ptx: str, entry: str, grid: tuple[int, ...], threads: int | tuple[int, ...], shared: int,
                   args: list[Any], folder: Path) -> None:
         """One launch with emulator-style arguments (arrays, scalars, None), results back into the arrays."""
         cp = self.cp
@@ -157,7 +159,8 @@ class Gpu:
         fn = self.module(ptx, folder).get_function(entry)
         if shared > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = shared
-        fn(tuple(grid) + (1,) * (3 - len(grid)), (threads, 1, 1), kernel_args, shared_mem=shared)
+        block = (threads,) if isinstance(threads, int) else tuple(threads)
+        fn(tuple(grid) + (1,) * (3 - len(grid)), block + (1,) * (3 - len(block)), kernel_args, shared_mem=shared)
         cp.cuda.Device().synchronize()
         for a, d in zip(args, device, strict=True):
             if d is not None:
@@ -386,6 +389,66 @@ def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
+    """The emulator's instruction corpus (tests/emu_corpus.py): each case's outputs in the
+    emulator against its NumPy model of the ISA (emu/ref) and against the GPU (bitwise, ulps), in
+    bound when within the case's ulps (0 where the ISA defines the result exactly)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from emu_corpus import topics, ulps_apart
+
+    rows: list[dict[str, Any]] = []
+    for topic in topics():
+        for case in topic.cases:
+            label = f"tests/data/emu_corpus/{topic.name} {case.entry}"
+            grid = (case.grid,) if isinstance(case.grid, int) else tuple(case.grid)
+            shown = "grid=" + "x".join(map(str, grid))
+            try:
+                args = case.make_args(np.random.default_rng(7))
+                made = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+                on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+                model = case.expect(made)
+                started = time.perf_counter()
+                res = emulate(topic.ptx, case.entry, case.grid, case.block, args, dynamic_smem=case.dynamic_smem)
+                seconds = time.perf_counter() - started
+            except Exception as err:
+                rows.append({"kernel": label, "sizes": shown, "error": f"{type(err).__name__}: {err}"})
+                continue
+            gpu_error = ""
+            if gpu is not None:
+                try:
+                    gpu.run_plain(topic.ptx, case.entry, grid, case.block, case.dynamic_smem, on_gpu, folder)
+                except Exception as err:
+                    gpu_error = f"{type(err).__name__}: {err}"
+            for i in case.outputs:
+                emu = np.asarray(args[i]).reshape(-1)
+                want = np.asarray(model[i]).reshape(-1).astype(emu.dtype)
+                row: dict[str, Any] = {
+                    "kernel": label, "sizes": shown, "output": f"arg{i}", "emu_seconds": round(seconds, 3),
+                    "emu_steps": res.steps, "emu_diagnostics": [str(d) for d in res.diagnostics],
+                    "emu_vs_reference_ok": res.ok and int(ulps_apart(emu, want).max(initial=0)) <= case.ulps,
+                    "emu_vs_reference_max_abs": None, "bound": {"ulps": case.ulps},
+                }
+                if gpu is not None and not gpu_error:
+                    g = np.asarray(on_gpu[i]).reshape(-1)
+                    apart = ulps_apart(emu, g)
+                    outside = np.flatnonzero(apart > case.ulps)
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        diff = np.abs(emu.astype(np.float64) - g.astype(np.float64))
+                    row.update({
+                        "bitwise_equal_fraction": float(np.mean(apart == 0)) if apart.size else 1.0,
+                        "bitwise_equal": bool((apart == 0).all()),
+                        "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
+                        "max_ulps_emu_vs_gpu": int(apart.max(initial=0)),
+                        "emu_vs_gpu_within_bound": not outside.size,
+                        "outside_bound": [(int(k), float(emu[k]), float(g[k])) for k in outside[:5]],
+                        "gpu_vs_reference_ok": int(ulps_apart(g, want).max(initial=0)) <= case.ulps,
+                    })
+                elif gpu is not None:
+                    row["gpu_error"] = gpu_error
+                rows.append(row)
+    return rows
+
+
 def _print(rows: list[dict[str, Any]]) -> None:
     head = f"{'kernel':58} {'sizes':30} {'output':7} {'emu/ref':7} {'bitwise':>8} {'max|emu-gpu|':>13} {'ulps':>6} " \
            f"{'in bound':>8} {'emu s':>6}  notes"
@@ -429,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no GPU ({type(err).__name__}: {err}); emulator against the references only")
 
     with tempfile.TemporaryDirectory(prefix="emu_calibrate_") as tmp:
-        rows = calibrate(gpu, Path(tmp)) + calibrate_launches(gpu, Path(tmp))
+        rows = calibrate(gpu, Path(tmp)) + calibrate_launches(gpu, Path(tmp)) + calibrate_corpus(gpu, Path(tmp))
     _print(rows)
     args.json.write_text(json.dumps({"gpu": gpu.sm if gpu else None, "rows": rows}, indent=2))
     print(f"wrote {args.json}")
