@@ -13,6 +13,7 @@ spec key the expression came from).
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 import math
 import operator
@@ -140,7 +141,10 @@ def _checked(value: object) -> Number:
     raise _Problem("result is not a real number")
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse(text: str) -> ast.expr:
+    """The checked tree of ``text`` (cached: a plan evaluates the spec's few expressions thousands
+    of times; the tree is only read)."""
     if len(text) > MAX_LENGTH:
         raise _Problem(f"expression is longer than {MAX_LENGTH} characters")
     if not text.strip():

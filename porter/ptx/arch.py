@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -263,13 +263,17 @@ def get_profile(name: str) -> ArchProfile:
 
 def features_used(instructions: Iterable[_HasOpcode]) -> list[FeatureUse]:
     """Every (feature, instruction) match, in instruction order; an instruction may match several features."""
-    features = _features()
     return [
-        FeatureUse(feature=f.name, line=ins.line, opcode=ins.opcode)
+        FeatureUse(feature=name, line=ins.line, opcode=ins.opcode)
         for ins in instructions
-        for f in features
-        if f.matches(ins.opcode)
+        for name in _features_of(ins.opcode)
     ]
+
+
+@lru_cache(maxsize=4096)
+def _features_of(opcode: str) -> tuple[str, ...]:
+    """The features ``opcode`` belongs to (a module repeats few opcodes many times)."""
+    return tuple(f.name for f in _features() if f.matches(opcode))
 
 
 def can_compile(module_target: str, arch: str) -> tuple[bool, str]:
