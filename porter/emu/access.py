@@ -31,21 +31,23 @@ def locate(gm: GlobalMemory, addrs: np.ndarray, width: int, cta: Cta, line: int)
     a = addrs.astype(np.uint64, copy=False)
     slots = (a - np.uint64(GLOBAL_BASE)) >> np.uint64(SLOT_SHIFT) if a.size else a
     first = int(slots[0]) if a.size else 0
-    if a.size and (a.min() < GLOBAL_BASE or not (slots == first).all() or first >= len(gm.buffers)):
+    if a.size and (a.min() < GLOBAL_BASE or not (slots == first).all() or gm.in_slot(first) is None):
         bad = next((int(x) for x, s in zip(a, slots, strict=True)
-                    if int(x) < GLOBAL_BASE or int(s) >= len(gm.buffers)), None)
+                    if int(x) < GLOBAL_BASE or gm.in_slot(int(s)) is None), None)
         if bad is not None:
             raise EmuTrap(Diagnostic("out-of-bounds", line, f"global access at 0x{bad:x} is in no buffer",
                                      cta.ctaid, True, {"address": bad}))
         raise _Mixed()
-    buf = gm.buffers[first] if a.size else gm.buffers[0]
-    offs = (a - np.uint64(buf.base)).astype(np.int64)
-    if a.size and int(offs.max()) + width > buf.data.size:
-        i = int(np.argmax(offs + width > buf.data.size))
+    buf = gm.in_slot(first) if a.size else gm.buffers[0]
+    assert buf is not None
+    offs = (a - np.uint64(buf.base)).astype(np.int64)  # before the start: negative
+    if a.size and (int(offs.max()) + width > buf.data.size or int(offs.min()) < 0):
+        i = int(np.argmax((offs + width > buf.data.size) | (offs < 0)))
+        where = "before its start" if offs[i] < 0 else f"past its {buf.data.size} bytes"
         raise EmuTrap(Diagnostic(
             "out-of-bounds", line,
-            f"global access of {width} bytes at 0x{int(a[i]):x} = {buf.name}+{int(offs[i])}, past its "
-            f"{buf.data.size} bytes (thread {int(cta.current[i]) if cta.current is not None else '?'})",
+            f"global access of {width} bytes at 0x{int(a[i]):x} = {buf.name}{int(offs[i]):+d}, {where} "
+            f"(thread {int(cta.current[i]) if cta.current is not None else '?'})",
             cta.ctaid, True, {"address": int(a[i]), "buffer": buf.name, "offset": int(offs[i])}))
     return buf, offs
 

@@ -127,7 +127,7 @@ def lay_out_globals(program: Program, memory: GlobalMemory, symbols: dict[str, i
         if var.space == "global":
             data = np.zeros(max(var.size or 0, len(var.init), 1), np.uint8)
             data[: len(var.init)] = np.frombuffer(var.init, np.uint8)
-            symbols[var.name] = memory.add(var.name, data)
+            symbols[var.name] = memory.add(var.name, data, var.align)
         elif var.space == "const":
             start = _align(len(const), var.align)
             const.extend(b"\0" * (start - len(const)))

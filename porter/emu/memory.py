@@ -2,8 +2,10 @@
 
 Addresses are laid out so that a generic address says its space by its bits [40,48):
 
-- global buffer i: ``GLOBAL_BASE + (i << 36)`` + byte offset (each buffer alone in a 64 GiB slot,
-  so that an access past its end is caught and names the buffer);
+- global buffers: each alone in a 64 GiB slot (``GLOBAL_BASE + (slot << 36)``), so that an access
+  past either end is caught and names the buffer; the slot and the buffer's start inside it (a
+  multiple of 256 bytes, what cudaMalloc guarantees, and no more) are drawn per launch, so that no
+  pointer value or distance between buffers tells a kernel it runs in the emulator;
 - shared: the ``.shared`` address is ``rank << 24 | offset`` (as the H200 showed for clusters:
   the CTA's rank in bits 24 and up, see the async-tensor-core reference §6), data starting at
   offset 1024; its generic address is ``SHARED_WINDOW`` + that;
@@ -15,6 +17,7 @@ The loads and stores themselves are in :mod:`porter.emu.access`.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,13 +43,34 @@ class Buffer:
     base: int
 
 
+SLOTS = 240  # slots below 2^48: a 48-bit virtual address, as a GPU's pointers are
+START_ALIGN = 256
+START_SPAN = 1 << 30  # a buffer starts in the first GiB of its slot
+
+
 class GlobalMemory:
-    """Every global allocation of one launch, found from an address by its slot."""
+    """Every global allocation of one launch, found from an address by its slot.
 
-    def __init__(self) -> None:
+    ``rng`` draws the places (a fresh unpredictable one when None: the gate passes one seeded from
+    its case, so that a layout can be replayed)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
         self.buffers: list[Buffer] = []
+        self._rng = rng or random.Random(int.from_bytes(np.random.bytes(8), "little"))
+        self._slots = self._rng.sample(range(SLOTS), SLOTS)
+        self._by_slot: dict[int, Buffer] = {}
 
-    def add(self, name: str, data: np.ndarray) -> int:
-        base = GLOBAL_BASE + (len(self.buffers) << SLOT_SHIFT)
-        self.buffers.append(Buffer(name, data, base))
+    def add(self, name: str, data: np.ndarray, align: int = START_ALIGN) -> int:
+        if len(self.buffers) == SLOTS:
+            raise ValueError(f"more than {SLOTS} global buffers")
+        slot = self._slots[len(self.buffers)]
+        step = max(align, START_ALIGN)
+        base = GLOBAL_BASE + (slot << SLOT_SHIFT) + step * self._rng.randrange(START_SPAN // step)
+        buffer = Buffer(name, data, base)
+        self.buffers.append(buffer)
+        self._by_slot[slot] = buffer
         return base
+
+    def in_slot(self, slot: int) -> Buffer | None:
+        """The buffer whose slot is ``slot``, if any."""
+        return self._by_slot.get(slot)

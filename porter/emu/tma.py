@@ -69,10 +69,9 @@ def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, Buffer, int]:
     tm = TensorMap(-1, itemsize, tuple(inner_first_dims[::-1]), tuple(strides[::-1]), tuple(inner_first_box[::-1]),
                    _SWIZZLES[_field(raw, "swizzle_mode")], oob_nan=bool(_field(raw, "fill_mode")))
     start = _field(raw, "global_address")
-    slot = (start - GLOBAL_BASE) >> SLOT_SHIFT
-    if start < GLOBAL_BASE or slot >= len(memory.buffers):
+    buf = memory.in_slot((start - GLOBAL_BASE) >> SLOT_SHIFT) if start >= GLOBAL_BASE else None
+    if buf is None or start < buf.base:
         raise trap(cta, op, "out-of-bounds", f"tensor map at 0x{addr:x} maps global address 0x{start:x}, in no buffer")
-    buf = memory.buffers[slot]
     return tm, buf, start - buf.base
 
 
