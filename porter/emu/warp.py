@@ -58,7 +58,7 @@ def _shfl(op: Op, ctx: Context) -> Exec:
 
     def run(cta: Cta, idx: np.ndarray) -> None:
         lane = (idx % 32).astype(np.int64)
-        bv = np.broadcast_to(np.asarray(b(cta, idx)), idx.shape).astype(np.int64)
+        bv = np.broadcast_to(np.asarray(b(cta, idx)), idx.shape).astype(np.int64) & 0x1F  # b[4:0]
         cv = np.broadcast_to(np.asarray(c(cta, idx)), idx.shape).astype(np.int64)
         seg = (cv >> 8) & 0x1F
         clamp = cv & 0x1F
@@ -141,7 +141,7 @@ def _redux(op: Op, ctx: Context) -> Exec:
 
 @builder("match")
 def _match(op: Op, ctx: Context) -> Exec:
-    mode = op.parts[2]
+    mode = op.parts[1]  # match.{any,all}.sync.type
     t = type_suffix(op)
     d, p = _dest(ctx, op.operands[0], "b32")
     a = ctx.read(op.operands[1], t)
