@@ -21,10 +21,16 @@ Schedules:
 A group runs until it blocks, exits, yields, diverges or takes a branch; between sync points a
 warp keeps running, so the schedules differ in the order of the stretches between sync points,
 which is where an ordering race shows.
+
+A thread that polls (``nanosleep``, a failed ``mbarrier.test_wait``) waits until something else
+changes; when nothing else can run it goes on with what it saw. Only when the cluster comes back
+to a state it was already in at such a moment (the same registers, PCs and memory) is it a spin
+loop that can never end, reported as a deadlock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 
@@ -68,6 +74,7 @@ class Scheduler:
                 self.groups.append(Group(cta, 0, np.arange(cta.nthreads), 0))
         self.last_unit = -1
         self.keep_unit = False
+        self.idle_states: set[bytes] = set()  # states in which only polling threads could go on
         for cta in ctas:
             cta.launch.deferred = self.per_warp
         # Warpgroup-collective instructions: the warps of a warpgroup meet there (see _rendezvous).
@@ -146,6 +153,8 @@ class Scheduler:
                 chosen.wait = None
                 runnable.append(chosen)
         if not runnable:
+            runnable = self._merge(self._wake_polls())
+        if not runnable:
             return None
         fresh = runnable
         units = sorted({g.unit for g in fresh})
@@ -158,6 +167,37 @@ class Scheduler:
             unit = later[0] if later else units[0]
         self.last_unit = unit
         return min((g for g in fresh if g.unit == unit), key=lambda g: g.pc)
+
+    def _wake_polls(self) -> list[Group]:
+        """Polling threads, let go on because nothing else can run (a sleep ends, a poll returns
+        False); none the second time the cluster is in the same state here: the same poll would
+        follow again, forever."""
+        polls = [g for g in self.groups if g.wait is not None and g.wait.kind == "poll"]
+        if not polls:
+            return []
+        state = self._state()
+        if state in self.idle_states:
+            return []
+        self.idle_states.add(state)
+        for g in polls:
+            g.wait = None
+        return polls
+
+    def _state(self) -> bytes:
+        """A digest of what the cluster's next steps depend on: every group's PC, threads and
+        wait, every register, and the launch's version (which every store and barrier change
+        bumps, so it stands for memory)."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(self.ctas[0].launch.version.to_bytes(8, "little", signed=True))
+        rank = {id(c): i for i, c in enumerate(self.ctas)}
+        for g in self.groups:
+            h.update(f"{rank[id(g.cta)]}:{g.pc}:{g.wait.kind if g.wait else ''}".encode())
+            h.update(g.idx.tobytes())
+        for cta in self.ctas:
+            for name in sorted(cta.regs):
+                h.update(name.encode())
+                h.update(cta.regs[name].tobytes())
+        return h.digest()
 
     # -- running ----------------------------------------------------------------------------
 
