@@ -2,7 +2,9 @@
 
 Float to integer rounds by the ``.rni/.rzi/.rmi/.rpi`` modifier and saturates to the range (NaN
 to 0); integer or wider float to float rounds by ``.rn/.rz/.rm/.rp``; ``cvt.rn.bf16x2.f32 d, a, b``
-and ``f16x2`` put ``a`` in the upper half. ``cvta`` moves shared addresses in and out of the
+and ``f16x2`` put ``a`` in the upper half, as do the narrow pairs (``e4m3x2`` ... ``ue8m0x2``,
+:mod:`porter.emu.minifloat`): ``cvt.rn.satfinite.e4m3x2.f32 d, a, b`` puts ``a`` in bits 15..8,
+and unpacking to ``f16x2`` keeps the upper element upper. ``cvta`` moves shared addresses in and out of the
 generic window (:mod:`porter.emu.memory`); for the other spaces the address is the same.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu import ptxtypes
+from porter.emu import minifloat, ptxtypes
 from porter.emu.alu import ROUNDING, arr, ftz_of, unary
 from porter.emu.context import Context, Exec, builder, type_suffix, types_of
 from porter.emu.decode import Op
@@ -47,6 +49,8 @@ def _src_float(raw: np.ndarray, at: str) -> np.ndarray:
 
 @builder("cvt")
 def _cvt(op: Op, ctx: Context) -> Exec:
+    if op.parts[-1] in _NARROW or op.parts[-2] in _NARROW:
+        return _cvt_narrow(op, ctx, op.parts[-2], op.parts[-1])
     ts = types_of(op)
     dt_, at = ts[0], ts[1]
     sat = "sat" in op.parts
@@ -56,8 +60,6 @@ def _cvt(op: Op, ctx: Context) -> Exec:
     relu = "relu" in op.parts
     if dt_ in ("bf16x2", "f16x2"):
         return _cvt_pack(op, ctx, dt_, frnd, relu, sat)
-    if dt_ in ("e4m3x2", "e5m2x2") or at in ("e4m3x2", "e5m2x2", "tf32") or dt_ == "tf32":
-        raise ValueError(f"cvt {dt_} <- {at}")
     d = ctx.write(op.operands[0], dt_)
     a = ctx.read(op.operands[1], at)
     dk, ak = ptxtypes.kind(dt_), ptxtypes.kind(at)
@@ -145,6 +147,79 @@ def _cvt_pack(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool) 
         hi = half(arr(a(cta, idx), idx.size, np.dtype(np.float32)))
         lo = half(arr(b(cta, idx), idx.size, np.dtype(np.float32)))
         d(cta, idx, (hi << np.uint32(16)) | lo)
+
+    return run
+
+
+_NARROW = frozenset(("tf32", "e4m3x2", "e5m2x2", "e2m3x2", "e3m2x2", "e2m1x2", "ue8m0x2"))
+# destination -> (source types, rounding modes) the ISA's syntax allows
+_TO_NARROW = {"e4m3x2": (("f32", "f16x2"), ("rn",)), "e5m2x2": (("f32", "f16x2"), ("rn",)),
+              "e2m3x2": (("f32",), ("rn",)), "e3m2x2": (("f32",), ("rn",)), "e2m1x2": (("f32",), ("rn",)),
+              "ue8m0x2": (("f32", "bf16x2"), ("rz", "rp"))}
+
+
+def _cvt_narrow(op: Op, ctx: Context, dt_: str, at: str) -> Exec:
+    """Conversions to and from tf32 and the packed narrow formats (module docstring for the order)."""
+    relu, satfinite = "relu" in op.parts, "satfinite" in op.parts
+    mode = next((p for p in op.parts if p in ("rn", "rz", "rp", "rna")), "")
+    if dt_ == "tf32" and at == "f32" and mode in ("rna", "rn", "rz"):
+        return _cvt_tf32(op, ctx, mode, satfinite, relu)
+    sources, modes = _TO_NARROW.get(dt_, ((), ()))
+    if at in sources and mode in modes:
+        return _cvt_to_narrow(op, ctx, minifloat.FORMATS[dt_[:-2]], at, mode, satfinite, relu)
+    if at in _NARROW and at != "tf32" and dt_ in ("f16x2", "bf16x2") and (dt_ == "bf16x2") == (at == "ue8m0x2"):
+        return _cvt_from_narrow(op, ctx, minifloat.FORMATS[at[:-2]], dt_, relu)
+    raise ValueError(f"cvt {'.'.join(op.parts[1:])}")
+
+
+def _cvt_tf32(op: Op, ctx: Context, mode: str, satfinite: bool, relu: bool) -> Exec:
+    d = ctx.write(op.operands[0], "b32")
+    a = ctx.read(op.operands[1], "f32")
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        d(cta, idx, minifloat.tf32_round(arr(a(cta, idx), idx.size, np.dtype(np.float32)), mode, satfinite, relu))
+
+    return run
+
+
+def _cvt_to_narrow(op: Op, ctx: Context, fmt: minifloat.MiniFloat, at: str, mode: str, satfinite: bool,
+                   relu: bool) -> Exec:
+    """Two values to a pair of codes, the first (``a``, or the upper half of a packed source) upper."""
+    shift = np.uint32(4 if fmt.bits == 4 else 8)
+    d = ctx.write(op.operands[0], "b8" if fmt.bits == 4 else "b16")
+    srcs = [ctx.read(o, "f32" if at == "f32" else "b32") for o in op.operands[1:3 if at == "f32" else 2]]
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        if at == "f32":
+            hi, lo = (arr(s(cta, idx), idx.size, np.dtype(np.float32)).astype(np.float64) for s in srcs)
+        else:
+            word = arr(srcs[0](cta, idx), idx.size, np.dtype(np.uint32))
+            unpack = ptxtypes.bf16_to_f32 if at == "bf16x2" else (lambda h: h.astype(np.uint16).view(np.float16))
+            hi, lo = (unpack(h).astype(np.float64) for h in (word >> np.uint32(16), word & np.uint32(0xFFFF)))
+        codes = [fmt.encode(v, mode, satfinite, relu).astype(np.uint32) for v in (hi, lo)]
+        d(cta, idx, (codes[0] << shift) | codes[1])
+
+    return run
+
+
+def _cvt_from_narrow(op: Op, ctx: Context, fmt: minifloat.MiniFloat, dt_: str, relu: bool) -> Exec:
+    """A pair of codes to f16x2 (bf16x2 for ue8m0x2), exactly; NaN to the canonical 0x7FFF."""
+    shift = np.uint32(4 if fmt.bits == 4 else 8)
+    mask = np.uint32((1 << fmt.bits) - 1)
+    d = ctx.write(op.operands[0], "b32")
+    a = ctx.read(op.operands[1], "b8" if fmt.bits == 4 else "b16")
+
+    def half(codes: np.ndarray) -> np.ndarray:
+        v = fmt.decode(codes & mask)
+        if relu:
+            v = np.where(np.isnan(v) | (v > 0), v, 0.0)
+        bits = ptxtypes.f32_to_bf16(v.astype(np.float32)) if dt_ == "bf16x2" else \
+            v.astype(np.float16).view(np.uint16)
+        return np.where(np.isnan(v), np.uint16(0x7FFF), bits).astype(np.uint32)
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        x = arr(a(cta, idx), idx.size, np.dtype(np.uint32)).astype(np.uint32)
+        d(cta, idx, (half(x >> shift) << np.uint32(16)) | half(x))
 
     return run
 

@@ -16,14 +16,18 @@ SIGNED: dict[int, np.dtype[Any]] = {8: np.dtype(np.int8), 16: np.dtype(np.int16)
 FLOAT: dict[int, np.dtype[Any]] = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
 
 
+# bits of one narrow float element as stored (fp6 in a byte with two zero bits on top)
+_NARROW_BITS = {"e4m3": 8, "e5m2": 8, "e2m3": 8, "e3m2": 8, "e2m1": 4, "ue8m0": 8}
+
+
 def width(t: str) -> int:
-    """Bits of a type name without the dot: ``u32`` -> 32, ``f16x2`` -> 32, ``pred`` -> 1."""
+    """Bits of a type name without the dot: ``u32`` -> 32, ``f16x2`` -> 32, ``e4m3x2`` -> 16, ``pred`` -> 1."""
     if t == "pred":
         return 1
-    if t.endswith("x2"):
-        return 2 * int("".join(c for c in t[:-2] if c.isdigit()))
-    if t in ("e4m3x2", "e5m2x2"):
-        return 16
+    if t[-2:] in ("x2", "x4"):
+        return int(t[-1]) * width(t[:-2])
+    if t in _NARROW_BITS:
+        return _NARROW_BITS[t]
     return int("".join(c for c in t if c.isdigit()) or 32)
 
 
