@@ -2,6 +2,8 @@
 
 Named barriers count arrivals per warp (PTX executes ``bar`` per warp: a warp's arrival counts
 all its threads); without a thread count a barrier waits for every warp not yet exited.
+``bar.red`` also counts the arriving threads' predicates, and when the barrier completes writes
+the reduction (popc, and, or) of its whole generation to every thread that arrived with it.
 
 An mbarrier (PTX ISA "mbarrier"; async-tensor-core reference §4) holds its phase, the pending
 and expected arrival counts and the transaction count. A phase completes when pending and tx are
@@ -14,6 +16,7 @@ their shared-memory offset; their 8 bytes in shared memory are marked written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +67,11 @@ class _Bar:
     generation: int = 0
     warps: set[int] = field(default_factory=set)
     expected: int | None = None  # threads; None: every warp not exited
+    # bar.red in this generation: threads whose predicate was true, threads that voted, and
+    # each arrival's writer of the reduced value (run when the barrier completes)
+    true: int = 0
+    votes: int = 0
+    deliveries: list[Callable[[int, int], None]] = field(default_factory=list)
 
 
 def _warp_sizes(cta: Cta) -> np.ndarray:
@@ -87,16 +95,20 @@ def _bars(cta: Cta) -> dict[int, _Bar]:
     return cta.ext.setdefault("bars", {})
 
 
+_BAR_KINDS = ("sync", "arrive", "red")
+
+
 @builder("bar", "barrier")
 def _bar(op: Op, ctx: Context) -> Exec:
     if op.parts[1] == "warp":
         return lambda cta, idx: None
     if op.parts[1] == "cluster":
         return _cluster_barrier(op, ctx)
-    kind = op.parts[1] if op.parts[1] in ("sync", "arrive", "red") else "sync"
-    if kind == "red":
-        raise ValueError("bar.red")
+    kind = next((p for p in op.parts[1:] if p in _BAR_KINDS), "sync")  # bar{.cta}.sync ...
     ops = op.operands
+    vote = _vote(op, ctx) if kind == "red" else None
+    if vote is not None:
+        ops = ops[1:-1]  # bar.red d, a{, b}, {!}c
     bar_id = ctx.read(ops[0], "u32") if ops else None
     count = ctx.read(ops[1], "u32") if len(ops) > 1 else None
     line = op.line
@@ -106,6 +118,8 @@ def _bar(op: Op, ctx: Context) -> Exec:
         b = _bars(cta).setdefault(bid, _Bar())
         b.expected = int(np.asarray(count(cta, idx)).reshape(-1)[0]) if count is not None else None
         b.warps |= set((idx // 32).tolist())
+        if vote is not None:
+            vote(cta, idx, b)
         if _bar_done(cta, b):
             _release(cta, b)
             return None
@@ -130,7 +144,32 @@ def _bar(op: Op, ctx: Context) -> Exec:
     return run
 
 
+def _vote(op: Op, ctx: Context) -> Callable[[Cta, np.ndarray, _Bar], None]:
+    """bar.red's own part: count the arriving threads' predicates into the barrier, and leave
+    the writer of their destination, which gets popc (.popc.u32), all (.and.pred) or any
+    (.or.pred) of the whole generation when the barrier completes."""
+    how = next(p for p in op.parts if p in ("popc", "and", "or"))
+    dest = ctx.write(op.operands[0], "u32" if how == "popc" else "pred")
+    pred = ctx.read(op.operands[-1], "pred")
+
+    def reduced(true: int, votes: int) -> np.uint32 | np.bool_:
+        if how == "popc":
+            return np.uint32(true)
+        return np.bool_(true == votes if how == "and" else true > 0)
+
+    def vote(cta: Cta, idx: np.ndarray, b: _Bar) -> None:
+        b.true += int(np.broadcast_to(pred(cta, idx), idx.shape).sum())
+        b.votes += idx.size
+        b.deliveries.append(lambda true, votes: dest(cta, idx, np.full(idx.size, reduced(true, votes))))
+
+    return vote
+
+
 def _release(cta: Cta, b: _Bar) -> None:
+    for deliver in b.deliveries:
+        deliver(b.true, b.votes)
+    b.true = b.votes = 0
+    b.deliveries = []
     b.generation += 1
     b.warps = set()
     cta.launch.version += 1
