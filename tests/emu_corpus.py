@@ -79,11 +79,14 @@ def ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         na, nb = np.isnan(a.astype(np.float64)), np.isnan(b.astype(np.float64))
     x, y = a.view(bits).astype(np.int64), b.view(bits).astype(np.int64)
-    top = np.int64(1) << (8 * a.dtype.itemsize - 1)
+    top = (1 << (8 * a.dtype.itemsize - 1)) - 1
     # sign-magnitude onto a line where neighbouring floats are one apart (+0 and -0 coincide)
-    x = np.where(x < 0, -(x & (top - 1)), x)
-    y = np.where(y < 0, -(y & (top - 1)), y)
-    return np.where(na & nb, 0, np.where(na | nb, far, np.abs(x - y)))
+    x = np.where(x < 0, -(x & top), x)
+    y = np.where(y < 0, -(y & top), y)
+    with np.errstate(over="ignore"):  # float64s of opposite signs: saturate rather than wrap
+        apart = np.where((x < 0) != (y < 0), np.minimum(np.abs(x).astype(np.uint64) + np.abs(y).astype(np.uint64),
+                                                        np.uint64(far)).astype(np.int64), np.abs(x - y))
+    return np.where(na & nb, 0, np.where(na | nb, far, apart))
 
 
 def _is_ml_float(dtype: np.dtype) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu import ptxtypes
+from porter.emu import halves, ptxtypes
 from porter.emu.access import load, space_of, store
 from porter.emu.context import Context, Exec, builder, type_suffix
 from porter.emu.decode import Op
@@ -83,6 +83,8 @@ def _st(op: Op, ctx: Context) -> Exec:
 
 def _atom_fn(name: str, t: str):
     k = ptxtypes.kind(t)
+    if halves.is_half(t) and name in ("add", "min", "max"):
+        return _half_fn(name, t)
     if name == "add":
         if t == "f32":
             return lambda a, b: (a.astype(np.float32) + b.astype(np.float32)).astype(np.float32)
@@ -100,6 +102,18 @@ def _atom_fn(name: str, t: str):
     if name == "dec":
         return lambda a, b: np.where((a == 0) | (a > b), b, a - 1).astype(a.dtype)
     raise ValueError(f"atom.{name}")
+
+
+def _half_fn(name: str, t: str):
+    """add (rounded to nearest even, subnormals kept: ``.noftz``), min or max, element by element
+    over 16-bit floats and their pairs (min and max: NaN only where both are NaN)."""
+    op = {"add": np.add, "min": np.fmin, "max": np.fmax}[name]
+
+    def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return halves.join([op(x, y) for x, y in zip(halves.split(a, t), halves.split(b, t), strict=True)], t)
+
+    return fn
 
 
 @builder("atom", "red")
