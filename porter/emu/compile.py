@@ -15,6 +15,8 @@ FAMILIES = (alu, convert, cpasync, mem_ops, sync, tcgen05, tensorcore, tma, warp
 
 
 def compile_op(op: Op, ctx: Context) -> Exec:
+    if op.problem:
+        return unsupported(op, op.problem)
     build = find_builder(op.parts)
     if build is None:
         return unsupported(op)

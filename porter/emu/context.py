@@ -183,7 +183,7 @@ class Context:
     def target(self, op: Op, operand: Operand) -> int:
         if isinstance(operand, Sym) and operand.name in self.program.labels:
             return self.program.labels[operand.name]
-        raise EmuTrap(Diagnostic("unsupported", op.line, f"branch target {operand!r} is not a label"))
+        raise ValueError(f"branch target {operand!r} is not a label")  # compile_op: unsupported when reached
 
     def symbol(self, name: str) -> Callable[[Cta], int]:
         """A symbol's address in its own state space (shared ones carry the CTA's rank)."""

@@ -1,11 +1,15 @@
-"""Decode one PTX entry into what the emulator executes: operands, labels and declarations.
+"""Decode PTX functions into what the emulator executes: operands, labels and declarations.
 
-porter's parser (:mod:`porter.ptx.parser`) gives the entries, their parameters and every
-instruction with its opcode, guard, line and operand strings; it drops labels and declarations,
-which execution needs. This module reads those from the text between the entry's braces
-(labels become instruction indices) and from the module level (``.extern .shared`` for dynamic
-shared memory, ``.global``/``.const`` variables with their initialisers), and turns each operand
-string into a small typed value (:class:`Reg`, :class:`Imm`, :class:`Addr` ...).
+porter's parser (:mod:`porter.ptx.parser`) gives the entries and functions, their parameters and
+every instruction with its opcode, guard, line and operand strings; it drops labels and
+declarations, which execution needs. This module reads those from the text between a function's
+braces (labels become instruction indices, ``.param`` variables declared for calls become
+slots) and from the module level (``.extern .shared`` for dynamic shared memory,
+``.global``/``.const`` variables with their initialisers), and turns each operand string into a
+small typed value (:class:`Reg`, :class:`Imm`, :class:`Addr` ...). An operand it cannot read
+makes its instruction one that reports itself unsupported when reached
+(:attr:`Op.problem`); :mod:`porter.emu.calls` links an entry and the functions it calls into
+one :class:`Program`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import struct
 from dataclasses import dataclass, field
 
 from porter.ptx.model import Entry, Instruction, Param, PtxModule
-from porter.ptx.parser import parse_ptx
 
 
 class DecodeError(ValueError):
@@ -120,6 +123,21 @@ class Op:
     guard: Reg | None
     operands: tuple[Operand, ...]
     text: str  # the instruction as written, for messages
+    # Why the emulator cannot run this instruction (an operand it cannot read, a call it cannot
+    # inline): an 'unsupported' diagnostic at its line when it is reached. Empty when it can.
+    problem: str = ""
+
+
+@dataclass
+class Function:
+    """One ``.entry`` or ``.func`` body as written: its names not yet renamed for a call site."""
+
+    entry: Entry
+    ops: list[Op]
+    labels: dict[str, int]
+    registers: dict[str, str]
+    variables: dict[str, Variable]  # declared in the body: .local depots, .shared ...
+    slots: dict[str, Variable]  # `.param` variables declared in the body: arguments and results of its calls
 
 
 @dataclass
@@ -201,14 +219,15 @@ def decode_operand(text: str) -> Operand:
         return Sink()
     if t.startswith("{") and t.endswith("}"):
         return Vec(tuple(decode_operand(s) for s in _split_top(t[1:-1]) if s))
+    if t.startswith("(") and t.endswith(")"):  # a call's return or argument list
+        return Vec(tuple(decode_operand(s) for s in _split_top(t[1:-1]) if s))
     if t.startswith("[") and t.endswith("]"):
         inner = t[1:-1]
         parts = _split_top(inner)
         if len(parts) == 2 and parts[1].startswith("{"):
             base = decode_operand(parts[0])
             coords = decode_operand(parts[1])
-            assert isinstance(coords, Vec)
-            if not isinstance(base, (Reg, Sym)):
+            if not isinstance(base, (Reg, Sym)) or not isinstance(coords, Vec):
                 raise DecodeError(f"bad tensor map operand {parts[0]!r}")
             return TensorAddr(base, coords.items)
         return _address(inner)
@@ -317,12 +336,13 @@ def _op(index: int, ins: Instruction) -> Op:
     if ins.predicate:
         neg = ins.predicate.startswith("@!")
         guard = Reg(ins.predicate.lstrip("@!"), negate=neg)
+    text = f"{ins.predicate + ' ' if ins.predicate else ''}{ins.opcode} {', '.join(ins.operands)}".strip()
+    parts = tuple(ins.opcode.split("."))
     try:
         operands = tuple(decode_operand(o) for o in ins.operands)
-    except DecodeError as err:
-        raise DecodeError(f"line {ins.line}: {err}") from None
-    text = f"{ins.predicate + ' ' if ins.predicate else ''}{ins.opcode} {', '.join(ins.operands)}".strip()
-    return Op(index, ins.line, ins.opcode, tuple(ins.opcode.split(".")), guard, operands, text)
+    except ValueError as err:  # DecodeError, or a number the PTX grammar allows and Python does not read
+        return Op(index, ins.line, ins.opcode, parts, guard, (), text, f"operand form ({err})")
+    return Op(index, ins.line, ins.opcode, parts, guard, operands, text)
 
 
 def _resolve(o: Operand, regs: dict[str, str]) -> Operand:
@@ -344,16 +364,34 @@ def _resolve(o: Operand, regs: dict[str, str]) -> Operand:
 
 def _with_registers(op: Op, regs: dict[str, str]) -> Op:
     operands = tuple(_resolve(o, regs) for o in op.operands)
-    guard = op.guard
-    return Op(op.index, op.line, op.opcode, op.parts, guard, operands, op.text)
+    return Op(op.index, op.line, op.opcode, op.parts, op.guard, operands, op.text, op.problem)
 
 
-def decode(ptx: str | PtxModule, entry: str) -> Program:
-    """The :class:`Program` of ``entry`` in ``ptx`` (text or an already parsed module)."""
-    module = parse_ptx(ptx) if isinstance(ptx, str) else ptx
-    ent = module.entry(entry)
-    text = module.text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
+_SLOT_DECL = re.compile(r"\.param\s+(?:\.align\s+(?P<align>\d+)\s+)?(?P<type>\.\w+)\s+(?P<name>[A-Za-z_$][\w$]*)"
+                        r"(?:\[(?P<count>\d+)\])?\s*;")
+
+
+def _slots(body: str) -> dict[str, Variable]:
+    """The ``.param`` variables a body declares for its calls; a name declared in several call
+    blocks (nvcc's ``param0`` in every ``{ // callseq N``) gets the largest size and alignment."""
+    found: dict[str, Variable] = {}
+    for m in _SLOT_DECL.finditer(body):
+        elem = type_bytes(m.group("type"))
+        size = elem * int(m.group("count") or 1)
+        align = int(m.group("align") or elem)
+        old = found.get(m.group("name"))
+        if old is not None:
+            size, align = max(size, old.size or 0), max(align, old.align)
+        found[m.group("name")] = Variable(m.group("name"), "param", align, size)
+    return found
+
+
+def module_lines(module: PtxModule) -> list[str]:
+    return module.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def read_function(module: PtxModule, ent: Entry, lines: list[str]) -> Function:
+    """The body of one ``.entry`` or ``.func``: instructions, labels, registers, declarations."""
     ops = [_op(i, ins) for i, ins in enumerate(ent.instructions)]
     op_lines = [op.line for op in ops]
     labels: dict[str, int] = {}
@@ -361,9 +399,19 @@ def decode(ptx: str | PtxModule, entry: str) -> Program:
         m = _LABEL.match(lines[lineno - 1])
         if m and not lines[lineno - 1].lstrip().startswith("//"):
             labels[m.group(1)] = bisect.bisect_left(op_lines, lineno)
+    text = "\n".join(lines)
     body = "\n".join(lines[ent.line - 1 : ent.end_line])
+    registers = _registers(body)
+    ops = [_with_registers(op, registers) for op in ops]
+    variables = _variables(text, ent.line, ent.end_line, inside=True)
+    slots = _slots(body[body.find("{"):])  # past the header, whose parameters are no call's
+    return Function(ent, ops, labels, registers, variables, slots)
+
+
+def module_variables(module: PtxModule, lines: list[str]) -> dict[str, Variable]:
+    """The variables declared outside every entry and function body."""
+    text = "\n".join(lines)
     variables: dict[str, Variable] = {}
-    # Module level: every line outside the module's entries.
     spans = sorted((e.line, e.end_line) for e in module.entries)
     start = 1
     for lo, hi in spans:
@@ -371,7 +419,4 @@ def decode(ptx: str | PtxModule, entry: str) -> Program:
             variables.update(_variables(text, start, lo - 1, inside=False))
         start = hi + 1
     variables.update(_variables(text, start, len(lines), inside=False))
-    variables.update(_variables(text, ent.line, ent.end_line, inside=True))
-    registers = _registers(body)
-    ops = [_with_registers(op, registers) for op in ops]
-    return Program(ent, ops, labels, registers, variables, ent.params, module.arch, module)
+    return variables

@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 
 from porter.emu.args import TensorMap, lay_out, lay_out_globals
+from porter.emu.calls import link
 from porter.emu.compile import compile_program
 from porter.emu.context import Context
-from porter.emu.decode import Program, decode
+from porter.emu.decode import Program
 from porter.emu.diagnostics import Diagnostic, EmuTrap, Findings
 from porter.emu.memory import LOCAL_WINDOW, SHARED_START
 from porter.emu.schedule import Deadlocked, Scheduler
 from porter.emu.state import Cta, Launch
 from porter.ptx.model import PtxModule
+from porter.ptx.parser import parse_ptx
 
 Dim3 = tuple[int, int, int]
 MAX_SHARED = 232448  # the H200/B200 opt-in maximum of shared memory per CTA
@@ -60,12 +62,12 @@ def _dim3(v: int | Sequence[int]) -> Dim3:
 
 @lru_cache(maxsize=16)
 def _decoded(digest: str, text: str, entry: str) -> Program:
-    return decode(text, entry)
+    return link(parse_ptx(text), entry)
 
 
 def program_of(ptx: str | PtxModule, entry: str) -> Program:
     if isinstance(ptx, PtxModule):
-        return decode(ptx, entry)
+        return link(ptx, entry)
     return _decoded(hashlib.sha1(ptx.encode()).hexdigest(), ptx, entry)
 
 
