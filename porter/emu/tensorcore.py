@@ -1,14 +1,17 @@
 """Warp and warpgroup matrix instructions: mma.sync and wgmma (with shared-memory descriptors).
 
-Products of f16/bf16 (and tf32) inputs are exact in float64; each output element is the
-float64 sum of its products and the accumulator, rounded once to float32. PTX leaves the
+Products of f16/bf16/tf32/fp8 inputs are exact in float64; each output element is the float64
+sum of its products and the accumulator, rounded once to the accumulator's type (f32, or f16
+directly from float64). Integer MMAs (s8/u8) are exact in int64, then wrapped to s32 or, with
+``.satfinite``, clamped. f64 MMAs (m8n8k4) round each product and sum in float64. PTX leaves the
 accumulation order and intermediate rounding of the tensor cores unspecified, so the GPU may
 differ from this in the last bits; the calibration (tools/emu_calibrate.py) measures by how much.
 
-Fragments (PTX ISA "Matrix fragments for mma.m16n8k16"; async-tensor-core reference §2.4 for
-wgmma): with lane l, g = l / 4 and t = l % 4, A register r of m16n8k16 holds row g + 8(r % 2),
-columns 2t + 8(r / 2) and the next; B register r holds rows 2t + 8r and the next of column g;
-accumulator element i sits at row g + 8(i / 2), column 2t + i % 2.
+Fragments (PTX ISA "Matrix fragments for mma.m16n8kK"; async-tensor-core reference §2.4 for
+wgmma): with lane l, g = l / 4, t = l % 4 and p elements per 32-bit register (1 tf32, 2 16-bit,
+4 8-bit), element j of A register r sits at row g + 8(r % 2), column p t + j + 4p (r / 2); of B
+register r at row p t + j + 4p r, column g; 32-bit accumulator element i at row g + 8(i / 2),
+column 2t + i % 2 (f16x2 register r: row g + 8r, columns 2t, 2t + 1).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from porter.emu import ptxtypes, smemdesc
-from porter.emu.context import Context, Exec, builder, trap, types_of
+from porter.emu import minifloat, ptxtypes, smemdesc
+from porter.emu.context import Context, Exec, Reader, builder, trap, types_of
 from porter.emu.decode import Imm, Op, Vec
 from porter.emu.diagnostics import Diagnostic
 from porter.emu.memory import SHARED_START
@@ -58,57 +61,129 @@ def _warps_of(cta: Cta, op: Op, idx: np.ndarray) -> np.ndarray:
     return idx.reshape(-1, 32)
 
 
+# bits of one element of an MMA operand as the registers (and shared memory) hold it
+ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "f64": 64,
+             "s32": 32}
+# mma.sync shapes (m, n, k) and the A/B types each takes (PTX ISA "Matrix shape")
+_MMA_SHAPES = {(16, 8, 8): ("f16", "bf16", "tf32"), (16, 8, 16): ("f16", "bf16", "s8", "u8"),
+               (16, 8, 4): ("tf32",), (16, 8, 32): ("s8", "u8", "e4m3", "e5m2"), (8, 8, 4): ("f64",)}
+
+
+def mma_types(op: Op) -> list[str]:
+    """The element types an MMA names, in order (d, a, b, c for mma.sync; d, a, b for wgmma)."""
+    return [p for p in op.parts[1:] if p in ELEM_BITS]
+
+
+def elements(words: np.ndarray, t: str) -> np.ndarray:
+    """Registers (or shared-memory words) of ``t`` elements as float64 or int64 values, shape (..., per word).
+
+    Element j of a 32-bit word sits in bits [j*w, (j+1)*w); f64 registers hold one element each."""
+    w = ELEM_BITS[t]
+    if w == 64:
+        return words.astype(np.uint64).view(np.float64)[..., None]
+    u = words.astype(np.uint32)[..., None] >> (np.arange(32 // w, dtype=np.uint32) * np.uint32(w))
+    return to_value(u & np.uint32((1 << w) - 1 if w < 32 else 0xFFFFFFFF), t)
+
+
+def to_value(bits: np.ndarray, t: str) -> np.ndarray:
+    """Element bits as float64 (integer types: int64)."""
+    if t in ("s8", "u8"):
+        return bits.astype(np.uint8).view(np.int8 if t == "s8" else np.uint8).astype(np.int64)
+    if t == "s32":
+        return bits.astype(np.uint32).view(np.int32).astype(np.int64)
+    if t in ("e4m3", "e5m2"):
+        return minifloat.FORMATS[t].decode(bits)
+    return to_float(bits, t)
+
+
+def _frag_a(m: int, k: int, per: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(row, col) per lane and element of each A register (PTX ISA "Matrix fragments for mma.m16n8kK"):
+    register r holds row g + 8 (r % 2), columns per*t + j + 4 per (r / 2)."""
+    g, t = _L["g"][:, None], _L["t"][:, None]
+    j = np.arange(per)[None, :]
+    if m == 8:  # m8n8k4 .f64
+        return [(g + 0 * j, t + 0 * j)]
+    return [(g + 8 * (r % 2) + 0 * j, per * t + j + 4 * per * (r // 2)) for r in range(m * k // (32 * per))]
+
+
+def _frag_b(k: int, per: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(row, col) of each B register: rows per*t + j + 4 per r of column g."""
+    g, t = _L["g"][:, None], _L["t"][:, None]
+    j = np.arange(per)[None, :]
+    return [(per * t + j + 4 * per * r, g + 0 * j) for r in range(k * 8 // (32 * per))]
+
+
+def _frag_c(m: int, per: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(row, col) of each accumulator register: 32-bit element i at row g + 8 (i / 2), column
+    2t + i % 2; f16x2 register r at row g + 8r, columns 2t and 2t + 1; f64 (m8n8k4) at row g."""
+    g, t = _L["g"][:, None], _L["t"][:, None]
+    if m == 8:
+        return [(g, 2 * t + i) for i in range(2)]
+    if per == 2:
+        j = np.arange(2)[None, :]
+        return [(g + 8 * r + 0 * j, 2 * t + j) for r in range(2)]
+    return [(g + 8 * (i // 2), 2 * t + i % 2) for i in range(4)]
+
+
 @builder("mma")
 def _mma(op: Op, ctx: Context) -> Exec:
+    """mma.sync: each warp's fragments gathered into matrices, D = A B + C formed exactly (floats:
+    float64 sum of exact products, rounded once; f64: float64 matmul; integers: int64, then wrapped
+    to s32 or, with .satfinite, clamped), and scattered back."""
     shape = next(p for p in op.parts if p.startswith("m") and "n" in p and "k" in p)
     m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
-    ts = types_of(op)
+    ts = mma_types(op)
     dt, at, bt, ct = ts if len(ts) == 4 else (ts[0], ts[1], ts[1], ts[0])
-    if (m, n) != (16, 8) or k not in (8, 16) or at not in ("f16", "bf16") or "row" not in op.parts:
-        raise ValueError(f"mma.sync {shape} {at}")
+    if at not in _MMA_SHAPES.get((m, n, k), ()) or "row" not in op.parts or "sp" in op.parts[:2] or \
+            (ELEM_BITS[bt] != ELEM_BITS[at]) or (at == "f64") != (dt == "f64"):
+        raise ValueError(f"mma.sync {shape} {'.'.join(ts)}")
+    integer = at in ("s8", "u8")
+    sat = "satfinite" in op.parts
     d_ops, a_ops, b_ops, c_ops = (o.items if isinstance(o, Vec) else (o,) for o in op.operands[:4])
-    d_t = "f32" if dt == "f32" else "b32"
-    dw = [ctx.write(o, d_t) for o in d_ops]
-    ar = [ctx.read(o, "b32") for o in a_ops]
-    br = [ctx.read(o, "b32") for o in b_ops]
-    cr = [ctx.read(o, "f32" if ct == "f32" else "b32") for o in c_ops]
-    g, t = _L["g"], _L["t"]
+    reg_t = {"f32": "f32", "s32": "s32", "f64": "f64"}.get(dt, "b32")
+    dw = [ctx.write(o, reg_t) for o in d_ops]
+    word = "b64" if at == "f64" else "b32"
+    ar = [ctx.read(o, word) for o in a_ops]
+    br = [ctx.read(o, word) for o in b_ops]
+    cr = [ctx.read(o, "b64" if ct == "f64" else "b32") for o in c_ops]
+    per_in = 64 // ELEM_BITS[at] if at == "f64" else 32 // ELEM_BITS[at]
+    fa, fb = _frag_a(m, k, per_in), _frag_b(k, per_in)
+    fc = _frag_c(m, 2 if ct == "f16" else 1)
+    fd = _frag_c(m, 2 if dt == "f16" else 1)
+    if (len(ar), len(br), len(cr), len(dw)) != (len(fa), len(fb), len(fc), len(fd)):
+        raise ValueError(f"mma.sync {shape}: {len(ar)}/{len(br)}/{len(cr)}/{len(dw)} registers for A/B/C/D")
+    num = np.int64 if integer else np.float64
+
+    def gather(cta: Cta, idx: np.ndarray, reads: list[Reader], frags: list[tuple[np.ndarray, np.ndarray]],
+               t: str, out: np.ndarray) -> np.ndarray:
+        nw = out.shape[0]
+        for read, (rows, cols) in zip(reads, frags, strict=True):
+            out[:, rows, cols] = elements(np.asarray(read(cta, idx)).reshape(nw, 32), t).reshape(nw, *rows.shape)
+        return out
 
     def run(cta: Cta, idx: np.ndarray) -> None:
-        warps = _warps_of(cta, op, idx)
-        nw = warps.shape[0]
-        a = np.zeros((nw, 16, k))
-        b = np.zeros((nw, k, 8))
-        c = np.zeros((nw, 16, 8))
-        for r, read in enumerate(ar):
-            lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
-            row = g + 8 * (r % 2)
-            col = 2 * t + 8 * (r // 2)
-            a[:, row, col] = to_float(lo, at)
-            a[:, row, col + 1] = to_float(hi, at)
-        for r, read in enumerate(br):
-            lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
-            b[:, 2 * t + 8 * r, g] = to_float(lo, bt)
-            b[:, 2 * t + 8 * r + 1, g] = to_float(hi, bt)
-        if ct == "f32":
-            for i, read in enumerate(cr):
-                c[:, g + 8 * (i // 2), 2 * t + i % 2] = np.asarray(read(cta, idx)).reshape(nw, 32)
-        else:
-            for r, read in enumerate(cr):
-                lo, hi = halves(np.asarray(read(cta, idx)).reshape(nw, 32))
-                c[:, g + 8 * r, 2 * t] = to_float(lo, ct)
-                c[:, g + 8 * r, 2 * t + 1] = to_float(hi, ct)
+        nw = _warps_of(cta, op, idx).shape[0]
+        a = gather(cta, idx, ar, fa, at, np.zeros((nw, m, k), num))
+        b = gather(cta, idx, br, fb, bt, np.zeros((nw, k, n), num))
+        c = gather(cta, idx, cr, fc, ct, np.zeros((nw, m, n), num))
         dmat = a @ b + c
-        if dt == "f32":
-            for i, write in enumerate(dw):
-                write(cta, idx, dmat[:, g + 8 * (i // 2), 2 * t + i % 2].astype(np.float32).reshape(-1))
-        else:
-            for r, write in enumerate(dw):
-                lo = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t].astype(np.float32)).astype(np.uint32)
-                hi = ptxtypes.f32_to_f16(dmat[:, g + 8 * r, 2 * t + 1].astype(np.float32)).astype(np.uint32)
-                write(cta, idx, (lo | (hi << np.uint32(16))).reshape(-1))
+        for write, (rows, cols) in zip(dw, fd, strict=True):
+            write(cta, idx, _pack(dmat[:, rows, cols], dt, sat).reshape(-1))
 
     return run
+
+
+def _pack(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
+    """Accumulator values (warps, lanes[, 2]) as one register's contents: rounded once to t."""
+    if t == "s32":
+        return np.clip(v, -(2**31), 2**31 - 1).astype(np.int32) if sat else v.astype(np.int32)
+    if t == "f64":
+        return v
+    if t == "f32":
+        return v.astype(np.float32)
+    with np.errstate(over="ignore"):
+        h = v.astype(np.float16).view(np.uint16).astype(np.uint32)  # float64 -> f16 directly: one rounding
+    return h[..., 0] | (h[..., 1] << np.uint32(16))
 
 
 def smem_elements(cta: Cta, op: Op, addrs: np.ndarray, elem: int) -> np.ndarray:
