@@ -165,7 +165,7 @@ _FBITS = re.compile(r"0([fFdD])([0-9a-fA-F]+)$")
 _FLOAT = re.compile(r"[+-]?[0-9]*\.[0-9]+([eE][+-]?[0-9]+)?$")
 _NAME = re.compile(r"[A-Za-z_$%][A-Za-z0-9_$.]*$")
 _LABEL = re.compile(r"^\s*([A-Za-z_$][A-Za-z0-9_$]*)\s*:")
-_REG_DECL = re.compile(r"\.reg\s+((?:\.v\d\s+)?\.\w+)\s+([^;]+);")
+_REG_DECL = re.compile(r"\.reg\s*((?:\.v\d\s+)?\.\w+)\s+([^;]+);")
 _VAR_DECL = re.compile(
     r"(?P<ext>\.extern\s+)?(?:\.(?:visible|weak|common)\s+)?\.(?P<space>shared|local|global|const)(?:::\w+)?\s+"
     r"(?:\.align\s+(?P<align>\d+)\s+)?(?P<type>\.\w+)\s+(?P<name>[A-Za-z_$][\w$]*)"
