@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from porter.emu import ptxtypes
+from porter.emu import half_alu, ptxtypes
 from porter.emu.context import Context, Exec, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
-from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32
+from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
 from porter.emu.state import Cta
 
 ROUNDING = ("rn", "rz", "rm", "rp")
@@ -101,69 +101,19 @@ def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
             fn = lambda a, b: add_f32(fz(a), -fz(b), mode)  # noqa: E731
         else:
             fn = lambda a, b: mul_f32(fz(a), fz(b), mode)  # noqa: E731
-    elif t in ("f64", "f16"):
+    elif t == "f64":
         fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[kind]
-    elif t in ("f16x2", "bf16x2", "bf16"):
-        return _packed(op, ctx, kind)
+    elif t in half_alu.TYPES:
+        return half_alu.arithmetic(op, ctx)
     else:
         raise ValueError(t)
 
     def out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fz(fn(a, b))
-        return np.clip(r, 0, 1) if sat else r
+        return saturate(r) if sat else r
 
     return _binary(op, ctx, out, t)
-
-
-def _packed(op: Op, ctx: Context, kind: str) -> Exec:
-    """f16x2 / bf16x2 / bf16 arithmetic: each 16-bit half computed in float32 and rounded back."""
-    t = type_suffix(op)
-    is_bf = t.startswith("bf")
-    halves = 2 if t.endswith("x2") else 1
-    n_in = {"fma": 3}.get(kind, 2)
-    d = ctx.write(op.operands[0], t)
-    rs = [ctx.read(o, t) for o in op.operands[1 : 1 + n_in]]
-    width = 32 if halves == 2 else 16
-
-    def split(v: np.ndarray) -> list[np.ndarray]:
-        u = v.astype(np.uint32)
-        parts = [u & 0xFFFF, u >> 16] if halves == 2 else [u & 0xFFFF]
-        return [ptxtypes.bf16_to_f32(p) if is_bf else p.astype(np.uint16).view(np.float16).astype(np.float32)
-                for p in parts]
-
-    def join(vals: list[np.ndarray]) -> np.ndarray:
-        bits = [ptxtypes.f32_to_bf16(v) if is_bf else ptxtypes.f32_to_f16(v) for v in vals]
-        out: np.ndarray = bits[0].astype(np.uint32)
-        if halves == 2:
-            out = out | (bits[1].astype(np.uint32) << 16)
-        return out.astype(ptxtypes.UNSIGNED[width])
-
-    def run(cta: Cta, idx: np.ndarray) -> None:
-        ins = [split(arr(r(cta, idx), idx.size, ptxtypes.UNSIGNED[width])) for r in rs]
-        res = []
-        for h in range(halves):
-            a = ins[0][h]
-            b = ins[1][h]
-            with np.errstate(all="ignore"):
-                if kind == "add":
-                    v = a + b
-                elif kind == "sub":
-                    v = a - b
-                elif kind == "mul":
-                    v = a * b
-                elif kind == "fma":
-                    v = (a.astype(np.float64) * b + ins[2][h]).astype(np.float32)
-                elif kind == "max":
-                    v = np.fmax(a, b)
-                elif kind == "min":
-                    v = np.fmin(a, b)
-                else:
-                    raise ValueError(kind)
-            res.append(v)
-        d(cta, idx, join(res))
-
-    return run
 
 
 @builder("add", "sub")
@@ -231,8 +181,8 @@ def _fma(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     mode, fz = _mode(op), ftz_of(op)
     sat = "sat" in op.parts
-    if t in ("f16x2", "bf16x2", "bf16", "f16"):
-        return _packed(op, ctx, "fma")
+    if t in half_alu.TYPES:
+        return half_alu.arithmetic(op, ctx)
     if t == "f64":
         def f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
             return a * b + c  # float64 fma: the double rounding here is documented as a limit
@@ -240,7 +190,7 @@ def _fma(op: Op, ctx: Context) -> Exec:
 
     def f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         r = fz(fma_f32(fz(a), fz(b), fz(c), mode))
-        return np.clip(r, 0, 1) if sat else r
+        return saturate(r) if sat else r
 
     return _ternary(op, ctx, f32, (t, t, t), t)
 
@@ -290,13 +240,8 @@ def _rem(op: Op, ctx: Context) -> Exec:
 def _absneg(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     fz = ftz_of(op)
-    if t in ("f16x2", "bf16x2", "bf16", "f16") and t != "f16":
-        w = ptxtypes.width(t)
-        sign = {16: 0x8000, 32: 0x80008000}[w]
-        mask = ptxtypes.UNSIGNED[w].type(sign)
-        if op.parts[0] == "neg":
-            return unary(op, ctx, lambda a: a ^ mask)
-        return unary(op, ctx, lambda a: a & ~mask)
+    if t in half_alu.TYPES:
+        return half_alu.absneg(op, ctx)
     if op.parts[0] == "neg":
         return unary(op, ctx, lambda a: fz(np.negative(a)) if t[0] == "f" else np.negative(a))
     return unary(op, ctx, lambda a: fz(np.abs(a)))
@@ -320,8 +265,8 @@ def _fminmax(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], nan: bool, fz: 
 @builder("min", "max")
 def _minmax(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
-    if t in ("f16x2", "bf16x2", "bf16"):
-        return _packed(op, ctx, op.parts[0])
+    if t in half_alu.TYPES:
+        return half_alu.minmax(op, ctx)
     if t[0] == "f":
         fn = np.fmin if op.parts[0] == "min" else np.fmax
         return _binary(op, ctx, _fminmax(fn, "NaN" in op.parts, ftz_of(op)))
@@ -545,8 +490,8 @@ def _setp(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     cmp = op.parts[1]
     boolop = next((p for p in op.parts[2:] if p in ("and", "or", "xor")), None)
-    if t in ("f16x2", "bf16x2", "bf16", "f16") and t != "f16":
-        raise ValueError("packed compare")
+    if t in half_alu.TYPES:
+        return half_alu.compare(op, ctx, _compare(cmp, "f64"))
     fz = ftz_of(op)
     fn = _compare(cmp, t)
     a = ctx.read(op.operands[1], t)
@@ -557,14 +502,14 @@ def _setp(op: Op, ctx: Context) -> Exec:
     if op.parts[0] == "set":
         out_t = types_of(op)[0]
         d = ctx.write(op.operands[0], out_t)
+        true = half_alu.set_true(out_t)
 
         def run_set(cta: Cta, idx: np.ndarray) -> None:
             with np.errstate(invalid="ignore"):
                 r = fn(fz(arr(a(cta, idx), idx.size, dt)), fz(arr(b(cta, idx), idx.size, dt)))
             if combine is not None and c is not None:
                 r = combine(r, c(cta, idx))
-            d(cta, idx, np.where(r, np.float32(1.0), np.float32(0.0)) if out_t == "f32"
-              else np.where(r, 0xFFFFFFFF, 0).astype(ptxtypes.dtype(out_t)))
+            d(cta, idx, np.where(r, true, true.dtype.type(0)))
 
         return run_set
     p, q = pred_pair_writers(ctx, op.operands[0])
@@ -668,8 +613,10 @@ def _special_fn(op: Op, ctx: Context) -> Exec:
     fn = _APPROX[op.parts[0]]
     fz = ftz_of(op)
     mode = _mode(op)
-    if t in ("f16", "bf16", "f16x2", "bf16x2"):
-        raise ValueError(f"{op.parts[0]}.{t}")
+    if t in half_alu.TYPES:
+        if op.parts[0] not in ("ex2", "tanh"):
+            raise ValueError(f"{op.parts[0]}.{t}")
+        return half_alu.approx(op, ctx, fn)
 
     def run(a: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):

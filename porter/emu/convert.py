@@ -16,7 +16,7 @@ from porter.emu import minifloat, ptxtypes
 from porter.emu.alu import ROUNDING, arr, ftz_of, unary
 from porter.emu.context import Context, Exec, builder, type_suffix, types_of
 from porter.emu.decode import Op
-from porter.emu.fp import round_f32
+from porter.emu.fp import round_f32, saturate
 from porter.emu.memory import SHARED_WINDOW
 from porter.emu.state import Cta
 
@@ -28,17 +28,28 @@ def _round_int(x: np.ndarray, mode: str) -> np.ndarray:
 
 
 def _to_int(x: np.ndarray, t: str, mode: str) -> np.ndarray:
-    """Float to integer: rounded by ``mode``, saturated to the range, NaN to 0 (PTX cvt)."""
+    """Float to integer (PTX cvt): rounded by ``mode`` and saturated to the range (infinities
+    included); a NaN becomes 0, or the bit pattern 1 << (width - 1) when the source is .f64 or the
+    destination 64 bits wide. The bounds are compared as the powers of two they are (2^63 - 1 is
+    no float64) and the result built in 64-bit words."""
     w = ptxtypes.width(t)
-    lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if t[0] == "s" else (0, 2**w - 1)
+    signed = t[0] == "s"
+    top, bottom = (2.0 ** (w - 1), -(2.0 ** (w - 1))) if signed else (2.0**w, 0.0)
     with np.errstate(invalid="ignore"):
         r = _round_int(x.astype(np.float64), mode if mode in _IRND else "rzi")
-        r = np.where(np.isnan(r), 0, np.clip(r, lo, hi))
-    if w == 64 and t[0] == "u":
-        big = r >= 2**63
-        out = np.where(big, r - 2**63, r).astype(np.int64).view(np.uint64)
-        return np.where(big, out + np.uint64(2**63), out)
-    return r.astype(np.int64).astype(ptxtypes.dtype(t))
+        nan = np.isnan(r)
+        over, under = r >= top, r < bottom
+    inside = np.where(nan | over | under, 0.0, r)  # integers in [bottom, top): exact in 64-bit words
+    if signed:
+        words = inside.astype(np.int64).view(np.uint64)
+    else:
+        high = inside >= 2.0**63
+        words = np.where(high, (inside - 2.0**63 * high).astype(np.uint64) + np.uint64(2**63) * high,
+                         inside.astype(np.uint64))
+    hi, lo = (int(top) - 1) % 2**64, int(bottom) % 2**64
+    nan_word = 1 << (w - 1) if x.dtype == np.float64 or w == 64 else 0
+    words = np.where(over, np.uint64(hi), np.where(under, np.uint64(lo), np.where(nan, np.uint64(nan_word), words)))
+    return (words & np.uint64(2**w - 1)).astype(ptxtypes.UNSIGNED[w]).view(ptxtypes.dtype(t))
 
 
 def _src_float(raw: np.ndarray, at: str) -> np.ndarray:
@@ -92,14 +103,14 @@ def _cvt(op: Op, ctx: Context) -> Exec:
                         r = r.astype(np.float32) if frnd == "rn" else round_f32(r, 0.0, frnd)
                     r = fz(np.asarray(r, np.float32))
                     if sat:
-                        r = np.where(np.isnan(r), np.float32(0), np.clip(r, 0, 1)).astype(np.float32)
+                        r = saturate(r)
                     d(cta, idx, r)
                 elif dt_ == "f64":
                     d(cta, idx, np.asarray(r, np.float64))
                 elif dt_ == "f16":
                     r = np.asarray(r, np.float32)
                     if sat:
-                        r = np.clip(r, 0, 1)
+                        r = saturate(r)
                     d(cta, idx, ptxtypes.f32_to_f16(r, frnd).view(np.float16))
                 else:  # bf16
                     r = np.asarray(r, np.float32)

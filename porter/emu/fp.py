@@ -46,8 +46,16 @@ def round_f32(s: np.ndarray, e: np.ndarray | float, mode: str) -> np.ndarray:
                 nudged = np.nextafter(s, np.where(e > 0, np.inf, -np.inf))
                 r = np.where(tie, nudged.astype(np.float32), r)
             return r
+        # An overflow (finite s, infinite r) goes to the largest finite value where the mode
+        # rounds toward zero from that side (IEEE 754 7.4): rz always, rm above, rp below.
+        big = np.float32(np.finfo(np.float32).max)
+        overflow = np.isinf(r) & np.isfinite(s)
+        keep = {"rz": overflow, "rm": overflow & (s > 0), "rp": overflow & (s < 0)}.get(mode)
+        if keep is None:
+            raise ValueError(f"rounding mode {mode!r}")
+        r = np.where(keep, np.copysign(big, s).astype(np.float32), r).astype(np.float32)
         diff = (r.astype(np.float64) - s) - e  # > 0: r above the exact value
-        finite = np.isfinite(r) & np.isfinite(s)
+        finite = np.isfinite(r) & np.isfinite(s) & ~overflow
         if mode == "rz":
             step = finite & (((r > 0) & (diff > 0)) | ((r < 0) & (diff < 0)))
             return np.where(step, np.nextafter(r, np.float32(0)), r).astype(np.float32)
@@ -79,3 +87,9 @@ def mul_f32(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
         if mode == "rn":
             return np.asarray(a, np.float32) * np.asarray(b, np.float32)
         return round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64), 0.0, mode)
+
+
+def saturate(x: np.ndarray) -> np.ndarray:
+    """``.sat`` on a float result: clamped to [0.0, 1.0], a NaN to +0.0 (PTX ISA, add/mul/fma/cvt)."""
+    x = np.asarray(x)
+    return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
