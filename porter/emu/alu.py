@@ -213,10 +213,12 @@ def _div(op: Op, ctx: Context) -> Exec:
     def idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         zero = b == 0
         safe = np.where(zero, 1, b).astype(a.dtype)
-        if t[0] == "s":
-            q = (np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))) * np.sign(a.astype(np.int64)) * np.sign(
-                safe.astype(np.int64))
-            q = q.astype(a.dtype)
+        if t[0] == "s":  # magnitudes as unsigned words (|MININT| is no int64), the sign put back
+            wa, wb = a.astype(np.int64), safe.astype(np.int64)
+            ma = np.where(wa < 0, ~wa.view(np.uint64) + np.uint64(1), wa.view(np.uint64))
+            mb = np.where(wb < 0, ~wb.view(np.uint64) + np.uint64(1), wb.view(np.uint64))
+            mq = ma // mb
+            q = np.where((wa < 0) != (wb < 0), ~mq + np.uint64(1), mq).view(np.int64).astype(a.dtype)
         else:
             q = a // safe
         return np.where(zero, np.array(-1).astype(a.dtype) if t[0] == "s" else ~np.zeros_like(a), q).astype(a.dtype)
@@ -355,20 +357,20 @@ def _bfe(op: Op, ctx: Context) -> Exec:
     w = ptxtypes.width(t)
 
     def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        pos = np.minimum(b.astype(np.int64) & 0xFF, w)
-        ln = np.minimum(c.astype(np.int64) & 0xFF, w)
-        x = a.astype(np.int64) if w == 32 else a.view(np.int64)
-        if t[0] == "u":
-            x = x & ((1 << w) - 1) if w < 64 else x
-        field = (x.view(np.uint64) >> pos.astype(np.uint64)) & ((np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1))
-        field = np.where(ln >= 64, x.view(np.uint64) >> pos.astype(np.uint64), field)
+        # The ISA's definition: bit i of d is a[pos + i] while i < len and pos + i <= msb, else the
+        # sign bit (a[msb] if the field reaches past it, else a[pos + len - 1]) or 0; len 0 gives 0.
+        one, full = np.uint64(1), np.uint64(2**w - 1 if w < 64 else 2**64 - 1)
+        pos = b.astype(np.int64) & 0xFF
+        ln = c.astype(np.int64) & 0xFF
+        x = a.view(ptxtypes.UNSIGNED[w]).astype(np.uint64)
+        taken = np.clip(np.minimum(ln, w - pos), 0, w).astype(np.uint64)
+        mask = np.where(taken >= 64, full, (one << np.minimum(taken, 63)) - one) & full
+        field = np.where(pos >= w, np.uint64(0), x >> np.minimum(pos, w - 1).astype(np.uint64)) & mask
         if t[0] == "s":
-            top = np.minimum(pos + ln - 1, w - 1)
-            sbit = (x.view(np.uint64) >> top.astype(np.uint64)) & np.uint64(1)
-            sbit = np.where(ln == 0, np.uint64(0), sbit)
-            ext = np.where(sbit == 1, ~((np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1)), np.uint64(0))
-            field = np.where(ln >= w, x.view(np.uint64), field | ext)
-        return field.astype(ptxtypes.UNSIGNED[w]).view(a.dtype)
+            top = np.minimum(pos + ln - 1, w - 1).clip(0).astype(np.uint64)
+            sign = ((x >> top) & one) == one
+            field = np.where(sign, field | (~mask & full), field)
+        return np.where(ln == 0, np.uint64(0), field).astype(ptxtypes.UNSIGNED[w]).view(a.dtype)
 
     return _ternary(op, ctx, fn, (t, "u32", "u32"), t)
 
