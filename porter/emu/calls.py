@@ -51,6 +51,9 @@ from porter.ptx.model import PtxModule
 MAX_INLINED = 100_000  # instructions copied from callees into one program
 MAX_DEPTH = 64  # calls nested in calls
 SYSTEM_CALLS = frozenset({"vprintf", "__assertfail"})
+# A function's address (``mov.u64 %rd1, fn``, for a call through a register) lies in a window no
+# load or store resolves: 16 bytes apart, in the module's order of functions.
+FUNCTION_WINDOW = 0x0C << 40
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,12 @@ def _param_space(op: Op, frame: _Frame) -> Op:
         return op  # the entry's own kernel parameters
     parts = tuple("local" if p.startswith("param") else p for p in op.parts)
     return dataclasses.replace(op, opcode=".".join(parts), parts=parts)
+
+
+def function_addresses(module: PtxModule) -> dict[str, int]:
+    """An address for each ``.func`` of the module, for the instructions that take one."""
+    funcs = [e.name for e in module.entries if e.kind == "func"]
+    return {name: FUNCTION_WINDOW + 16 * i for i, name in enumerate(funcs)}
 
 
 def link(module: PtxModule, entry: str) -> Program:

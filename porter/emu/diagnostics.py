@@ -21,6 +21,7 @@ KINDS = (
     "race",                 # outputs that differ between schedules
     "unsupported",          # an instruction or form the emulator does not implement
     "trap",                 # trap / a TMA box the hardware refuses / a step budget exceeded
+    "assert",               # a device-side assert failed (__assertfail): message, file and line
 )
 
 

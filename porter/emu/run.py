@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from porter.emu.args import TensorMap, lay_out, lay_out_globals
-from porter.emu.calls import link
+from porter.emu.calls import function_addresses, link
 from porter.emu.compile import compile_program
 from porter.emu.context import Context
 from porter.emu.decode import Program
@@ -43,6 +43,9 @@ class EmuResult:
     steps: int = 0  # instruction executions (groups of threads count once)
     seconds: float = 0.0
     schedules: tuple[str, ...] = ("minpc",)
+    # What device-side printf printed, one string per call and thread (a group's threads in
+    # thread order), under the first schedule.
+    printed: list[str] = field(default_factory=list)
 
     @property
     def fatal(self) -> list[Diagnostic]:
@@ -104,7 +107,7 @@ def _local_layout(program: Program, symbols: dict[str, int]) -> int:
 def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
             check_uninitialized: bool) -> tuple[Launch, dict[int, np.ndarray]]:
     layout = lay_out(program, args)
-    symbols = dict(layout.symbols)
+    symbols = function_addresses(program.module) | layout.symbols
     const = lay_out_globals(program, layout.memory, symbols)
     shared_layout, shared_size = _shared_layout(program, dynamic_smem)
     local_size = _local_layout(program, symbols)
@@ -133,10 +136,10 @@ def _clusters(grid: Dim3, cluster: Dim3) -> list[list[Dim3]]:
 
 def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
               schedule: str, max_steps: int, check_uninitialized: bool,
-              ctas: Sequence[Dim3] | None) -> tuple[dict[int, np.ndarray], Findings, int]:
+              ctas: Sequence[Dim3] | None) -> tuple[dict[int, np.ndarray], Launch]:
     launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized)
     if any(d.fatal for d in launch.findings.items):
-        return arrays, launch.findings, 0
+        return arrays, launch
     execs = compile_program(program, launch)
 
     ctx = Context(program, launch)
@@ -158,7 +161,7 @@ def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluste
             break
         except Deadlocked:
             break
-    return arrays, launch.findings, launch.steps
+    return arrays, launch
 
 
 def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: int | Sequence[int],
@@ -183,14 +186,14 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     only = [_dim3(x) for x in ctas] if ctas is not None else None
     args = list(args)
     pristine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    results: list[tuple[dict[int, np.ndarray], Findings, int]] = []
+    results: list[tuple[dict[int, np.ndarray], Launch]] = []
     for i, s in enumerate(schedules):
         run_args = args if i == 0 else [a.copy() if isinstance(a, np.ndarray) else a for a in pristine]
         results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized, only))
-    buffers, findings, steps = results[0]
-    diagnostics = list(findings.items)
-    for s, (other, f2, _) in zip(schedules[1:], results[1:], strict=True):
-        for d in f2.items:
+    buffers, main = results[0]
+    diagnostics = list(main.findings.items)
+    for s, (other, launch) in zip(schedules[1:], results[1:], strict=True):
+        for d in launch.findings.items:
             if d not in diagnostics:
                 diagnostics.append(d)
         for k, arr in buffers.items():
@@ -202,7 +205,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
                     "race", 0, f"argument {k} differs between schedules {schedules[0]} and {s} "
                     f"({int((a != o).sum())} bytes, first at byte {first}): an ordering race", (0, 0, 0), False,
                     {"argument": k, "first_byte": first}))
-    return EmuResult(buffers, diagnostics, steps, time.perf_counter() - started, schedules)
+    return EmuResult(buffers, diagnostics, main.steps, time.perf_counter() - started, schedules, main.printed)
 
 
 __all__ = ["EmuResult", "TensorMap", "emulate"]

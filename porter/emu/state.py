@@ -45,6 +45,7 @@ class Launch:
     # ``deferred`` is False, else queued here and run by the scheduler at its next decision.
     deferred: bool = False
     pending: list[Callable[[], None]] = field(default_factory=list)
+    printed: list[str] = field(default_factory=list)  # what device-side printf printed, call by call
 
     def defer(self, complete: Callable[[], None]) -> None:
         """Run an asynchronous operation's completion now, or later under a deferring schedule."""
