@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from porter.emu import minifloat, ptxtypes, smemdesc
-from porter.emu.context import Context, Exec, Reader, builder, trap, types_of
+from porter.emu.context import Context, Exec, Reader, builder, trap
 from porter.emu.decode import Imm, Op, Vec
 from porter.emu.diagnostics import Diagnostic
 from porter.emu.memory import SHARED_START
@@ -40,11 +40,6 @@ def to_float(bits: np.ndarray, t: str) -> np.ndarray:
     if t == "f32":
         return bits.astype(np.uint32).view(np.float32).astype(np.float64)
     raise ValueError(f"element type {t}")
-
-
-def halves(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    w = words.astype(np.uint32)
-    return w & np.uint32(0xFFFF), w >> np.uint32(16)
 
 
 def _lane_maps() -> dict[str, np.ndarray]:
@@ -206,14 +201,14 @@ def descriptor(cta: Cta, op: Op, value: int, arch: str) -> smemdesc.SmemDesc:
 
 
 def operand(cta: Cta, op: Op, value: int, arch: str, mn: int, k: int, etype: str, mn_major: bool) -> np.ndarray:
-    """An MN x K operand (float64) read from shared memory through a descriptor."""
-    elem = 4 if etype in ("tf32", "f32") else 2 if etype in ("f16", "bf16") else 1
+    """An MN x K operand (float64; int64 for integer types) read from shared memory through a descriptor."""
+    elem = ELEM_BITS[etype] // 8
     d = descriptor(cta, op, value, arch)
     try:
         addrs = smemdesc.operand_addresses(d, mn, k, elem, mn_major)
     except smemdesc.DescriptorError as err:
         raise trap(cta, op, "descriptor", f"descriptor 0x{value:016x}: {err}") from None
-    values = to_float(smem_elements(cta, op, addrs, elem), etype)
+    values = to_value(smem_elements(cta, op, addrs, elem), etype)
     tags = cta.smem_swizzle[addrs.reshape(-1)]
     other = tags[(tags >= 0) & (tags != d.span)]
     if other.size and cta.launch.findings.once_per_line("descriptor", op.line):
@@ -271,8 +266,18 @@ def _wgmma_sync(op: Op) -> Exec:
     return run
 
 
+# wgmma's A/B types: K per instruction and the accumulator types each takes (PTX ISA "wgmma.mma_async")
+_WGMMA_KINDS = {"f16": (16, ("f32", "f16")), "bf16": (16, ("f32",)), "tf32": (8, ("f32",)),
+                "e4m3": (32, ("f32", "f16")), "e5m2": (32, ("f32", "f16")), "s8": (32, ("s32",)), "u8": (32, ("s32",))}
+
+
 @builder("wgmma")
 def _wgmma(op: Op, ctx: Context) -> Exec:
+    """wgmma.mma_async: D (64 x N) = A B + D over a warpgroup, A from a descriptor or registers.
+
+    Accumulator element i of a thread sits at the f32 position (reference §2.4); f16 accumulators
+    pack elements 2q (low) and 2q + 1 in register q, s32 ones take one register each. Integer
+    kinds take no scale or transpose immediates (and 8-bit and tf32 operands are K-major only)."""
     if op.parts[1] in ("fence", "commit_group", "wait_group"):
         return _wgmma_sync(op)
     if op.parts[1] != "mma_async" or "sp" in op.parts:
@@ -280,30 +285,39 @@ def _wgmma(op: Op, ctx: Context) -> Exec:
     shape = next(p for p in op.parts if p.startswith("m64n"))
     n = int(shape[4:].split("k")[0])
     k = int(shape.split("k")[1])
-    ts = types_of(op)
-    dt, at, bt = ts[0], ts[1], ts[2]
-    if dt != "f32" or at not in ("f16", "bf16", "tf32"):
-        raise ValueError(f"wgmma {dt} <- {at}")
+    dt, at, bt = mma_types(op)
+    k_of, d_types = _WGMMA_KINDS.get(at, (0, ()))
+    if k != k_of or dt not in d_types or ELEM_BITS[bt] != ELEM_BITS[at] or (at == "bf16") != (bt == "bf16"):
+        raise ValueError(f"wgmma {shape} {dt} <- {at} x {bt}")
+    per_d = 2 if dt == "f16" else 1
+    sat = "satfinite" in op.parts
     ops = op.operands
     acc = ops[0].items if isinstance(ops[0], Vec) else (ops[0],)
-    if len(acc) != n // 2:
+    if len(acc) != n // 2 // per_d:
         raise ValueError(f"{len(acc)} accumulator registers for N = {n}")
     reg_a = isinstance(ops[1], Vec)
-    acc_r = [ctx.read(o, "f32") for o in acc]
-    acc_w = [ctx.write(o, "f32") for o in acc]
+    acc_t = {"f32": "f32", "s32": "s32"}.get(dt, "b32")
+    acc_r = [ctx.read(o, "b32") for o in acc]
+    acc_w = [ctx.write(o, acc_t) for o in acc]
     a_regs = [ctx.read(o, "b32") for o in ops[1].items] if isinstance(ops[1], Vec) else []
     a_desc = None if reg_a else ctx.read(ops[1], "b64")
     b_desc = ctx.read(ops[2], "b64")
     scale_d = ctx.read(ops[3], "pred")
     imms = [o.value if hasattr(o, "value") else 1 for o in ops[4:]]
-    neg_a, neg_b = imms[0] == -1, imms[1] == -1
+    neg_a, neg_b = (imms[0] == -1, imms[1] == -1) if len(imms) >= 2 else (False, False)
     trans_a = bool(imms[2]) if not reg_a and len(imms) > 2 else False
     trans_b = bool(imms[-1]) if len(imms) > (2 if reg_a else 3) else False
     tid = np.arange(128)
     w, lane = tid // 32, tid % 32
-    g, t = lane // 4, lane % 4
-    rows = [16 * w + g + 8 * ((i >> 1) & 1) for i in range(n // 2)]
-    cols = [8 * (i >> 2) + 2 * t + (i & 1) for i in range(n // 2)]
+    g, t = (lane // 4)[:, None], (lane % 4)[:, None]
+    i = np.arange(n // 2)[None, :].reshape(-1, per_d)  # accumulator elements per register
+    d_rows = [16 * w[:, None] + g + 8 * ((e >> 1) & 1) for e in i]
+    d_cols = [8 * (e >> 2) + 2 * t + (e & 1) for e in i]
+    per_a = 32 // ELEM_BITS[at]
+    j = np.arange(per_a)[None, :]
+    a_rows = [16 * w[:, None] + g + 8 * (r % 2) + 0 * j for r in range(len(a_regs))]
+    a_cols = [per_a * t + j + 4 * per_a * (r // 2) for r in range(len(a_regs))]
+    num = np.int64 if dt == "s32" else np.float64
 
     def run(cta: Cta, idx: np.ndarray) -> None:
         if idx.size % 128 or not (idx.reshape(-1, 128) % 128 == tid).all():
@@ -319,26 +333,18 @@ def _wgmma(op: Op, ctx: Context) -> Exec:
             def complete(wg: np.ndarray = wg, a_vals: list[np.ndarray] = a_vals, a_value: int | None = a_value,
                          b_value: int = b_value, accumulate: bool = accumulate) -> None:
                 if a_value is None:
-                    a = np.zeros((64, k))
-                    for r, vals in enumerate(a_vals):
-                        lo, hi = halves(vals)
-                        row = 16 * w + g + 8 * (r % 2)
-                        col = 2 * t + 8 * (r // 2)
-                        a[row, col] = to_float(lo, at)
-                        a[row, col + 1] = to_float(hi, at)
+                    a = np.zeros((64, k), num)
+                    for vals, rows, cols in zip(a_vals, a_rows, a_cols, strict=True):
+                        a[rows, cols] = elements(vals, at)
                 else:
                     a = operand(cta, op, a_value, "sm_90", 64, k, at, trans_a)
                 b = operand(cta, op, b_value, "sm_90", n, k, bt, trans_b)
-                if neg_a:
-                    a = -a
-                if neg_b:
-                    b = -b
-                prod = a @ b.T
-                for i in range(n // 2):
-                    val = prod[rows[i], cols[i]]
+                prod = (-a if neg_a else a) @ (-b if neg_b else b).T
+                for q, (rows, cols) in enumerate(zip(d_rows, d_cols, strict=True)):
+                    val = prod[rows, cols]
                     if accumulate:
-                        val = val + np.asarray(acc_r[i](cta, wg), np.float64)
-                    acc_w[i](cta, wg, val.astype(np.float32))
+                        val = val + elements(np.asarray(acc_r[q](cta, wg)), dt)
+                    acc_w[q](cta, wg, _pack(val, dt, sat).reshape(-1))
 
             if cta.launch.deferred:
                 warpgroup_async(cta, int(wg[0]) // 128).uncommitted.append(complete)
