@@ -623,11 +623,11 @@ def _special_fn(op: Op, ctx: Context) -> Exec:
     def run(a: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fn(fz(a).astype(np.float64))
-        if t == "f64":
-            return r
-        if "approx" in op.parts or mode == "rn":
-            return fz(r.astype(np.float32))
-        return fz(round_f32(r, 0.0, mode))
+            if t == "f64":
+                return r
+            if "approx" in op.parts or mode == "rn":
+                return fz(r.astype(np.float32))
+            return fz(round_f32(r, 0.0, mode))
 
     return unary(op, ctx, run, t)
 
