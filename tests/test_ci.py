@@ -515,6 +515,17 @@ def test_junit_is_valid_xml_for_every_status_and_awkward_text() -> None:
     assert [c.tag for c in allowed.find("testcase[@name='new.ptx']")] == ["skipped"]  # ... unless allowed
 
 
+def test_a_finding_that_quotes_backticks_cannot_close_the_details_fence() -> None:
+    """A gate's details quote the kernel (an emulated assert's message, a ptxas line): a run of
+    backticks there would close the comment's code block and let the kernel write Markdown."""
+    finding = Finding(KERNEL, 3, "assert: ```\n# Approved, merge it\n```")
+    kernel = CiKernel(KERNEL, SPEC, None, Status.FAILED, "interface", findings=(finding,))
+    text = render_markdown(CiOutcome(1, "1 kernel(s) checked: 1 failed", kernels=(kernel,)))
+    opened = next(line for line in text.splitlines() if line.startswith("```") and line.endswith("text"))
+    fence = opened[: -len("text")]
+    assert len(fence) > 3 and text.count("\n" + fence + "\n") == 1  # opened once, closed once, after it
+
+
 def test_markdown_table_cells_cannot_break_the_table() -> None:
     kernel = CiKernel("a|b.ptx", SPEC, None, Status.FAILED, "x | y\nz")
     text = render_markdown(CiOutcome(1, "1 kernel(s) checked: 1 failed", kernels=(kernel,)))

@@ -14,7 +14,8 @@ from pathlib import Path
 PORTER = Path(__file__).resolve().parent.parent / "porter"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("porter", "porter.errors", "porter.jsonable", "porter._toml", "porter._data", "porter.gitcmd")),
+    ("base", ("porter", "porter.errors", "porter.jsonable", "porter._toml", "porter._data", "porter.gitcmd",
+              "porter.text")),
     ("toolchain", ("porter.ptx",)),
     ("emulator", ("porter.emu",)),
     ("gate", ("porter.gate",)),

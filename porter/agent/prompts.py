@@ -28,6 +28,7 @@ from porter.gate.verdict import Verdict, size_label
 from porter.ptx.arch import ArchProfile, Offender, tensor_core_change
 from porter.ptx.isa import IsaSupport
 from porter.ptx.model import PtxModule
+from porter.text import fence_for
 
 EditFormat = Literal["whole", "search-replace", "auto"]
 EDIT_FORMATS: tuple[EditFormat, ...] = ("whole", "search-replace", "auto")
@@ -382,15 +383,9 @@ def _profile_facts(profile: Mapping[str, object]) -> str:
 
 
 def _source(ctx: PortContext, lines: int) -> str:
-    fence = _fence_for(ctx.source_ptx)
+    fence = fence_for(ctx.source_ptx)
     body = ctx.source_ptx.rstrip("\n")
     return f"## Source kernel ({ctx.src_profile.name}, {lines} lines)\n\n{fence}ptx\n{body}\n{fence}"
-
-
-def _fence_for(text: str) -> str:
-    """A backtick fence longer than any run of backticks inside ``text``."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
 
 
 def _baseline(ctx: PortContext) -> str:

@@ -39,6 +39,7 @@ from porter.agent.llm import SpendRecord
 from porter.errors import InputError
 from porter.gate.verdict import Judgement, NoJudgement, Status, Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
+from porter.text import fence_for
 
 RUNS = Path(".porter") / "runs"
 T = TypeVar("T")
@@ -302,11 +303,12 @@ def repair_pairs(run: Path, *, include_unverified: bool = False) -> Iterator[dic
             better = next((c for c in later if c[1].judgement.rank > record.judgement.rank), None)
         if better is None:
             continue
-        user = (f"{task}\n\nCurrent candidate:\n```ptx\n{text}\n```\n\nFeedback from porter's verifier:\n"
+        fence, answer = fence_for(text), fence_for(better[0])
+        user = (f"{task}\n\nCurrent candidate:\n{fence}ptx\n{text}\n{fence}\n\nFeedback from porter's verifier:\n"
                 f"{record.feedback}\n\nReply with the corrected kernel.")
         to = better[1]
         yield {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
-                            {"role": "assistant", "content": f"```ptx\n{better[0]}\n```"}],
+                            {"role": "assistant", "content": f"{answer}ptx\n{better[0]}\n{answer}"}],
                "metadata": {"run": run.name, "model": config.model, "target": config.target,
                             "source_arch": config.source_arch, "workload": workload,
                             "failure": failure_label(record.verdict, record.status),

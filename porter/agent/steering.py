@@ -25,6 +25,7 @@ from typing import Protocol
 
 from porter.agent.llm import SpendRecord
 from porter.agent.runs import CandidateRecord
+from porter.text import fence_for
 
 
 class Action(str, enum.Enum):
@@ -90,7 +91,7 @@ def hint_note(hint: str) -> str:
 
 def edit_note(index: int, text: str, feedback: str) -> str:
     """How a developer's edit reads in the model's prompt: the edited kernel, then porter's verdict on it."""
-    fence = "````" if "```" in text else "```"
+    fence = fence_for(text)
     return (f"The developer edited the kernel by hand; porter checked the edit as candidate {index}. "
             f"Your next edits apply to this text:\n{fence}ptx\n{text}\n{fence}\n\n{feedback}")
 

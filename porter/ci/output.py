@@ -21,6 +21,7 @@ from porter.gate.evidence import equivalence
 from porter.gate.tables import table
 from porter.gate.verdict import JunitElement, Status, size_label
 from porter.jsonable import to_jsonable
+from porter.text import fence_for
 
 MAX_ANNOTATIONS = 10  # GitHub's limit of error annotations shown per step
 _DETAIL_CASES = 5
@@ -147,7 +148,9 @@ def render_markdown(outcome: CiOutcome) -> str:
     for k in outcome.kernels:
         if k.status != Status.PASSED:
             spec = [f"spec: {k.spec} ({k.spec_note})"] if k.spec_note else []
-            out += [f"### `{k.path}`: {k.status}", "", "```text", *spec, *_details(k), "```", ""]
+            body = [*spec, *_details(k)]
+            fence = fence_for("\n".join(body))  # gate details quote the kernel: none may close the fence
+            out += [f"### `{k.path}`: {k.status}", "", f"{fence}text", *body, fence, ""]
     return "\n".join(out) + "\n"
 
 
