@@ -100,7 +100,8 @@ class MiniFloat:
         if self.signed:
             code |= neg.astype(np.int64) << (self.ebits + self.mbits)
         if not satfinite and self.specials == "ieee":
-            code = np.where(over, code | (((1 << self.ebits) - 1) << self.mbits), code)
+            sign = code & (1 << (self.ebits + self.mbits))
+            code = np.where(over, sign | (((1 << self.ebits) - 1) << self.mbits), code)
         elif not satfinite and self.specials in ("fn", "exp"):
             code = np.where(over, self.nan_code, code)
         fallback = self.nan_code if self.nan_code >= 0 else int(np.searchsorted(self._positive, self.max_norm))

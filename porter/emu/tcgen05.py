@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from porter.emu import ptxtypes
 from porter.emu.access import store
 from porter.emu.context import Context, Exec, Wait, builder, trap
 from porter.emu.decode import Addr, Imm, Op, Reg, Vec
@@ -202,7 +201,7 @@ def _region(cta: Cta, op: Op, lanes: np.ndarray, cols: np.ndarray, *, reading: b
 
 @dataclass(frozen=True)
 class InstrDesc:
-    """The 32-bit instruction descriptor of kind::f16 / kind::tf32 (PTX "Instruction descriptor")."""
+    """The 32-bit instruction descriptor of kind::f16/tf32/f8f6f4/i8 (PTX "Instruction descriptor")."""
 
     d_type: str
     a_type: str
@@ -213,10 +212,19 @@ class InstrDesc:
     b_mn_major: bool
     n: int
     m: int
+    saturate: bool = False
+
+
+class NotEmulated(ValueError):
+    """A valid descriptor asking for what the emulator does not do (an `unsupported` diagnostic)."""
 
 
 _D_TYPES = {0: "f16", 1: "f32", 2: "s32"}
-_AB_TYPES = {"f16": {0: "f16", 1: "bf16"}, "tf32": {2: "tf32"}}
+# per kind: the A/B type codes of bits [7,10) and [10,13), and the D types the kind takes
+_AB_TYPES = {"f16": {0: "f16", 1: "bf16"}, "tf32": {2: "tf32"},
+             "f8f6f4": {0: "e4m3", 1: "e5m2", 3: "e2m3", 4: "e3m2", 5: "e2m1"}, "i8": {0: "u8", 1: "s8"}}
+_KIND_D = {"f16": ("f16", "f32"), "tf32": ("f32",), "f8f6f4": ("f16", "f32"), "i8": ("s32",)}
+K_OF = {"f16": 16, "tf32": 8, "f8f6f4": 32, "i8": 32}
 
 
 def decode_idesc(value: int, kind: str) -> InstrDesc:
@@ -224,7 +232,7 @@ def decode_idesc(value: int, kind: str) -> InstrDesc:
         return (value >> lo) & ((1 << width) - 1)
 
     if bits(2, 1):
-        raise ValueError("sparse MMA (descriptor bit 2) is not emulated")
+        raise NotEmulated("sparse MMA (descriptor bit 2) is not emulated")
     if bits(30, 2):
         raise ValueError(f"max shift field [30,32) is {bits(30, 2)}; only .ws MMAs may set it")
     if bits(6, 1) or bits(23, 1) or bits(29, 1):
@@ -234,14 +242,24 @@ def decode_idesc(value: int, kind: str) -> InstrDesc:
         raise ValueError(f"kind::{kind} is not emulated")
     d = _D_TYPES.get(bits(4, 2))
     a, b = table.get(bits(7, 3)), table.get(bits(10, 3))
-    if d is None or a is None or b is None or d == "s32" or (kind == "tf32" and d != "f32"):
+    if d not in _KIND_D[kind] or a is None or b is None:
         raise ValueError(f"types D={bits(4, 2)} A={bits(7, 3)} B={bits(10, 3)} are not valid for kind::{kind}")
+    if "e2m1" in (a, b):
+        raise NotEmulated("e2m1 operands of kind::f8f6f4 are not emulated (where a 4-bit element sits in its "
+                         "shared-memory byte is not pinned down)")
+    if bits(3, 1) and kind != "i8":
+        raise ValueError("bit 3 (saturate) is set; only kind::i8 saturates")
+    if kind == "i8" and (bits(13, 1) or bits(14, 1)):
+        raise ValueError("negate bits 13/14 are set; kind::i8 cannot negate")
+    if (bits(15, 1) and a[0] == "e" and a[1] in "23") or (bits(16, 1) and b[0] == "e" and b[1] in "23"):
+        raise ValueError("MN-major (transposed) operands are 8-bit or wider only; fp6 is K-major")
     n, m = bits(17, 6) << 3, bits(24, 5) << 4
     if m not in (64, 128):
         raise ValueError(f"M = {m} (field [24,29) = {bits(24, 5)}); cta_group::1 takes 64 or 128")
     if not 8 <= n <= 256:
         raise ValueError(f"N = {n} (field [17,23) = {bits(17, 6)}); must be 8..256")
-    return InstrDesc(d, a, b, bool(bits(13, 1)), bool(bits(14, 1)), bool(bits(15, 1)), bool(bits(16, 1)), n, m)
+    return InstrDesc(d, a, b, bool(bits(13, 1)), bool(bits(14, 1)), bool(bits(15, 1)), bool(bits(16, 1)), n, m,
+                     bool(bits(3, 1)))
 
 
 @dataclass(frozen=True)
@@ -263,9 +281,9 @@ def _d_lanes(m: int, base: int) -> np.ndarray:
 
 def _mma(op: Op, ctx: Context) -> Exec:
     kind = next(p.split("::", 1)[1] for p in op.parts if p.startswith("kind::"))
-    if kind not in ("f16", "tf32") or "ws" in op.parts or "sp" in op.parts or "block_scale" in op.parts:
+    if kind not in K_OF or "ws" in op.parts or "sp" in op.parts or "block_scale" in op.parts:
         raise ValueError(f"tcgen05.mma kind::{kind} {'/'.join(op.parts[3:])}")
-    k = 16 if kind == "f16" else 8
+    k = K_OF[kind]
     ops = list(op.operands)
     d_addr = ctx.read(ops[0].base, "b32") if isinstance(ops[0], Addr) and isinstance(ops[0].base, Reg) else None
     if d_addr is None or not isinstance(ops[0], Addr):
@@ -307,7 +325,8 @@ def _mma(op: Op, ctx: Context) -> Exec:
         try:
             desc = decode_idesc(issued.idesc, kind)
         except ValueError as err:
-            raise trap(cta, op, "descriptor", f"instruction descriptor 0x{issued.idesc:08x}: {err}") from None
+            kind_of = "unsupported" if isinstance(err, NotEmulated) else "descriptor"
+            raise trap(cta, op, kind_of, f"instruction descriptor 0x{issued.idesc:08x}: {err}") from None
         a = operand(cta, op, issued.a_desc, "sm_100", desc.m, k, desc.a_type, desc.a_mn_major)
         b = operand(cta, op, issued.b_desc, "sm_100", desc.n, k, desc.b_type, desc.b_mn_major)
         if desc.negate_a:
@@ -319,14 +338,9 @@ def _mma(op: Op, ctx: Context) -> Exec:
         _region(cta, op, lanes, cols, reading=issued.accumulate, what="tcgen05.mma's accumulator")
         prod = a @ b.T
         old = state.data[lanes, cols]
-        if desc.d_type == "f32":
-            if issued.accumulate:
-                prod = prod + old.view(np.float32).astype(np.float64) * 2.0 ** -scale
-            new = prod.astype(np.float32).view(np.uint32)
-        else:
-            if issued.accumulate:
-                prod = prod + (old & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64) * 2.0 ** -scale
-            new = ptxtypes.f32_to_f16(prod.astype(np.float32)).astype(np.uint32)
+        if issued.accumulate:
+            prod = prod + _accumulator(old, desc.d_type) * (2.0 ** -scale if scale else 1)
+        new = _to_tmem(prod, desc)
         keep = np.zeros(desc.m, bool)
         if issued.disabled is not None:
             keep = np.array([(issued.disabled[ln // 32] >> (ln % 32)) & 1 for ln in lanes[:, 0]], bool)
@@ -335,6 +349,26 @@ def _mma(op: Op, ctx: Context) -> Exec:
         state.written[lanes, cols] |= ~keep[:, None]
 
     return run
+
+
+def _accumulator(words: np.ndarray, d_type: str) -> np.ndarray:
+    """TMEM words as accumulator values: f32, s32 (as int64), or f16 in the low half."""
+    if d_type == "f32":
+        return words.view(np.float32).astype(np.float64)
+    if d_type == "s32":
+        return words.view(np.int32).astype(np.int64)
+    return (words & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+
+
+def _to_tmem(d: np.ndarray, desc: InstrDesc) -> np.ndarray:
+    """Exact sums as TMEM words, rounded once (f16 directly from float64, in the low half); s32
+    wrapped, or clamped when the descriptor's saturate bit is set."""
+    if desc.d_type == "f32":
+        return d.astype(np.float32).view(np.uint32)
+    if desc.d_type == "s32":
+        return (np.clip(d, -(2**31), 2**31 - 1) if desc.saturate else d).astype(np.int32).view(np.uint32)
+    with np.errstate(over="ignore"):
+        return d.astype(np.float16).view(np.uint16).astype(np.uint32)
 
 
 def _commit(op: Op, ctx: Context) -> Exec:

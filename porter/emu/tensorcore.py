@@ -58,7 +58,7 @@ def _warps_of(cta: Cta, op: Op, idx: np.ndarray) -> np.ndarray:
 
 # bits of one element of an MMA operand as the registers (and shared memory) hold it
 ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "f64": 64,
-             "s32": 32}
+             "s32": 32, "e2m3": 8, "e3m2": 8}  # fp6 in a byte, bits [5:0] (as cvt's e2m3x2 writes it)
 # mma.sync shapes (m, n, k) and the A/B types each takes (PTX ISA "Matrix shape")
 _MMA_SHAPES = {(16, 8, 8): ("f16", "bf16", "tf32"), (16, 8, 16): ("f16", "bf16", "s8", "u8"),
                (16, 8, 4): ("tf32",), (16, 8, 32): ("s8", "u8", "e4m3", "e5m2"), (8, 8, 4): ("f64",)}
@@ -86,8 +86,8 @@ def to_value(bits: np.ndarray, t: str) -> np.ndarray:
         return bits.astype(np.uint8).view(np.int8 if t == "s8" else np.uint8).astype(np.int64)
     if t == "s32":
         return bits.astype(np.uint32).view(np.int32).astype(np.int64)
-    if t in ("e4m3", "e5m2"):
-        return minifloat.FORMATS[t].decode(bits)
+    if t in minifloat.FORMATS:
+        return minifloat.FORMATS[t].decode(bits)  # fp6: the two bits above the element ignored
     return to_float(bits, t)
 
 
