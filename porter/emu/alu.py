@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from porter.emu import half_alu, ptxtypes
+from porter.emu.carry import product_halves
 from porter.emu.context import Context, Exec, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
 from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
@@ -81,12 +82,15 @@ def _wide(t: str) -> str:
 
 def _hi(a: np.ndarray, b: np.ndarray, t: str) -> np.ndarray:
     w = ptxtypes.width(t)
-    if w < 64:
+    if w < 32:
         wide = ptxtypes.dtype(_wide(t))
-        return ((a.astype(wide) * b.astype(wide)) >> (w if t[0] == "s" else np.uint64(w))).astype(a.dtype)
-    prod = [(int(x) * int(y)) >> 64 for x, y in zip(a.tolist(), b.tolist(), strict=True)]
-    mask = (1 << 64) - 1
-    return np.array([p & mask for p in prod], np.uint64).view(a.dtype)
+        return ((a.astype(wide) * b.astype(wide)) >> w).astype(a.dtype)
+    return product_halves(a, b, t[0] == "s")[1].view(a.dtype)
+
+
+def _saturated(x: np.ndarray) -> np.ndarray:
+    """int64 values clamped to the s32 range (``.sat`` of mad.hi and mad24.hi)."""
+    return np.clip(x, -(2**31), 2**31 - 1).astype(np.int32)
 
 
 def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
@@ -125,8 +129,6 @@ def _addsub(op: Op, ctx: Context) -> Exec:
         sign = 1 if op.parts[0] == "add" else -1
         return _binary(op, ctx, lambda a, b: np.clip(a.astype(np.int64) + sign * b.astype(np.int64),
                                                      -(2**31), 2**31 - 1).astype(np.int32))
-    if "cc" in op.parts or op.parts[0] in ("addc", "subc"):
-        raise ValueError("carry forms")
     return _binary(op, ctx, np.add if op.parts[0] == "add" else np.subtract)
 
 
@@ -159,6 +161,8 @@ def _mul24(op: Op, ctx: Context) -> Exec:
 
     if op.parts[0] == "mul24":
         return _binary(op, ctx, prod)
+    if "sat" in op.parts:  # mad24.hi.sat.s32
+        return _ternary(op, ctx, lambda a, b, c: _saturated(prod(a, b).astype(np.int64) + c), (t, t, t), t)
     return _ternary(op, ctx, lambda a, b, c: prod(a, b) + c, (t, t, t), t)
 
 
@@ -171,6 +175,8 @@ def _mad(op: Op, ctx: Context) -> Exec:
         wt = _wide(t)
         wd = ptxtypes.dtype(wt)
         return _ternary(op, ctx, lambda a, b, c: a.astype(wd) * b.astype(wd) + c, (t, t, wt), wt)
+    if "hi" in op.parts and "sat" in op.parts:  # mad.hi.sat.s32
+        return _ternary(op, ctx, lambda a, b, c: _saturated(_hi(a, b, t).astype(np.int64) + c), (t, t, t), t)
     if "hi" in op.parts:
         return _ternary(op, ctx, lambda a, b, c: _hi(a, b, t) + c, (t, t, t), t)
     return _ternary(op, ctx, lambda a, b, c: a * b + c, (t, t, t), t)
@@ -442,24 +448,82 @@ def _unary_to(op: Op, ctx: Context, fn: Callable[[np.ndarray], np.ndarray], t: s
     return run
 
 
+# prmt's modes: for c[1:0] = 0..3, the source byte (of {b, a}) of d's bytes 0..3 (PTX ISA, prmt)
+_PRMT_MODES = {
+    "f4e": [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+    "b4e": [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
+    "rc8": [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]],
+    "ecl": [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
+    "ecr": [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
+    "rc16": [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
+}
+
+
 @builder("prmt")
 def _prmt(op: Op, ctx: Context) -> Exec:
-    mode = next((p for p in op.parts[2:] if p in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), "")
-    if mode:
-        raise ValueError(f"prmt.{mode}")
+    """Bytes of {b, a} picked by c: four 4-bit selectors (bit 3 replicating the byte's sign), or
+    with a mode one of its four fixed patterns chosen by c[1:0]."""
+    mode = next((p for p in op.parts[2:] if p in _PRMT_MODES), "")
+    table = np.array(_PRMT_MODES[mode], np.uint64) if mode else None
 
     def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         src = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+        c = c.astype(np.uint32)
         out = np.zeros(a.shape, np.uint32)
         for i in range(4):
-            sel = (c.astype(np.uint32) >> np.uint32(4 * i)) & np.uint32(0xF)
-            byte = (src >> ((sel & 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)
-            sign = (byte >> np.uint64(7)) & np.uint64(1)
-            byte = np.where(sel & 8, sign * np.uint64(0xFF), byte)
+            if table is not None:
+                sel = table[(c & np.uint32(3)).astype(np.intp), i]
+                byte = (src >> (sel * np.uint64(8))) & np.uint64(0xFF)
+            else:
+                nibble = (c >> np.uint32(4 * i)) & np.uint32(0xF)
+                byte = (src >> ((nibble & 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)
+                sign = (byte >> np.uint64(7)) & np.uint64(1)
+                byte = np.where(nibble & 8, sign * np.uint64(0xFF), byte)
             out |= byte.astype(np.uint32) << np.uint32(8 * i)
         return out
 
     return _ternary(op, ctx, fn, ("b32", "b32", "b32"), "b32")
+
+
+@builder("bmsk")
+def _bmsk(op: Op, ctx: Context) -> Exec:
+    """``bmsk.{clamp,wrap}.b32 d, a, b``: b ones from bit a (PTX ISA semantics: 0 where a >= 32
+    under .clamp; the width wraps mod 32 under .wrap and saturates at 32 under .clamp)."""
+    clamp = "clamp" in op.parts
+
+    def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a64, b64 = a.astype(np.int64), b.astype(np.int64)
+        a1, b1 = a64 & 31, b64 & 31
+        ones = np.int64(0xFFFFFFFF)
+        mask0 = (ones << a1) & ones
+        top = a1 + b1
+        mask1 = (ones << np.minimum(top, 63)) & ones
+        overflow = top >= 32
+        if clamp:
+            mask0 = np.where(a64 >= 32, 0, mask0)
+            overflow |= (a64 >= 32) | (b64 >= 32)
+        mask1 = np.where(overflow, 0, np.where(b1 == 0, ones, mask1))
+        return (mask0 & ~mask1 & ones).astype(np.uint32)
+
+    return _binary(op, ctx, fn, "b32", bt="u32")
+
+
+@builder("szext")
+def _szext(op: Op, ctx: Context) -> Exec:
+    """``szext.{clamp,wrap}.{u32,s32} d, a, b``: a's low b bits, sign- (.s32) or zero-extended;
+    b = 0 gives 0; b >= 32 gives a (.clamp) or uses b mod 32 (.wrap)."""
+    clamp, signed = "clamp" in op.parts, type_suffix(op) == "s32"
+
+    def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        ua, b64 = a.view(np.uint32).astype(np.int64), b.astype(np.int64)
+        b1 = b64 & 31
+        too_large = (b64 >= 32) & clamp
+        ones = np.int64(0xFFFFFFFF)
+        mask = np.where(too_large, 0, (ones << b1) & ones)
+        sign = ((ua >> ((b1 - 1) & 31)) & 1).astype(bool) & (b1 != 0) & ~too_large & signed
+        return ((ua & ~mask & ones) | np.where(sign, mask, 0)).astype(np.uint32).view(a.dtype)
+
+    return _binary(op, ctx, fn, type_suffix(op), bt="u32")
 
 
 _CMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {

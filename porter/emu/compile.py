@@ -6,12 +6,25 @@ this module imports them all and looks each instruction's builder up by its opco
 
 from __future__ import annotations
 
-from porter.emu import alu, convert, cpasync, mem_ops, sync, syscalls, tcgen05, tensorcore, tma, warp
+from porter.emu import (
+    alu,
+    carry,
+    convert,
+    cpasync,
+    mem_ops,
+    simd,
+    sync,
+    syscalls,
+    tcgen05,
+    tensorcore,
+    tma,
+    warp,
+)
 from porter.emu.context import Context, Exec, find_builder, unsupported
 from porter.emu.decode import Op, Program
 from porter.emu.state import Launch
 
-FAMILIES = (alu, convert, cpasync, mem_ops, sync, syscalls, tcgen05, tensorcore, tma, warp)
+FAMILIES = (alu, carry, convert, cpasync, mem_ops, simd, sync, syscalls, tcgen05, tensorcore, tma, warp)
 
 
 def compile_op(op: Op, ctx: Context) -> Exec:
