@@ -18,6 +18,7 @@ from porter.emu.carry import product_halves
 from porter.emu.context import Context, Exec, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
 from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
+from porter.emu.fp64 import fma_f64
 from porter.emu.state import Cta
 
 ROUNDING = ("rn", "rz", "rm", "rp")
@@ -190,9 +191,7 @@ def _fma(op: Op, ctx: Context) -> Exec:
     if t in half_alu.TYPES:
         return half_alu.arithmetic(op, ctx)
     if t == "f64":
-        def f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-            return a * b + c  # float64 fma: the double rounding here is documented as a limit
-        return _ternary(op, ctx, f64, (t, t, t), t)
+        return _ternary(op, ctx, fma_f64, (t, t, t), t)
 
     def f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         r = fz(fma_f32(fz(a), fz(b), fz(c), mode))
