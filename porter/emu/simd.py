@@ -1,5 +1,6 @@
 """Integer SIMD within a register: the video instructions ``vadd2 ... vset4`` (PTX ISA 9.7.18.2),
-``dp4a``/``dp2a``, ``sad``, and the 16-bit pair forms of add/min/max (with ``.relu``).
+``dp4a``/``dp2a``, ``sad``, the 16-bit pair forms of add/min/max (with ``.relu``) and
+``cvt.pack.sat``.
 
 A register is a row of lanes (two half-words or four bytes, lane 0 lowest). Every instruction
 here widens its lanes to int64, computes there, and packs the low bits of each lane back, so
@@ -181,5 +182,33 @@ def _pairs(op: Op, ctx: Context) -> Exec:
     def run(cta: Cta, idx: np.ndarray) -> None:
         r = fn(lanes(a(cta, idx), n, signed), lanes(b(cta, idx), n, signed))
         d(cta, idx, packed(np.maximum(r, 0) if relu else r))
+
+    return run
+
+
+# ----------------------------------------------------------------------------- cvt.pack.sat
+
+_PACK_TYPES = ("u2", "s2", "u4", "s4", "u8", "s8", "u16", "s16")
+
+
+@builder("cvt.pack")
+def _cvt_pack(op: Op, ctx: Context) -> Exec:
+    """``cvt.pack.sat.{u16,s16}.s32 d, a, b`` and ``cvt.pack.sat.{u2,s2,u4,s4,u8,s8}.s32.b32 d,
+    a, b, c``: b saturated to the narrow type in d's low field, a in the field above, and the bits
+    above those two from c's low bits (PTX ISA, cvt.pack)."""
+    kind = next(p for p in op.parts if p in _PACK_TYPES)
+    bits, signed = int(kind[1:]), kind[0] == "s"
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    field = (1 << bits) - 1
+    d = ctx.write(op.operands[0], "b32")
+    a, b = (ctx.read(o, "s32") for o in op.operands[1:3])
+    c = _read32(ctx, op.operands[3]) if bits < 16 else None
+
+    def run(cta: Cta, idx: np.ndarray) -> None:
+        av, bv = (np.broadcast_to(np.asarray(r(cta, idx)), idx.shape).astype(np.int64) for r in (a, b))
+        out = (np.clip(bv, lo, hi) & field) | ((np.clip(av, lo, hi) & field) << bits)
+        if c is not None:
+            out |= c(cta, idx).astype(np.int64) << (2 * bits)
+        d(cta, idx, (out & 0xFFFFFFFF).astype(np.uint32))
 
     return run
