@@ -122,3 +122,18 @@ def test_corpus_rows_hold_the_emulator_to_the_gpu_within_the_cases_ulps(fake_gpu
     (row,) = cal.calibrate_corpus(cal.Gpu(), tmp_path)
     assert not row["emu_vs_gpu_within_bound"] and not row["gpu_vs_reference_ok"]
     assert [i for i, _, _ in row["outside_bound"]] == [17]
+
+
+def test_a_corpus_case_for_a_newer_gpu_is_not_launched_and_says_why(fake_gpu, monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """sm_100a cases (tcgen05, the narrow conversions) run in the emulator only on an H200."""
+    from emu_corpus import topics
+
+    cal = fake_gpu
+    assert cal.runs_on("sm_89", "sm_90") and cal.runs_on("sm_90a", "sm_90")
+    assert not cal.runs_on("sm_100a", "sm_90") and not cal.runs_on("sm_90a", "sm_100")
+    newer = [t for t in topics() if any(c.arch == "sm_100a" for c in t.cases)][:1]
+    monkeypatch.setattr("emu_corpus.topics", lambda: newer)
+    rows = cal.calibrate_corpus(cal.Gpu(), tmp_path)
+    assert rows and all(r["gpu_error"] == "needs sm_100a: not run on sm_90" for r in rows)
+    assert all(r["emu_vs_reference_ok"] for r in rows)

@@ -39,7 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from porter.emu import emulate  # noqa: E402
+from porter.emu import EmuResult, emulate  # noqa: E402
 from porter.gate.emulated import Case, emu_case, outputs, reference, run_emulated, within  # noqa: E402
 from porter.gate.summary import output_terms  # noqa: E402
 
@@ -347,6 +347,23 @@ def triton_fixtures() -> list[tuple[str, tuple[int, ...], Any, tuple[int, ...]]]
              matmul_clusters, ())]
 
 
+def _both_ways(gpu: Gpu | None, folder: Path, ptx: str, entry: str, grid: tuple[int, ...],
+               block: int | tuple[int, ...], shared: int, args: list[Any]) -> tuple[EmuResult, float, list[Any], str]:
+    """One launch in the emulator (into ``args``) and, with a GPU, on it (into copies made before):
+    the emulator's result and seconds, the GPU's arguments, and the GPU's error ("" if none)."""
+    on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    started = time.perf_counter()
+    res = emulate(ptx, entry, grid, block, args, dynamic_smem=shared)
+    seconds = time.perf_counter() - started
+    gpu_error = ""
+    if gpu is not None:
+        try:
+            gpu.run_plain(ptx, entry, grid, block, shared, on_gpu, folder)
+        except Exception as err:
+            gpu_error = f"{type(err).__name__}: {err}"
+    return res, seconds, on_gpu, gpu_error
+
+
 def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     runs = [(f"tests/data/compiled/triton_h200/{name} (launch.json)", grid,
@@ -356,19 +373,10 @@ def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
         shown = "grid=" + "x".join(map(str, grid))
         try:
             ptx, entry, args, threads, shared = make()
-            on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-            started = time.perf_counter()
-            res = emulate(ptx, entry, grid, threads, args, dynamic_smem=shared)
-            seconds = time.perf_counter() - started
+            res, seconds, on_gpu, gpu_error = _both_ways(gpu, folder, ptx, entry, grid, threads, shared, args)
         except Exception as err:
             rows.append({"kernel": label, "sizes": shown, "error": f"{type(err).__name__}: {err}"})
             continue
-        gpu_error = ""
-        if gpu is not None:
-            try:
-                gpu.run_plain(ptx, entry, grid, threads, shared, on_gpu, folder)
-            except Exception as err:
-                gpu_error = f"{type(err).__name__}: {err}"
         for i, arr in enumerate(args):
             if not isinstance(arr, np.ndarray) or i in skip:
                 continue
@@ -402,23 +410,15 @@ def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
             label = f"tests/data/emu_corpus/{topic.name} {case.entry}"
             grid = (case.grid,) if isinstance(case.grid, int) else tuple(case.grid)
             shown = "grid=" + "x".join(map(str, grid))
+            here = gpu if gpu is not None and runs_on(case.arch, gpu.sm) else None
             try:
                 args = case.make_args(np.random.default_rng(7))
-                made = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-                on_gpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-                model = case.expect(made)
-                started = time.perf_counter()
-                res = emulate(topic.ptx, case.entry, case.grid, case.block, args, dynamic_smem=case.dynamic_smem)
-                seconds = time.perf_counter() - started
+                model = case.expect([a.copy() if isinstance(a, np.ndarray) else a for a in args])
+                res, seconds, on_gpu, gpu_error = _both_ways(here, folder, topic.ptx, case.entry, grid, case.block,
+                                                             case.dynamic_smem, args)
             except Exception as err:
                 rows.append({"kernel": label, "sizes": shown, "error": f"{type(err).__name__}: {err}"})
                 continue
-            gpu_error = ""
-            if gpu is not None:
-                try:
-                    gpu.run_plain(topic.ptx, case.entry, grid, case.block, case.dynamic_smem, on_gpu, folder)
-                except Exception as err:
-                    gpu_error = f"{type(err).__name__}: {err}"
             for i in case.outputs:
                 emu = np.asarray(args[i]).reshape(-1)
                 want = np.asarray(model[i]).reshape(-1).astype(emu.dtype)
@@ -428,7 +428,7 @@ def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
                     "emu_vs_reference_ok": res.ok and int(ulps_apart(emu, want).max(initial=0)) <= case.ulps,
                     "emu_vs_reference_max_abs": None, "bound": {"ulps": case.ulps},
                 }
-                if gpu is not None and not gpu_error:
+                if here is not None and not gpu_error:
                     g = np.asarray(on_gpu[i]).reshape(-1)
                     apart = ulps_apart(emu, g)
                     outside = np.flatnonzero(apart > case.ulps)
@@ -443,10 +443,19 @@ def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
                         "outside_bound": [(int(k), float(emu[k]), float(g[k])) for k in outside[:5]],
                         "gpu_vs_reference_ok": int(ulps_apart(g, want).max(initial=0)) <= case.ulps,
                     })
-                elif gpu is not None:
+                elif here is not None:
                     row["gpu_error"] = gpu_error
+                elif gpu is not None:
+                    row["gpu_error"] = f"needs {case.arch}: not run on {gpu.sm}"
                 rows.append(row)
     return rows
+
+
+def runs_on(arch: str, sm: str) -> bool:
+    """Whether a kernel for ``arch`` (sm_89, sm_90a, ...) runs on a GPU ``sm`` (sm_90): an older
+    or equal arch does, an arch-specific one (``a``) only on its own."""
+    need, have = int(arch[3:].rstrip("af")), int(sm[3:].rstrip("af"))
+    return need == have if arch.endswith("a") else need <= have
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
