@@ -137,7 +137,9 @@ class _Linker:
     # -- emitting ---------------------------------------------------------------------------
 
     def emit(self, op: Op, frame: _Frame, problem: str = "") -> None:
-        self.ops.append(dataclasses.replace(op, index=len(self.ops), problem=problem or op.problem))
+        if op.index != len(self.ops) or problem:
+            op = dataclasses.replace(op, index=len(self.ops), problem=problem or op.problem)
+        self.ops.append(op)
         if frame.end is not None:
             self.inlined += 1
 
@@ -162,9 +164,10 @@ class _Linker:
 
     def renamed(self, op: Op, frame: _Frame) -> Op:
         names = frame.names
+        if not names.suffix and not names.binds:
+            return op  # the entry's own names
         guard = names.reg(op.guard) if op.guard is not None else None
-        op = dataclasses.replace(op, guard=guard, operands=tuple(names.operand(o) for o in op.operands))
-        return op
+        return dataclasses.replace(op, guard=guard, operands=tuple(names.operand(o) for o in op.operands))
 
     def instruction(self, op: Op, frame: _Frame) -> None:
         if op.problem:

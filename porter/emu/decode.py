@@ -316,18 +316,25 @@ def _variables(text: str, first: int, last: int, *, inside: bool) -> dict[str, V
     return found
 
 
-def _registers(body: str) -> dict[str, str]:
-    regs: dict[str, str] = {}
+def _declarations(body: str) -> list[tuple[str, str]]:
+    """(name, type) of every register ``.reg`` declares in ``body``, ranges expanded, in order."""
+    found: list[tuple[str, str]] = []
     for m in _REG_DECL.finditer(body):
         type_ = m.group(1).split()[-1]
         for item in m.group(2).split(","):
             item = item.strip()
             rng = re.match(r"([%\w$]+)<(\d+)>$", item)
             if rng:
-                for i in range(int(rng.group(2))):
-                    regs.setdefault(f"{rng.group(1)}{i}", type_)
+                found.extend((f"{rng.group(1)}{i}", type_) for i in range(int(rng.group(2))))
             elif item:
-                regs.setdefault(item, type_)
+                found.append((item, type_))
+    return found
+
+
+def _registers(body: str) -> dict[str, str]:
+    regs: dict[str, str] = {}
+    for name, type_ in _declarations(body):
+        regs.setdefault(name, type_)
     return regs
 
 
@@ -386,6 +393,146 @@ def _slots(body: str) -> dict[str, Variable]:
     return found
 
 
+_SCOPE_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|[\n{};:]|[^\n{};:"/]+|.', re.DOTALL)
+
+
+@dataclass
+class _Scope:
+    parent: int | None
+    registers: dict[str, str]  # declared in this scope: name -> type
+
+
+class _ScopeReader:
+    """The ``{ }`` scopes of a function body, read from its text: each scope's ``.reg``
+    declarations, and the scope of every instruction statement, by line (in order within a line).
+
+    nvcc and inline asm open scopes that declare registers of their own, at times with the names
+    of the function's (``{ .reg .u32 %r1, ...; madc.hi.cc.u32 %r1, ... }`` in the double-precision
+    sin); those are other registers, and writing them must not change the function's."""
+
+    def __init__(self, text: str, line: int) -> None:
+        self.text, self.line = text, line
+        self.scopes = [_Scope(None, {})]
+        self.stack = [0]
+        self.starts: dict[int, list[int]] = {}
+        self.stmt: list[str] = []
+        self.stmt_line = line
+        self.depth = 0  # operand braces open in the statement
+
+    def read(self) -> None:
+        for m in _SCOPE_TOKEN.finditer(self.text):
+            tok = m.group()
+            if not self.stack:
+                return
+            if tok.startswith("/*"):
+                self.line += tok.count("\n")
+            elif not tok.startswith("//"):
+                self.token(tok)
+
+    def token(self, tok: str) -> None:
+        if tok == "\n":
+            if self.stmt and "".join(self.stmt).lstrip().startswith((".loc", ".file")):
+                self.end()
+            self.line += 1
+            return
+        if not self.stmt and (tok in "{}" or tok.isspace()):
+            if tok == "{":
+                self.scopes.append(_Scope(self.stack[-1], {}))
+                self.stack.append(len(self.scopes) - 1)
+            elif tok == "}":
+                self.stack.pop()
+            return
+        if not self.stmt:
+            self.stmt_line = self.line
+        self.stmt.append(tok)
+        if tok in ("{", "}"):
+            self.depth += 1 if tok == "{" else -1
+        elif tok == ";" and self.depth <= 0:
+            self.end()
+        elif tok == ":" and _LABEL.match("".join(self.stmt)):
+            self.stmt, self.depth = [], 0
+
+    def end(self) -> None:
+        text = "".join(self.stmt).strip()
+        self.stmt, self.depth = [], 0
+        scope = self.stack[-1]
+        if text.startswith(".reg"):
+            self.scopes[scope].registers.update(_registers(text if text.endswith(";") else text + ";"))
+        elif not text.startswith("."):
+            self.starts.setdefault(self.stmt_line, []).append(scope)
+
+    def renames(self) -> list[dict[str, str]]:
+        """Per scope, the registers its instructions name under another name: those declared
+        in an inner scope with the name of an outer one (``%r1`` -> ``%r1^3``)."""
+        out: list[dict[str, str]] = []
+        for k, scope in enumerate(self.scopes):
+            inherited = dict(out[scope.parent]) if scope.parent is not None else {}
+            for name in scope.registers:
+                if scope.parent is not None and self.declared_above(scope.parent, name):
+                    inherited[name] = f"{name}^{k}"
+                else:
+                    inherited.pop(name, None)
+            out.append(inherited)
+        return out
+
+    def declared_above(self, k: int | None, name: str) -> bool:
+        while k is not None:
+            if name in self.scopes[k].registers:
+                return True
+            k = self.scopes[k].parent
+        return False
+
+
+def _scoped(ops: list[Op], registers: dict[str, str], body: str, line: int) -> list[Op]:
+    """``ops`` with the registers of inner scopes that shadow outer ones renamed (and declared)."""
+    names = [name for name, _ in _declarations(body)]
+    if len(set(names)) == len(names):
+        return ops  # no name declared twice: no scope shadows another
+    reader = _ScopeReader(body, line)
+    reader.read()
+    renames = reader.renames()
+    if not any(renames):
+        return ops
+    for k, scope in enumerate(reader.scopes):
+        for name, new in renames[k].items():
+            if name in scope.registers:
+                registers[new] = scope.registers[name]
+    seen: dict[int, int] = {}
+    out = []
+    for op in ops:
+        j = seen.get(op.line, 0)
+        seen[op.line] = j + 1
+        scopes = reader.starts.get(op.line, [0])
+        table = renames[scopes[min(j, len(scopes) - 1)]]
+        out.append(_renamed(op, table) if table else op)
+    return out
+
+
+def _renamed_reg(r: Reg, table: dict[str, str]) -> Reg:
+    return Reg(table[r.name], r.negate) if r.name in table else r
+
+
+def _renamed_operand(o: Operand, table: dict[str, str]) -> Operand:
+    if isinstance(o, Reg):
+        return _renamed_reg(o, table)
+    if isinstance(o, Vec):
+        return Vec(tuple(_renamed_operand(i, table) for i in o.items))
+    if isinstance(o, Addr) and isinstance(o.base, Reg):
+        return Addr(_renamed_reg(o.base, table), o.offset)
+    if isinstance(o, TensorAddr):
+        base = _renamed_reg(o.base, table) if isinstance(o.base, Reg) else o.base
+        return TensorAddr(base, tuple(_renamed_operand(c, table) for c in o.coords))
+    if isinstance(o, PredPair):
+        return PredPair(_renamed_reg(o.first, table), _renamed_reg(o.second, table))
+    return o
+
+
+def _renamed(op: Op, table: dict[str, str]) -> Op:
+    guard = _renamed_reg(op.guard, table) if op.guard is not None else None
+    operands = tuple(_renamed_operand(o, table) for o in op.operands)
+    return Op(op.index, op.line, op.opcode, op.parts, guard, operands, op.text, op.problem)
+
+
 def module_lines(module: PtxModule) -> list[str]:
     return module.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
@@ -403,8 +550,10 @@ def read_function(module: PtxModule, ent: Entry, lines: list[str]) -> Function:
     body = "\n".join(lines[ent.line - 1 : ent.end_line])
     registers = _registers(body)
     ops = [_with_registers(op, registers) for op in ops]
+    brace = body.find("{")  # past the header, whose parameters are no call's
+    ops = _scoped(ops, registers, body[brace + 1 :], ent.line + body.count("\n", 0, brace))
     variables = _variables(text, ent.line, ent.end_line, inside=True)
-    slots = _slots(body[body.find("{"):])  # past the header, whose parameters are no call's
+    slots = _slots(body[brace:])
     return Function(ent, ops, labels, registers, variables, slots)
 
 
