@@ -275,9 +275,29 @@ def _minmax(op: Op, ctx: Context) -> Exec:
     if t in half_alu.TYPES:
         return half_alu.minmax(op, ctx)
     if t[0] == "f":
-        fn = np.fmin if op.parts[0] == "min" else np.fmax
-        return _binary(op, ctx, _fminmax(fn, "NaN" in op.parts, ftz_of(op)))
+        return _float_minmax(op, ctx, t)
     return _binary(op, ctx, np.minimum if op.parts[0] == "min" else np.maximum)
+
+
+def _float_minmax(op: Op, ctx: Context, t: str) -> Exec:
+    """``min/max{.ftz}{.NaN}{.xorsign.abs}.f32 d, a, b`` and (sm_100) ``{.abs} d, a, b, c``:
+    ``.abs`` compares magnitudes, ``.xorsign`` gives a non-NaN result the XOR of a's and b's signs."""
+    pick = _fminmax(np.fmin if op.parts[0] == "min" else np.fmax, "NaN" in op.parts, ftz_of(op))
+    absolute, xorsign = "abs" in op.parts, "xorsign" in op.parts
+
+    def fn(*xs: np.ndarray) -> np.ndarray:
+        ins = [np.abs(x) if absolute else x for x in xs]
+        r = pick(ins[0], ins[1])
+        if len(ins) == 3:
+            r = pick(r, ins[2])
+        if xorsign:
+            negative = np.signbit(xs[0]) ^ np.signbit(xs[1])
+            r = np.where(np.isnan(r), r, np.where(negative, -np.abs(r), np.abs(r))).astype(r.dtype)
+        return r
+
+    if len(op.operands) == 4:
+        return _ternary(op, ctx, fn, (t, t, t), t)
+    return _binary(op, ctx, fn)
 
 
 @builder("and", "or", "xor")
