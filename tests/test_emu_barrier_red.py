@@ -21,3 +21,32 @@ def test_barrier_reductions_under_per_warp_schedules(case: CorpusCase, schedule:
     assert res.ok, [str(d) for d in res.diagnostics]
     for i, want in expected.items():
         assert np.array_equal(args[i], want)
+
+
+def test_barrier_cta_arrive_signals_without_waiting() -> None:
+    """``barrier.cta.arrive`` (the .cta qualifier before the kind) does not wait for the count: warp 0
+    arrives on barrier 1, which warp 1 never reaches, and both finish."""
+    ptx = """
+.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 barrier.cta.arrive 1, 64;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+"""
+    out = np.zeros(64, np.uint32)
+    res = emulate(ptx, "k", 1, 64, [out], schedule=["minpc", "round_robin"])
+    assert res.ok, [str(d) for d in res.diagnostics]
+    assert out.tolist() == list(range(64))
