@@ -504,6 +504,27 @@ def _prmt(op: Op, ctx: Context) -> Exec:
     return _ternary(op, ctx, fn, ("b32", "b32", "b32"), "b32")
 
 
+@builder("fns")
+def _fns(op: Op, ctx: Context) -> Exec:
+    """``fns.b32 d, mask, base, offset``: the position of the offset-th set bit of mask counted
+    from bit base upward (offset > 0) or downward (offset < 0); offset 0 asks whether bit base
+    itself is set; 0xffffffff where there is none."""
+
+    def fn(mask: np.ndarray, base: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        pos = np.arange(32)
+        bits = ((mask.astype(np.uint64)[:, None] >> pos.astype(np.uint64)) & np.uint64(1)).astype(bool)
+        b, off = base.astype(np.int64)[:, None], offset.astype(np.int64)
+        up = bits & (pos >= b)
+        down = bits & (pos <= b)
+        count_up = np.cumsum(up, axis=1)  # set bits in [base, p]
+        count_down = np.cumsum(down[:, ::-1], axis=1)[:, ::-1]  # set bits in [p, base]
+        hit = np.where(off[:, None] > 0, up & (count_up == off[:, None]),
+                       np.where(off[:, None] < 0, down & (count_down == -off[:, None]), bits & (pos == b)))
+        return np.where(hit.any(axis=1), np.argmax(hit, axis=1), -1).astype(np.int64).astype(np.uint32)
+
+    return _ternary(op, ctx, fn, ("b32", "u32", "s32"), "b32")
+
+
 @builder("bmsk")
 def _bmsk(op: Op, ctx: Context) -> Exec:
     """``bmsk.{clamp,wrap}.b32 d, a, b``: b ones from bit a (PTX ISA semantics: 0 where a >= 32

@@ -2,7 +2,7 @@
 against Python's unbounded integers (a sum or difference of 128-bit numbers word by word, a
 64 x 64 -> 128-bit product, the carry flag surviving an instruction without .cc), prmt's modes
 from the ISA's selection tables, bmsk and szext from their semantics (the .clamp and .wrap
-rules for positions and widths of 32 and more), the 24-bit multiplies (bits 47..16 of the
+rules for positions and widths of 32 and more), fns, the 24-bit multiplies (bits 47..16 of the
 48-bit product), the high halves with .sat, 16-bit widening multiplies and cvt.pack.sat."""
 
 from __future__ import annotations
@@ -123,18 +123,33 @@ def _szext(a: int, b: int, clamp: bool, signed: bool) -> int:
     return (a & ~mask & M32) | (mask if sign else 0)
 
 
+def _fns(mask: int, base: int, offset: int) -> int:
+    """PTX ISA fns semantics, step by step."""
+    if offset == 0:
+        return base if mask >> base & 1 else M32
+    pos, count, step = base, abs(offset) - 1, 1 if offset > 0 else -1
+    while 0 <= pos < 32:
+        if mask >> pos & 1:
+            if count == 0:
+                return pos
+            count -= 1
+        pos += step
+    return M32
+
+
 def _bits_args(rng: np.random.Generator) -> list[Any]:
     z = _words(rng, N, 2)
     z[8:48] = np.arange(40) | (np.arange(40)[::-1] << 8)  # every c[1:0], positions and widths 0..39
     z[48:56] = [0, 32, 31 << 8, 32 << 8, 33, 1 << 8 | 31, 63 | 63 << 8, 0x8888]
-    return [_words(rng, N, 0), _words(rng, N, 1), z, np.zeros(13 * N, np.uint32)]
+    return [_words(rng, N, 0), _words(rng, N, 1), z, np.zeros(15 * N, np.uint32)]
 
 
 def _bits_row(a: int, b: int, c: int) -> list[int]:
     p, q = c & 63, (c >> 8) & 63
     return [*(_prmt(a, b, c, m) for m in (*PRMT_TABLE, "")), _bmsk(p, q, True), _bmsk(p, q, False),
             _szext(a, q, True, True), _szext(a, q, False, True), _szext(a, q, True, False),
-            _szext(a, q, False, False)]
+            _szext(a, q, False, False), _fns(a, c & 31, ((c >> 16) & 7) - 3),
+            _fns(b, (c >> 5) & 31, ((c >> 24) & 63) - 32)]
 
 
 # -- multiplies, cvt.pack.sat ---------------------------------------------------------------------------

@@ -39,11 +39,11 @@ extern "C" __global__ void carries(const uint4* x, const uint4* y, unsigned* out
   asm("add.cc.u32 %0, %1, %2;\n\tadd.u32 %0, %0, 1;\n\taddc.u32 %0, %0, 0;" : "=r"(o[23]) : "r"(a.x), "r"(b.x));
 }
 
-// 13 words per thread: prmt in every mode and the default one, bmsk and szext.
+// 15 words per thread: prmt in every mode and the default one, bmsk, szext, and fns (__fns).
 extern "C" __global__ void bits(const unsigned* x, const unsigned* y, const unsigned* z, unsigned* out) {
   int t = threadIdx.x;
   unsigned a = x[t], b = y[t], c = z[t], r;
-  unsigned* o = out + 13 * t;
+  unsigned* o = out + 15 * t;
   asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[0] = r;
   asm("prmt.b32.b4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[1] = r;
   asm("prmt.b32.rc8 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[2] = r;
@@ -58,6 +58,8 @@ extern "C" __global__ void bits(const unsigned* x, const unsigned* y, const unsi
   asm("szext.wrap.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(q)); o[10] = r;
   asm("szext.clamp.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(q)); o[11] = r;
   asm("szext.wrap.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(q)); o[12] = r;
+  o[13] = __fns(a, c & 31, (int)((c >> 16) & 7) - 3);
+  o[14] = __fns(b, (c >> 5) & 31, (int)((c >> 24) & 63) - 32);
 }
 
 // 18 words per thread: 24-bit and high-half multiplies, 16-bit widening ones, cvt.pack.sat.
