@@ -65,6 +65,16 @@ def _frames_expect(args: list[Any]) -> dict[int, np.ndarray]:
     return {1: out}
 
 
+def _frames_nested_expect(args: list[Any]) -> dict[int, np.ndarray]:
+    out = np.zeros(N, np.int32)
+    for i in range(N):
+        n, seed = 1 + i % 8, int(args[0][i])
+        mine = [seed ^ (j * 13) for j in range(n)]
+        doubled = [2 * v for v in mine]
+        out[i] = sum((j + 1) * doubled[(j * 3) % n] for j in range(n)) - mine[(seed & 0x7FFF) % n]
+    return {1: out}
+
+
 def _leaf(x: int) -> int:
     return (x * 2654435761 + (x >> 7)) & 0xFFFFFFFF
 
@@ -133,6 +143,8 @@ CASES = [
     CorpusCase("noinline_float", 1, N, _noinline_args, (2,), _noinline_expect),
     CorpusCase("aggregates", 1, N, _aggregates_args, (1, 2, 3, 4), _aggregates_expect),
     CorpusCase("frames", 1, N, _frames_args, (1,), _frames_expect),
+    CorpusCase("frames_nested", 1, N, lambda rng: _frames_args(rng)[:1] + [np.zeros(N, np.int32)], (1,),
+               _frames_nested_expect),
     CorpusCase("nested", 1, N, _nested_args, (1,), _nested_expect),
     CorpusCase("divergent", 1, N, _divergent_args, (1,), _divergent_expect),
     CorpusCase("math_f64", 1, N, _math_args, (2,), _math_expect, ulps=2),

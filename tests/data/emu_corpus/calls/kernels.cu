@@ -74,6 +74,26 @@ extern "C" __global__ void frames(const int* seeds, int* out) {
   out[2 * i + 1] = arr[(i * 3) % n];
 }
 
+// A callee with a frame calling another with a frame, handing it a pointer into its own.
+__device__ __noinline__ int weighted_sum(const int* p, int n) {
+  int doubled[8];
+  for (int j = 0; j < n; ++j) doubled[j] = 2 * p[j];
+  int s = 0;
+  for (int j = 0; j < n; ++j) s += (j + 1) * doubled[(j * 3) % n];
+  return s;
+}
+
+__device__ __noinline__ int chained_frames(int seed, int n) {
+  int mine[8];
+  for (int j = 0; j < n; ++j) mine[j] = seed ^ (j * 13);
+  return weighted_sum(mine, n) - mine[(seed & 0x7fff) % n];
+}
+
+extern "C" __global__ void frames_nested(const int* seeds, int* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = chained_frames(seeds[i], 1 + i % 8);
+}
+
 // Nested calls: outer calls middle twice, middle calls leaf twice.
 __device__ __noinline__ unsigned leaf(unsigned x) { return x * 2654435761u + (x >> 7); }
 __device__ __noinline__ unsigned middle(unsigned x) { return leaf(x) ^ (leaf(x + 1) >> 3); }
@@ -134,6 +154,11 @@ extern "C" __global__ void say(const int* x, const float* f, const char* name) {
          f[i], f[i], f[i], 'a' + i, name);
   if (i == 1) printf("%ld %lld %lu %llu %-4i| %X %+.2e %10.4g %%\n", -5L, 1LL << 40, 7UL, ~0ULL, -3, 255u, -1234.5,
                      3.14159);
+}
+
+extern "C" __global__ void say_count(int* out) {
+  out[0] = printf("%d %s|%5.1f\n", 7, "ab", 2.25);
+  out[1] = printf("no arguments\n");
 }
 
 extern "C" __global__ void checked(const int* x, int* out) {
