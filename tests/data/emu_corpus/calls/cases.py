@@ -65,6 +65,10 @@ def _frames_expect(args: list[Any]) -> dict[int, np.ndarray]:
     return {1: out}
 
 
+def _frames_nested_args(rng: np.random.Generator) -> list[Any]:
+    return [rng.integers(-1000, 1000, N).astype(np.int32), np.zeros(N, np.int32)]
+
+
 def _frames_nested_expect(args: list[Any]) -> dict[int, np.ndarray]:
     out = np.zeros(N, np.int32)
     for i in range(N):
@@ -143,8 +147,7 @@ CASES = [
     CorpusCase("noinline_float", 1, N, _noinline_args, (2,), _noinline_expect),
     CorpusCase("aggregates", 1, N, _aggregates_args, (1, 2, 3, 4), _aggregates_expect),
     CorpusCase("frames", 1, N, _frames_args, (1,), _frames_expect),
-    CorpusCase("frames_nested", 1, N, lambda rng: _frames_args(rng)[:1] + [np.zeros(N, np.int32)], (1,),
-               _frames_nested_expect),
+    CorpusCase("frames_nested", 1, N, _frames_nested_args, (1,), _frames_nested_expect),
     CorpusCase("nested", 1, N, _nested_args, (1,), _nested_expect),
     CorpusCase("divergent", 1, N, _divergent_args, (1,), _divergent_expect),
     CorpusCase("math_f64", 1, N, _math_args, (2,), _math_expect, ulps=2),
