@@ -6,12 +6,19 @@ hand-written PTX covers forms nvcc does not emit for these sources."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import itertools
+import math
+import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from porter.emu import calls, emulate
+from porter.emu.printf import render
 
 TOPIC = Path(__file__).resolve().parent / "data" / "emu_corpus" / "calls"
 PTX = (TOPIC / "kernels.ptx").read_text()
@@ -295,3 +302,62 @@ def test_an_instruction_decode_cannot_read_is_harmless_where_not_reached() -> No
     out = np.full(1, 7, np.int32)
     res = emulate(UNREADABLE, "odd", 1, 1, [out, np.uint32(0)])
     assert res.ok and not res.diagnostics and out[0] == 7
+
+
+def _libc_snprintf() -> Any:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        pytest.skip("no C library to compare with")
+    return ctypes.CDLL(name).snprintf
+
+
+def _rendered(fmt: bytes, packed: bytes) -> bytes:
+    """porter's rendering of ``fmt`` over an argument buffer packed as nvcc packs it."""
+    pos = 0
+
+    def fetch(size: int) -> int:
+        nonlocal pos
+        pos = (pos + size - 1) // size * size
+        value = int.from_bytes(packed[pos : pos + size], "little")
+        pos += size
+        return value
+
+    return render(fmt, fetch, lambda address: b"text").text
+
+
+@pytest.mark.parametrize("conv", ["d", "i", "u", "x", "X", "o", "ld", "llu", "hd", "hhx", "f", "e", "E", "g", "G",
+                                  "a", "A"])
+def test_printf_conversions_match_the_c_library(conv: str) -> None:
+    """Every flag, width and precision combination against the host's snprintf, which formats
+    CUDA's printf output (the CUDA Programming Guide, "Formatted Output")."""
+    snprintf = _libc_snprintf()
+    floating = conv[-1] in "feEgGaA"
+    wide = conv.startswith("l")
+    values: list[float] | list[int]
+    if floating:
+        values = [0.0, -0.0, 1.5, -2.5, 0.1, 123456.789, 1e-5, 1e300, 5e-324, math.inf, -math.inf, math.nan, 0.5]
+    else:
+        values = [0, 1, -1, 255, -(2**31), 2**31 - 1, 2**40 + 5] if wide else [0, 1, -1, 255, -(2**31), 2**31 - 1]
+    buf = ctypes.create_string_buffer(512)
+    for flags, width, precision in itertools.product(["", "-", "+", " ", "#", "0", "-0", "+0", "#0"],
+                                                      ["", "1", "12"], ["", ".0", ".3", "."]):
+        fmt = f"%{flags}{width}{precision}{conv}".encode()
+        for v in values:
+            if floating:
+                snprintf(buf, 512, fmt, ctypes.c_double(v))
+                packed = struct.pack("<d", v)
+            elif wide:
+                snprintf(buf, 512, fmt, ctypes.c_longlong(int(v)))
+                packed = (int(v) % 2**64).to_bytes(8, "little")
+            else:
+                snprintf(buf, 512, fmt, ctypes.c_int(int(v)))
+                packed = (int(v) % 2**32).to_bytes(4, "little")
+            assert _rendered(fmt, packed) == buf.value, (fmt, v)
+
+
+def test_printf_star_widths_strings_and_the_argument_limit() -> None:
+    packed = struct.pack("<iiii", 6, 42, -5, 7) + struct.pack("<QQd", 0xABC, 0x1000, 2.5)
+    assert _rendered(b"[%*d|%-*d|%s|%p|%.1f]", packed) == b"[    42|7    |text|0x1000|2.5]"
+    ints = b"".join(struct.pack("<i", k) for k in range(40))
+    text = _rendered(b"%d " * 33, ints)
+    assert text == (" ".join(str(k) for k in range(32)) + " %d ").encode()  # past 32 arguments: as written
