@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu import halves, ptxtypes
+from porter.emu import half_alu, ptxtypes
 from porter.emu.access import load, space_of, store
 from porter.emu.context import Context, Exec, builder, type_suffix
 from porter.emu.decode import Op
+from porter.emu.fp import two_sum
 from porter.emu.memory import RANK_SHIFT, SHARED_OFFSET_MASK, SHARED_WINDOW
 from porter.emu.state import Cta
 
@@ -83,7 +84,7 @@ def _st(op: Op, ctx: Context) -> Exec:
 
 def _atom_fn(name: str, t: str):
     k = ptxtypes.kind(t)
-    if halves.is_half(t) and name in ("add", "min", "max"):
+    if t in half_alu.TYPES and name in ("add", "min", "max"):
         return _half_fn(name, t)
     if name == "add":
         if t == "f32":
@@ -105,13 +106,20 @@ def _atom_fn(name: str, t: str):
 
 
 def _half_fn(name: str, t: str):
-    """add (rounded to nearest even, subnormals kept: ``.noftz``), min or max, element by element
-    over 16-bit floats and their pairs (min and max: NaN only where both are NaN)."""
-    op = {"add": np.add, "min": np.fmin, "max": np.fmax}[name]
+    """add (rounded once to nearest even, subnormals kept: ``.noftz``), min or max, element by
+    element over 16-bit floats and their pairs (min and max: NaN only where both are NaN)."""
+    fmt = half_alu.Format.of(t)
+
+    def one(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        vx, vy = fmt.value(x), fmt.value(y)
+        if name == "add":
+            return fmt.rounded(*two_sum(vx, vy))
+        with np.errstate(invalid="ignore"):
+            take_x = np.isnan(vy) | (~np.isnan(vx) & ((vx <= vy) if name == "min" else (vx >= vy)))
+        return np.where(take_x, x, y)
 
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return halves.join([op(x, y) for x, y in zip(halves.split(a, t), halves.split(b, t), strict=True)], t)
+        return fmt.join([one(x, y) for x, y in zip(fmt.split(a), fmt.split(b), strict=True)])
 
     return fn
 
