@@ -361,3 +361,41 @@ def test_printf_star_widths_strings_and_the_argument_limit() -> None:
     ints = b"".join(struct.pack("<i", k) for k in range(40))
     text = _rendered(b"%d " * 33, ints)
     assert text == (" ".join(str(k) for k in range(32)) + " %d ").encode()  # past 32 arguments: as written
+
+
+EXTERN = """
+.version 8.0
+.target sm_80
+.address_size 64
+.extern .func (.param .b64 func_retval0) malloc(.param .b64 malloc_param_0);
+.visible .entry grab(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p1, %r1, 3;
+    @!%p1 bra DONE;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], 64;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd2, [retval0];
+    }
+DONE:
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+
+
+def test_a_function_without_a_body_is_unsupported_when_reached() -> None:
+    out = np.zeros(1, np.int32)
+    res = emulate(EXTERN, "grab", 1, 2, [out])  # thread 3 does not exist: nobody calls malloc
+    assert res.ok and not res.diagnostics
+    res = emulate(EXTERN, "grab", 1, 4, [out])
+    (d,) = res.fatal
+    assert d.kind == "unsupported" and "call to malloc, a function without a body" in d.message
+    assert d.line == EXTERN.split("\n").index("    call.uni (retval0), malloc, (param0);") + 1
