@@ -83,6 +83,18 @@ def test_a_failed_assert_stops_the_launch_with_its_message_file_and_line() -> No
     assert out.tolist() == [2, 4, 6, 198]
 
 
+def test_an_asserts_message_is_shown_as_printable_text_whatever_the_kernel_wrote() -> None:
+    """The message is the kernel's bytes: an escape sequence or backticks there must reach a terminal
+    or a pull request's comment as text, not as commands or Markdown."""
+    message = "{120, 91, 105, 93, 32, 60, 32, 49, 48, 48}"
+    assert message in PTX
+    hostile = PTX.replace(message, "{27, 91, 50, 74, 96, 96, 96, 10, 35, 32}")
+    res = emulate(hostile, "checked", 1, 4, [np.array([1, 2, 300, 4], np.int32), np.zeros(4, np.int32)])
+    (d,) = res.fatal
+    assert d.kind == "assert" and d.details["message"] == "\\x1b[2J```\\x0a# "
+    assert all(0x20 <= ord(c) < 0x7F for c in d.message)
+
+
 @pytest.mark.parametrize(("entry", "caller", "callee", "cycle"), [
     ("recursive", "_Z3fibi", "_Z3fibi", "_Z3fibi -> _Z3fibi"),
     ("mutual", "_Z4pongii", "_Z4pingii", "_Z4pingii -> _Z4pongii -> _Z4pingii"),

@@ -24,6 +24,7 @@ from porter.emu.diagnostics import Diagnostic, EmuTrap
 from porter.emu.memory import CONST_WINDOW, GLOBAL_BASE, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from porter.emu.printf import render
 from porter.emu.state import Cta
+from porter.text import plain
 
 SlotReader = Callable[[Cta, np.ndarray], np.ndarray]
 
@@ -141,8 +142,9 @@ def _assertfail(op: Op, ctx: Context, site: CallSite) -> Exec:
 
     def run(cta: Cta, idx: np.ndarray) -> None:
         thread = int(idx[0])
-        msg, src, fn = (_string(cta, int(r(cta, idx)[0]), thread, line).decode("utf-8", "replace")
-                        for r in (message, file, function))
+        # The kernel wrote these strings: shown as printable ASCII, so that they read as its words
+        # wherever the diagnostic goes (a terminal, a pull request's comment, a model's prompt).
+        msg, src, fn = (plain(_string(cta, int(r(cta, idx)[0]), thread, line)) for r in (message, file, function))
         number = int(source_line(cta, idx)[0])
         tid = tuple(int(t[thread]) for t in cta.tid)
         block = ",".join(map(str, cta.ctaid))
