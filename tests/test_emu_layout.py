@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from porter.emu import emulate
+from porter.emu import EmuResult, emulate
 
 _PTRS = """
 .version 8.0
@@ -73,3 +73,57 @@ def test_an_access_outside_the_buffer_on_either_side_is_out_of_bounds(offset: in
         (d,) = [d for d in res.diagnostics if d.fatal]
         assert d.kind == "out-of-bounds" and "arg0 (a)" in d.message
         assert ("before its start" in d.message) == (offset < 0)
+
+
+_SURROUNDINGS = """
+.version 8.0
+.target {target}
+.address_size 64
+.visible .entry k(.param .u64 out)
+{{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b8 scratch[64];
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %nsmid;
+    mov.u32 %r2, %smid;
+    mov.u32 %r3, %ctaid.x;
+    mul.wide.u32 %rd3, %r3, 12;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r1;
+    st.global.u32 [%rd4+4], %r2;
+    ld.shared.u32 %r4, [scratch+16];
+    st.global.u32 [%rd4+8], %r4;
+    ret;
+}}
+"""
+
+
+def _surroundings(target: str, ctas: int = 8, seed: int | None = None) -> tuple[np.ndarray, EmuResult]:
+    out = np.zeros((ctas, 3), np.uint32)
+    res = emulate(_SURROUNDINGS.format(target=target), "k", ctas, 1, [out], check_uninitialized=False, seed=seed)
+    assert res.ok, [str(d) for d in res.diagnostics]
+    return out, res
+
+
+def test_a_kernel_sees_the_targets_sms_and_memory_an_earlier_kernel_left() -> None:
+    """%nsmid is the target part's SM count (never 0, which would divide a persistent kernel by
+    zero), each CTA's %smid one of them, and unwritten shared memory holds bytes drawn per launch,
+    not a pattern a kernel could recognise as the emulator's."""
+    blackwell, _ = _surroundings("sm_100a")
+    hopper, _ = _surroundings("sm_90a")
+    assert set(blackwell[:, 0]) == {148} and set(hopper[:, 0]) == {132}
+    assert (hopper[:, 1] < 132).all() and len(set(hopper[:, 1])) > 1
+    leftovers = {int(w) for _ in range(4) for w in _surroundings("sm_90a")[0][:, 2]}
+    assert len(leftovers) > 16
+
+
+def test_one_seed_replays_the_surroundings_and_every_schedule_shares_them() -> None:
+    first, res = _surroundings("sm_90a")
+    again, _ = _surroundings("sm_90a", seed=res.seed)
+    assert np.array_equal(first, again)
+    out = np.zeros(2, np.uint64)
+    both = emulate(_PTRS, "k", 1, 1, [np.zeros(4, np.float32), np.zeros(4, np.float32), out],
+                   schedule=["minpc", "round_robin", "random:3"])
+    assert both.ok and not both.diagnostics  # pointers stored: alike under every schedule, no false race

@@ -14,6 +14,7 @@ keeps the encode parameters and recognises the parameter's address when a TMA na
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,11 +67,13 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def lay_out(program: Program, args: list[Any]) -> Layout:
+def lay_out(program: Program, args: list[Any], rng: random.Random | None = None) -> Layout:
+    """The arguments' places: each array a global buffer (placed by ``rng``, see
+    :class:`~porter.emu.memory.GlobalMemory`), the param space's bytes and symbols, tensor maps."""
     params = program.params
     if len(args) != len(params):
         raise ValueError(f"{program.entry.name} takes {len(params)} arguments, got {len(args)}")
-    memory = GlobalMemory()
+    memory = GlobalMemory(rng)
     arrays: dict[int, np.ndarray] = {}
     copies: set[int] = set()
     bases: dict[int, int] = {}

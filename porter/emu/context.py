@@ -170,7 +170,13 @@ def _special(name: str) -> Reader:
         return mask
     if base in ("clock", "clock64", "globaltimer"):
         return lambda cta, idx: np.full(idx.size, cta.launch.steps, np.uint64 if base != "clock" else np.uint32)
-    return const(lambda c: 0)  # %smid, %gridid, %envreg*: one SM, one grid
+    if base == "smid":
+        return const(lambda c: c.smid)
+    if base == "nsmid":
+        return const(lambda c: c.launch.sm_count)
+    if base == "gridid":  # a launch's 64-bit id: drawn, as nothing fixes it
+        return lambda cta, idx: np.full(idx.size, cta.launch.seed, np.uint64)
+    return const(lambda c: 0)  # %envreg*
 
 
 class Context:

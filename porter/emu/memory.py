@@ -31,7 +31,6 @@ CONST_WINDOW = 0x0B << 40
 RANK_SHIFT = 24
 SHARED_OFFSET_MASK = (1 << RANK_SHIFT) - 1
 SHARED_START = 1024  # first shared byte a kernel can own (the H200 reports 0x400 for the first variable)
-SHARED_POISON = 0x5C  # what unwritten shared memory holds
 
 
 @dataclass

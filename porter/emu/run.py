@@ -10,6 +10,8 @@ schedules are reported as an ordering race.
 from __future__ import annotations
 
 import hashlib
+import os
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,8 @@ from porter.emu.diagnostics import Diagnostic, EmuTrap, Findings
 from porter.emu.memory import LOCAL_WINDOW, SHARED_START
 from porter.emu.schedule import Deadlocked, Scheduler
 from porter.emu.state import Cta, Launch
+from porter.errors import InputError
+from porter.ptx.arch import get_profile
 from porter.ptx.model import PtxModule
 from porter.ptx.parser import parse_ptx
 
@@ -46,6 +50,7 @@ class EmuResult:
     # What device-side printf printed, one string per call and thread (a group's threads in
     # thread order), under the first schedule.
     printed: list[str] = field(default_factory=list)
+    seed: int = 0  # what drew the launch's surroundings (emulate's ``seed``)
 
     @property
     def fatal(self) -> list[Diagnostic]:
@@ -104,9 +109,17 @@ def _local_layout(program: Program, symbols: dict[str, int]) -> int:
     return off
 
 
+def _sm_count(program: Program) -> int:
+    """The SMs of the target's flagship part (%nsmid), 132 (an H100's) where porter has no profile."""
+    try:
+        return get_profile(program.module.arch).peak.sm_count
+    except InputError:
+        return 132
+
+
 def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
-            check_uninitialized: bool) -> tuple[Launch, dict[int, np.ndarray]]:
-    layout = lay_out(program, args)
+            check_uninitialized: bool, seed: int) -> tuple[Launch, dict[int, np.ndarray]]:
+    layout = lay_out(program, args, random.Random(seed))
     symbols = function_addresses(program.module) | layout.symbols
     const = lay_out_globals(program, layout.memory, symbols)
     shared_layout, shared_size = _shared_layout(program, dynamic_smem)
@@ -114,7 +127,7 @@ def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster:
     tensormaps: dict[int, Any] = {off: tm for off, tm in layout.tensormaps.items()}
     launch = Launch(program, grid, block, cluster, layout.memory, layout.param_bytes, const, symbols, shared_layout,
                     shared_size, dynamic_smem, local_size, tensormaps, Findings(),
-                    check_uninitialized=check_uninitialized)
+                    check_uninitialized=check_uninitialized, seed=seed, sm_count=_sm_count(program))
     if shared_size - SHARED_START > MAX_SHARED:
         launch.findings.add(Diagnostic("trap", 0, f"{shared_size - SHARED_START} bytes of shared memory per CTA, "
                                        f"more than the {MAX_SHARED} a GPU grants", (0, 0, 0), True))
@@ -136,8 +149,8 @@ def _clusters(grid: Dim3, cluster: Dim3) -> list[list[Dim3]]:
 
 def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
               schedule: str, max_steps: int, check_uninitialized: bool,
-              ctas: Sequence[Dim3] | None) -> tuple[dict[int, np.ndarray], Launch]:
-    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized)
+              ctas: Sequence[Dim3] | None, seed: int) -> tuple[dict[int, np.ndarray], Launch]:
+    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized, seed)
     if any(d.fatal for d in launch.findings.items):
         return arrays, launch
     execs = compile_program(program, launch)
@@ -167,15 +180,21 @@ def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluste
 def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: int | Sequence[int],
             args: Sequence[Any], *, dynamic_smem: int = 0, cluster: int | Sequence[int] | None = None,
             schedule: str | Sequence[str] = "minpc", max_steps: int = 50_000_000,
-            check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None) -> EmuResult:
+            check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None,
+            seed: int | None = None) -> EmuResult:
     """Run ``entry`` of ``ptx`` on the CPU over ``args`` (see :mod:`porter.emu.args`).
 
     ``schedule`` is one schedule or several (``"minpc"``, ``"round_robin"``, ``"random:SEED"``);
     with several, each runs on a fresh copy of the arguments, the first one's results go to the
     caller's arrays, and any output that differs between them is reported as a race. ``ctas``
     limits the run to the clusters holding those CTA ids (a quick look at one tile). ``cluster``
-    defaults to the entry's ``.reqnctapercluster`` (else one CTA per cluster).
+    defaults to the entry's ``.reqnctapercluster`` (else one CTA per cluster). ``seed`` draws
+    what a kernel could read of its surroundings (where its buffers lie, the bytes of shared and
+    local memory before it writes them, %smid, %gridid): the same for every schedule, fresh and
+    unpredictable when None (:attr:`EmuResult.seed` says which, to replay it).
     """
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
     started = time.perf_counter()
     program = program_of(ptx, entry)
     schedules = (schedule,) if isinstance(schedule, str) else tuple(schedule)
@@ -189,7 +208,9 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     results: list[tuple[dict[int, np.ndarray], Launch]] = []
     for i, s in enumerate(schedules):
         run_args = args if i == 0 else [a.copy() if isinstance(a, np.ndarray) else a for a in pristine]
-        results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized, only))
+        with np.errstate(all="ignore"):  # a kernel's overflows and NaNs are its results, not Python's warnings
+            results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized,
+                                     only, seed))
     buffers, main = results[0]
     diagnostics = list(main.findings.items)
     for s, (other, launch) in zip(schedules[1:], results[1:], strict=True):
@@ -205,7 +226,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
                     "race", 0, f"argument {k} differs between schedules {schedules[0]} and {s} "
                     f"({int((a != o).sum())} bytes, first at byte {first}): an ordering race", (0, 0, 0), False,
                     {"argument": k, "first_byte": first}))
-    return EmuResult(buffers, diagnostics, main.steps, time.perf_counter() - started, schedules, main.printed)
+    return EmuResult(buffers, diagnostics, main.steps, time.perf_counter() - started, schedules, main.printed, seed)
 
 
 __all__ = ["EmuResult", "TensorMap", "emulate"]

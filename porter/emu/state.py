@@ -14,7 +14,7 @@ import numpy as np
 
 from porter.emu import ptxtypes
 from porter.emu.diagnostics import Diagnostic, Findings
-from porter.emu.memory import SHARED_POISON, SHARED_START, GlobalMemory
+from porter.emu.memory import SHARED_START, GlobalMemory
 
 if TYPE_CHECKING:
     from porter.emu.decode import Program
@@ -39,6 +39,11 @@ class Launch:
     tensormaps: dict[int, Any]  # param-space offset of a CUtensorMap param -> its TensorMap
     findings: Findings = field(default_factory=Findings)
     check_uninitialized: bool = True
+    # What a kernel could read of its surroundings, drawn from ``seed`` (the same for every
+    # schedule of one emulate() call): the SMs (%nsmid, each CTA's %smid), the launch's %gridid,
+    # and the bytes shared and local memory hold before anything writes them.
+    seed: int = 0
+    sm_count: int = 132
     steps: int = 0
     version: int = 0  # bumped by every change a blocked wait might be waiting for
     # Asynchronous completions (TMA, bulk copies, tcgen05.mma and commit): run at once when
@@ -69,13 +74,15 @@ class Cta:
         self.linear = t
         self.regs: dict[str, np.ndarray] = {
             name: np.zeros(n, ptxtypes.storage(decl)) for name, decl in launch.program.registers.items()}
-        self.smem = np.full(launch.shared_size, SHARED_POISON, np.uint8)
+        draw = np.random.default_rng([launch.seed, rank, *ctaid])
+        self.smid = int(draw.integers(launch.sm_count))
+        self.smem = draw.integers(0, 256, launch.shared_size, np.uint8)  # what an earlier kernel left
         self.smem_written = np.zeros(launch.shared_size, bool)
         self.smem_written[:SHARED_START] = True
         # The swizzle span a TMA load wrote each byte with (-1: written otherwise, or not at all),
         # so that an MMA descriptor reading it with another swizzle is reported.
         self.smem_swizzle = np.full(launch.shared_size, -1, np.int16)
-        self.local = np.zeros((n, launch.local_size), np.uint8)
+        self.local = draw.integers(0, 256, (n, launch.local_size), np.uint8)
         self.exited = np.zeros(n, bool)
         self.cluster_ctas: list[Cta] = [self]
         self.current: np.ndarray | None = None  # the thread indices of the instruction being run

@@ -60,6 +60,7 @@ class Case:
     values: dict[str, Any]  # buffers (arrays in memory shape), scalars, by param name
     steps: list[Step]
     host: dict[str, Any]  # make_args' inputs and scalars, for the reference
+    seed: int = 1  # the case's seed: it draws the inputs and, per step, the emulator's surroundings
 
     def arguments(self, step: Step) -> list[Any]:
         """The emulator's arguments of one step, in the entry's parameter order."""
@@ -107,7 +108,7 @@ def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: 
         dims = spec.launch_dims(sizes, step=step)
         steps.append(Step(step.entry, tuple(step.args), (), dims.grid, dims.block, dims.shared,
                           dims.cluster or (1, 1, 1)))
-    return Case(spec, ptx, sizes, memory, steps, host)
+    return Case(spec, ptx, sizes, memory, steps, host, seed)
 
 
 def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None, seed: int = 1,
@@ -123,14 +124,13 @@ def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None,
 def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
     """Every step of the hot loop in the emulator, in order; stops after a step that failed."""
     results = []
-    for step in case.steps:
+    for index, step in enumerate(case.steps):
         if not step.entry:
             for name in step.zero:
                 case.values[name][...] = 0
             continue
-        with np.errstate(all="ignore"):  # porter's inputs hold infinities and NaN on purpose
-            res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
-                          cluster=step.cluster, **kw)
+        res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
+                      cluster=step.cluster, seed=(case.seed << 8) + index, **kw)
         results.append(res)
         if not res.ok:
             break
