@@ -167,3 +167,22 @@ def test_cp_async_zero_fills_past_src_size_and_lands_at_wait() -> None:
     got = out[:4].view(np.uint8)
     assert np.array_equal(got[:6], src[:6]) and not got[6:].any()
     assert out[4] == 0  # before the wait the destination still held what was stored first
+
+
+def test_setp_on_a_half_with_a_predicate_pair_combines_each_with_c() -> None:
+    """PTX ISA setp: ``p = BoolOp(t, c)`` and ``q = BoolOp(!t, c)``, for f16 as for f32 (q is not
+    the negation of p once c takes part)."""
+    body = """
+    mov.b16 %rs1, 0x3C00;
+    mov.b16 %rs2, 0x4000;
+    setp.eq.u32 %p3, %r0, 1;
+    setp.gt.and.f16 %p1|%p2, %rs1, %rs2, %p3;
+    setp.gt.or.f16 %p4|%p5, %rs1, %rs2, %p3;
+    selp.u32 %r1, 1, 0, %p1;
+    selp.u32 %r2, 1, 0, %p2;
+    selp.u32 %r3, 1, 0, %p4;
+    selp.u32 %r4, 1, 0, %p5;
+""" + _store(["%r1", "%r2", "%r3", "%r4"], 4)
+    out = _run(body, 4, threads=2)
+    # 1.0 > 2.0 is false: and gives (false, c), or gives (c, true)
+    assert out.tolist() == [[0, 0, 0, 1], [0, 1, 1, 1]]

@@ -217,6 +217,8 @@ def compare(op: Op, ctx: Context, test: Callable[[np.ndarray, np.ndarray], np.nd
             a, b = [fmt.flush(h) for h in a], [fmt.flush(h) for h in b]
         with np.errstate(invalid="ignore"):
             out = [np.asarray(test(fmt.value(x), fmt.value(y)), bool) for x, y in zip(a, b, strict=True)]
+        if not fmt.pair:
+            out.append(~out[0])  # setp's q is BoolOp(!t, c), not the negation of p
         if combine is not None and c is not None:
             cv = np.broadcast_to(c(cta, idx), idx.shape)
             out = [combine(o, cv) for o in out]
@@ -234,7 +236,7 @@ def _setp(op: Op, ctx: Context, fmt: Format, outcomes: Callable[[Cta, np.ndarray
         out = outcomes(cta, idx)
         p(cta, idx, out[0])
         if q is not None:
-            q(cta, idx, out[1] if fmt.pair else ~out[0])
+            q(cta, idx, out[1])
 
     return run
 
