@@ -186,3 +186,28 @@ def test_setp_on_a_half_with_a_predicate_pair_combines_each_with_c() -> None:
     out = _run(body, 4, threads=2)
     # 1.0 > 2.0 is false: and gives (false, c), or gives (c, true)
     assert out.tolist() == [[0, 0, 0, 1], [0, 1, 1, 1]]
+
+
+def test_cvt_to_halves_honours_satfinite_and_relu() -> None:
+    """PTX ISA cvt: ``cvt.frnd2{.relu}{.satfinite}.{f16,bf16}{,x2}.f32``: with .satfinite a value
+    past the largest finite one (an infinity included) gives that value with its sign; .relu a
+    negative 0. Without them an overflow is infinity."""
+    body = """
+    mov.f32 %f1, 0f49742400;
+    mov.f32 %f2, 0fFF800000;
+    mov.f32 %f3, 0fC0000000;
+    cvt.rn.satfinite.f16x2.f32 %r1, %f1, %f2;
+    cvt.rn.satfinite.bf16x2.f32 %r2, %f2, %f1;
+    cvt.rn.f16x2.f32 %r3, %f1, %f2;
+    cvt.rn.satfinite.f16.f32 %rs1, %f1;
+    cvt.rn.satfinite.bf16.f32 %rs2, %f2;
+    cvt.rn.relu.f16.f32 %rs3, %f3;
+    cvt.rn.relu.satfinite.f16.f32 %rs4, %f2;
+    cvt.u32.u16 %r4, %rs1;
+    cvt.u32.u16 %r5, %rs2;
+    cvt.u32.u16 %r6, %rs3;
+    cvt.u32.u16 %r7, %rs4;
+""" + _store([f"%r{i}" for i in range(1, 8)], 7)
+    out = _run(body, 7, threads=1)[0]
+    # 1e6 is past f16's 65504 (0x7BFF), not past bf16's range (0x4974); -inf saturates to -MAX_NORM
+    assert [int(x) for x in out] == [0x7BFFFBFF, 0xFF7F4974, 0x7C00FC00, 0x7BFF, 0xFF7F, 0, 0]

@@ -68,9 +68,9 @@ def _cvt(op: Op, ctx: Context) -> Exec:
     fz = ftz_of(op)
     irnd = next((p for p in op.parts if p in _IRND), "")
     frnd = next((p for p in op.parts if p in ROUNDING), "rn")
-    relu = "relu" in op.parts
+    relu, satfinite = "relu" in op.parts, "satfinite" in op.parts
     if dt_ in ("bf16x2", "f16x2"):
-        return _cvt_pack(op, ctx, dt_, frnd, relu, sat)
+        return _cvt_pack(op, ctx, dt_, frnd, relu, sat, satfinite)
     d = ctx.write(op.operands[0], dt_)
     a = ctx.read(op.operands[1], at)
     dk, ak = ptxtypes.kind(dt_), ptxtypes.kind(at)
@@ -108,15 +108,9 @@ def _cvt(op: Op, ctx: Context) -> Exec:
                 elif dt_ == "f64":
                     d(cta, idx, np.asarray(r, np.float64))
                 elif dt_ == "f16":
-                    r = np.asarray(r, np.float32)
-                    if sat:
-                        r = saturate(r)
-                    d(cta, idx, ptxtypes.f32_to_f16(r, frnd).view(np.float16))
+                    d(cta, idx, _to_half(r, "f16", frnd, relu, sat, satfinite).view(np.float16))
                 else:  # bf16
-                    r = np.asarray(r, np.float32)
-                    if relu:
-                        r = np.where(np.isnan(r), r, np.maximum(r, 0))
-                    d(cta, idx, ptxtypes.f32_to_bf16(r, frnd))
+                    d(cta, idx, _to_half(r, "bf16", frnd, relu, sat, satfinite))
             return
         if a_float:
             d(cta, idx, _to_int(x, dt_, irnd or "rzi"))
@@ -140,19 +134,35 @@ def _int64_to_f32(x: np.ndarray, mode: str) -> np.ndarray:
     return round_f32(big, err, mode)
 
 
-def _cvt_pack(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool) -> Exec:
+# f16 and bf16: the bits of infinity and of the largest finite value
+_HALF_LIMITS = {"f16": (np.uint16(0x7C00), np.uint16(0x7BFF)), "bf16": (np.uint16(0x7F80), np.uint16(0x7F7F))}
+
+
+def _to_half(x: np.ndarray, t: str, mode: str, relu: bool, sat: bool, satfinite: bool) -> np.ndarray:
+    """Values as f16 or bf16 bits under cvt's modifiers: ``.relu`` (a negative to 0, NaN kept),
+    ``.sat`` (into [0, 1], NaN to +0), rounded by ``mode``, then ``.satfinite`` (a result past the
+    largest finite value, from an infinite input too, is that value with its sign; NaN stays NaN)."""
+    x = np.asarray(x, np.float32)
+    if relu:
+        x = np.where(np.isnan(x), x, np.maximum(x, 0)).astype(np.float32)
+    if sat:
+        x = saturate(x)
+    bits = (ptxtypes.f32_to_bf16 if t == "bf16" else ptxtypes.f32_to_f16)(x, mode).astype(np.uint16)
+    if satfinite:
+        inf, top = _HALF_LIMITS[t]
+        bits = np.where((bits & np.uint16(0x7FFF)) == inf, (bits & np.uint16(0x8000)) | top, bits)
+    return bits.astype(np.uint16)
+
+
+def _cvt_pack(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool, satfinite: bool) -> Exec:
     """``cvt.rn.bf16x2.f32 d, a, b``: a converted into the upper half, b into the lower."""
     d = ctx.write(op.operands[0], "b32")
     a = ctx.read(op.operands[1], "f32")
     b = ctx.read(op.operands[2], "f32")
-    conv = ptxtypes.f32_to_bf16 if dt_ == "bf16x2" else ptxtypes.f32_to_f16
+    t = dt_[:-2]
 
     def half(x: np.ndarray) -> np.ndarray:
-        if relu:
-            x = np.where(np.isnan(x), x, np.maximum(x, 0)).astype(np.float32)
-        if sat:
-            x = np.clip(x, 0, 1).astype(np.float32)
-        return conv(x, mode).astype(np.uint32)
+        return _to_half(x, t, mode, relu, sat, satfinite).astype(np.uint32)
 
     def run(cta: Cta, idx: np.ndarray) -> None:
         hi = half(arr(a(cta, idx), idx.size, np.dtype(np.float32)))
