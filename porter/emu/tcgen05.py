@@ -31,7 +31,7 @@ from porter.emu.diagnostics import Diagnostic
 from porter.emu.memory import RANK_SHIFT, SHARED_OFFSET_MASK
 from porter.emu.state import Cta
 from porter.emu.sync import arrive_on
-from porter.emu.tensorcore import operand
+from porter.emu.tensorcore import operand, rounded, to_value
 
 LANES, COLUMNS = 128, 512
 
@@ -339,7 +339,7 @@ def _mma(op: Op, ctx: Context) -> Exec:
         prod = a @ b.T
         old = state.data[lanes, cols]
         if issued.accumulate:
-            prod = prod + _accumulator(old, desc.d_type) * (2.0 ** -scale if scale else 1)
+            prod = prod + to_value(old, desc.d_type) * (2.0 ** -scale if scale else 1)
         new = _to_tmem(prod, desc)
         keep = np.zeros(desc.m, bool)
         if issued.disabled is not None:
@@ -351,24 +351,10 @@ def _mma(op: Op, ctx: Context) -> Exec:
     return run
 
 
-def _accumulator(words: np.ndarray, d_type: str) -> np.ndarray:
-    """TMEM words as accumulator values: f32, s32 (as int64), or f16 in the low half."""
-    if d_type == "f32":
-        return words.view(np.float32).astype(np.float64)
-    if d_type == "s32":
-        return words.view(np.int32).astype(np.int64)
-    return (words & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64)
-
-
 def _to_tmem(d: np.ndarray, desc: InstrDesc) -> np.ndarray:
-    """Exact sums as TMEM words, rounded once (f16 directly from float64, in the low half); s32
-    wrapped, or clamped when the descriptor's saturate bit is set."""
-    if desc.d_type == "f32":
-        return d.astype(np.float32).view(np.uint32)
-    if desc.d_type == "s32":
-        return (np.clip(d, -(2**31), 2**31 - 1) if desc.saturate else d).astype(np.int32).view(np.uint32)
-    with np.errstate(over="ignore"):
-        return d.astype(np.float16).view(np.uint16).astype(np.uint32)
+    """Exact sums as TMEM words, rounded once as mma.sync and wgmma round them (an f16 in the low
+    half; s32 clamped where the descriptor's saturate bit is set)."""
+    return rounded(d, desc.d_type, desc.saturate).view(np.uint32)
 
 
 def _commit(op: Op, ctx: Context) -> Exec:

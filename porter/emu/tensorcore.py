@@ -168,8 +168,9 @@ def _mma(op: Op, ctx: Context) -> Exec:
     return run
 
 
-def _pack(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
-    """Accumulator values (warps, lanes[, 2]) as one register's contents: rounded once to t."""
+def rounded(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
+    """Exact accumulator sums rounded once to ``t``: float32; int32, wrapped or (``sat``) clamped;
+    f16 bits in a uint32, straight from float64 (through float32 would round twice); f64 as is."""
     if t == "s32":
         return np.clip(v, -(2**31), 2**31 - 1).astype(np.int32) if sat else v.astype(np.int32)
     if t == "f64":
@@ -177,8 +178,14 @@ def _pack(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
     if t == "f32":
         return v.astype(np.float32)
     with np.errstate(over="ignore"):
-        h = v.astype(np.float16).view(np.uint16).astype(np.uint32)  # float64 -> f16 directly: one rounding
-    return h[..., 0] | (h[..., 1] << np.uint32(16))
+        return v.astype(np.float16).view(np.uint16).astype(np.uint32)
+
+
+def _pack(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
+    """Accumulator values (warps, lanes[, 2]) as one register's contents: rounded once to t, an
+    f16 pair packed low element first."""
+    r = rounded(v, t, sat)
+    return r[..., 0] | (r[..., 1] << np.uint32(16)) if t == "f16" else r
 
 
 def smem_elements(cta: Cta, op: Op, addrs: np.ndarray, elem: int) -> np.ndarray:
