@@ -35,13 +35,12 @@ from porter.emu.decode import (
     Function,
     Op,
     Operand,
-    PredPair,
     Program,
     Reg,
     Sym,
-    TensorAddr,
     Variable,
     Vec,
+    map_operand,
     module_lines,
     module_variables,
     read_function,
@@ -90,21 +89,8 @@ class _Names:
             return self.binds[name]
         return name + self.suffix if name in self.own else name
 
-    def base(self, b: Reg | Sym) -> Reg | Sym:
-        return self.reg(b) if isinstance(b, Reg) else Sym(self.sym(b.name), b.offset)
-
     def operand(self, o: Operand) -> Operand:
-        if isinstance(o, (Reg, Sym)):
-            return self.base(o)
-        if isinstance(o, Vec):
-            return Vec(tuple(self.operand(i) for i in o.items))
-        if isinstance(o, Addr):
-            return Addr(None if o.base is None else self.base(o.base), o.offset)
-        if isinstance(o, TensorAddr):
-            return TensorAddr(self.base(o.base), tuple(self.operand(c) for c in o.coords))
-        if isinstance(o, PredPair):
-            return PredPair(self.reg(o.first), self.reg(o.second))
-        return o
+        return map_operand(o, self.reg, lambda s: Sym(self.sym(s.name), s.offset))
 
 
 @dataclass(frozen=True)

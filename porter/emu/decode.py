@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from porter.ptx.model import Entry, Instruction, Param, PtxModule
@@ -508,28 +509,31 @@ def _scoped(ops: list[Op], registers: dict[str, str], body: str, line: int) -> l
     return out
 
 
-def _renamed_reg(r: Reg, table: dict[str, str]) -> Reg:
-    return Reg(table[r.name], r.negate) if r.name in table else r
+def map_operand(o: Operand, reg: Callable[[Reg], Reg], sym: Callable[[Sym], Sym] | None = None) -> Operand:
+    """``o`` with every register in it (inside vectors, addresses, tensor coordinates and
+    predicate pairs too) replaced by ``reg(r)`` and, when ``sym`` is given, every symbol by ``sym(s)``."""
+    def base(b: Reg | Sym) -> Reg | Sym:
+        return reg(b) if isinstance(b, Reg) else sym(b) if sym is not None else b
 
-
-def _renamed_operand(o: Operand, table: dict[str, str]) -> Operand:
-    if isinstance(o, Reg):
-        return _renamed_reg(o, table)
+    if isinstance(o, (Reg, Sym)):
+        return base(o)
     if isinstance(o, Vec):
-        return Vec(tuple(_renamed_operand(i, table) for i in o.items))
-    if isinstance(o, Addr) and isinstance(o.base, Reg):
-        return Addr(_renamed_reg(o.base, table), o.offset)
+        return Vec(tuple(map_operand(i, reg, sym) for i in o.items))
+    if isinstance(o, Addr):
+        return Addr(None if o.base is None else base(o.base), o.offset)
     if isinstance(o, TensorAddr):
-        base = _renamed_reg(o.base, table) if isinstance(o.base, Reg) else o.base
-        return TensorAddr(base, tuple(_renamed_operand(c, table) for c in o.coords))
+        return TensorAddr(base(o.base), tuple(map_operand(c, reg, sym) for c in o.coords))
     if isinstance(o, PredPair):
-        return PredPair(_renamed_reg(o.first, table), _renamed_reg(o.second, table))
+        return PredPair(reg(o.first), reg(o.second))
     return o
 
 
 def _renamed(op: Op, table: dict[str, str]) -> Op:
-    guard = _renamed_reg(op.guard, table) if op.guard is not None else None
-    operands = tuple(_renamed_operand(o, table) for o in op.operands)
+    def reg(r: Reg) -> Reg:
+        return Reg(table[r.name], r.negate) if r.name in table else r
+
+    guard = reg(op.guard) if op.guard is not None else None
+    operands = tuple(map_operand(o, reg) for o in op.operands)
     return Op(op.index, op.line, op.opcode, op.parts, guard, operands, op.text, op.problem)
 
 
