@@ -17,15 +17,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from porter.emu.fp import two_sum
+
 _SPLIT = 2.0**27 + 1.0
 _HUGE = 2.0**995  # past this an operand's split, or the sums, could overflow
 _TINY = 2.0**-900  # below this a product's error term, or a sum's, could be subnormal
-
-
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 
 def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +39,7 @@ def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _round_odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a + b rounded to odd: the nearest float of odd significand when the sum is inexact."""
-    s, err = _two_sum(a, b)
+    s, err = two_sum(a, b)
     even = (s.view(np.int64) & 1) == 0
     step = (err != 0) & even
     return np.where(step, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
@@ -68,7 +64,7 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         tiny = ((a != 0) & (b != 0) & (np.abs(p) < _TINY)) | ((c != 0) & (np.abs(c) < _TINY))
         fast = finite & ~huge & ~tiny & (p != 0)
         uh, ul = _two_product(a[fast], b[fast])
-        th, tl = _two_sum(c[fast], uh)
+        th, tl = two_sum(c[fast], uh)
         out[fast] = th + _round_odd_sum(tl, ul)
     for i in np.flatnonzero(finite & (huge | tiny)):
         out.flat[i] = _exact(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]))
