@@ -411,3 +411,22 @@ def test_a_function_without_a_body_is_unsupported_when_reached() -> None:
     (d,) = res.fatal
     assert d.kind == "unsupported" and "call to malloc, a function without a body" in d.message
     assert d.line == EXTERN.split("\n").index("    call.uni (retval0), malloc, (param0);") + 1
+
+
+def test_printf_chars_strings_and_pointers_match_the_c_library() -> None:
+    """%c, %s and %p under every flag, width and precision against the host's snprintf: the 0 flag
+    pads none of them with zeros but a pointer's digits, and + or a space signs a pointer."""
+    snprintf = _libc_snprintf()
+    buf = ctypes.create_string_buffer(512)
+    for flags, width, precision in itertools.product(["", "-", "+", " ", "#", "0", "-0", "+0"], ["", "1", "12"],
+                                                      ["", ".0", ".3", ".8"]):
+        for conv, values in (("c", [65]), ("s", [0x1000]), ("p", [0, 0x1234, 0xABCDEF012345])):
+            fmt = f"%{flags}{width}{precision}{conv}".encode()
+            for v in values:
+                if conv == "c":
+                    snprintf(buf, 512, fmt, ctypes.c_int(v))
+                    packed = v.to_bytes(4, "little")
+                else:
+                    snprintf(buf, 512, fmt, ctypes.c_char_p(b"text") if conv == "s" else ctypes.c_void_p(v))
+                    packed = v.to_bytes(8, "little")
+                assert _rendered(fmt, packed) == buf.value, (fmt, v)

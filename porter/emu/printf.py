@@ -14,6 +14,7 @@ printed as written, as the guide says.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import struct
@@ -108,15 +109,26 @@ def _convert(spec: _Spec, fetch: Callable[[int], int], string: Callable[[int], b
     if c in "fFeEgGaA":
         return _floating(spec, struct.unpack("<d", fetch(8).to_bytes(8, "little"))[0])
     if c == "c":
-        return _pad(spec, bytes([fetch(4) & 0xFF]))
+        return _pad(_spaces(spec), bytes([fetch(4) & 0xFF]))
     if c == "s":
         address = fetch(8)
         if address == 0:
-            return _pad(spec, b"(null)" if spec.precision is None or spec.precision >= 6 else b"")
+            return _pad(_spaces(spec), b"(null)" if spec.precision is None or spec.precision >= 6 else b"")
         text = string(address)
-        return _pad(spec, text if spec.precision is None else text[: spec.precision])
-    address = fetch(8)  # %p
-    return _pad(spec, b"(nil)" if address == 0 else b"0x%x" % address)
+        return _pad(_spaces(spec), text if spec.precision is None else text[: spec.precision])
+    address = fetch(8)  # %p: glibc's "(nil)", else a hex number after the sign flag and 0x
+    if address == 0:
+        return _pad(_spaces(spec), b"(nil)")
+    digits = b"%x" % address
+    if spec.precision is not None:
+        spec, digits = _spaces(spec), digits.rjust(spec.precision, b"0")
+    return _pad(spec, digits, _sign(spec, False) + b"0x")
+
+
+def _spaces(spec: _Spec) -> _Spec:
+    """The spec without the 0 flag: glibc pads with spaces where C leaves the 0 flag undefined
+    (%c, %s, "(nil)") and where a precision gives the digits (integers)."""
+    return dataclasses.replace(spec, flags=spec.flags.replace("0", ""))
 
 
 def _pad(spec: _Spec, body: bytes, prefix: bytes = b"") -> bytes:
@@ -151,7 +163,7 @@ def _integer(spec: _Spec, raw: int, size: int) -> bytes:
     elif "#" in spec.flags and spec.conv in "xX" and value != 0:
         prefix = b"0" + spec.conv.encode()
     if spec.precision is not None:
-        spec = _Spec(spec.flags.replace("0", ""), spec.width, spec.precision, spec.length, spec.conv)
+        spec = _spaces(spec)
     return _pad(spec, digits, prefix)
 
 
