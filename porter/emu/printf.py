@@ -121,7 +121,8 @@ def _convert(spec: _Spec, fetch: Callable[[int], int], string: Callable[[int], b
         return _pad(_spaces(spec), b"(nil)")
     digits = b"%x" % address
     if spec.precision is not None:
-        spec, digits = _spaces(spec), digits.rjust(spec.precision, b"0")
+        digits = digits.rjust(spec.precision, b"0")
+        spec = _spaces(spec)
     return _pad(spec, digits, _sign(spec, False) + b"0x")
 
 
