@@ -15,7 +15,7 @@ import numpy as np
 
 from porter.emu import half_alu, ptxtypes
 from porter.emu.carry import product_halves
-from porter.emu.context import Context, Exec, builder, pred_pair_writers, type_suffix, types_of
+from porter.emu.context import Context, Exec, bool_op, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
 from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
 from porter.emu.fp64 import fma_f64
@@ -595,15 +595,13 @@ def _compare(cmp: str, t: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]
 def _setp(op: Op, ctx: Context) -> Exec:
     t = type_suffix(op)
     cmp = op.parts[1]
-    boolop = next((p for p in op.parts[2:] if p in ("and", "or", "xor")), None)
     if t in half_alu.TYPES:
         return half_alu.compare(op, ctx, _compare(cmp, "f64"))
     fz = ftz_of(op)
     fn = _compare(cmp, t)
     a = ctx.read(op.operands[1], t)
     b = ctx.read(op.operands[2], t)
-    c = ctx.read(op.operands[3], "pred") if boolop else None
-    combine = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop or "")
+    combine, c = bool_op(op, ctx) or (None, None)
     dt = ptxtypes.dtype(t)
     if op.parts[0] == "set":
         out_t = types_of(op)[0]

@@ -318,3 +318,15 @@ def pred_pair_writers(ctx: Context, operand: Operand) -> tuple[Writer, Writer | 
     return ctx.write(operand, "pred"), None
 
 
+BoolOp = Callable[[np.ndarray, np.ndarray], np.ndarray]
+_BOOL_OPS: dict[str, BoolOp] = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def bool_op(op: Op, ctx: Context) -> tuple[BoolOp, Reader] | None:
+    """setp's and set's optional ``.and``/``.or``/``.xor``: how a comparison's outcome t is
+    combined with the predicate c (the fourth operand), and c's reader; None without one. (setp's
+    second destination q is ``BoolOp(!t, c)``, PTX ISA setp.)"""
+    name = next((p for p in op.parts[2:] if p in _BOOL_OPS), None)
+    return None if name is None else (_BOOL_OPS[name], ctx.read(op.operands[3], "pred"))
+
+

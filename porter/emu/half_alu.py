@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from porter.emu import ptxtypes
-from porter.emu.context import Context, Exec, Reader, pred_pair_writers, type_suffix, types_of
+from porter.emu.context import Context, Exec, Reader, bool_op, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
 from porter.emu.fp import round_f32, two_sum
 from porter.emu.state import Cta
@@ -206,10 +206,8 @@ def compare(op: Op, ctx: Context, test: Callable[[np.ndarray, np.ndarray], np.nd
     destination type or all ones of an integer one (16 bits each for a pair)."""
     fmt = Format.of(type_suffix(op))
     ftz = "ftz" in op.parts
-    boolop = next((p for p in op.parts[2:] if p in ("and", "or", "xor")), None)
-    combine = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop or "")
+    combine, c = bool_op(op, ctx) or (None, None)
     read = _read_lanes(ctx, op, fmt, 1, 2)
-    c = ctx.read(op.operands[3], "pred") if combine is not None else None
 
     def outcomes(cta: Cta, idx: np.ndarray) -> list[np.ndarray]:
         a, b = read(cta, idx)
