@@ -211,3 +211,22 @@ def test_cvt_to_halves_honours_satfinite_and_relu() -> None:
     out = _run(body, 7, threads=1)[0]
     # 1e6 is past f16's 65504 (0x7BFF), not past bf16's range (0x4974); -inf saturates to -MAX_NORM
     assert [int(x) for x in out] == [0x7BFFFBFF, 0xFF7F4974, 0x7C00FC00, 0x7BFF, 0xFF7F, 0, 0]
+
+
+def test_cvt_to_a_half_rounds_once_from_f64_and_from_integers() -> None:
+    """PTX ISA cvt rounds the exact source once: just past an f16 tie (1 + 2^-11 + 2^-40) .rn goes
+    up, just under 1 + 2^-10 .rz goes down, and 2^24 + 2^16 + 1 (past a bf16 tie) goes up to
+    bf16 0x4B81. Through float32 each would round twice (onto the tie, or up to 1 + 2^-10)."""
+    body = """
+    mov.b64 %fd1, 0d3FF0020000001000;
+    mov.b64 %fd2, 0d3FF003FFFFFFF000;
+    mov.u32 %r1, 16842753;
+    cvt.rn.f16.f64 %rs1, %fd1;
+    cvt.rz.f16.f64 %rs2, %fd2;
+    cvt.rn.bf16.s32 %rs3, %r1;
+    cvt.u32.u16 %r2, %rs1;
+    cvt.u32.u16 %r3, %rs2;
+    cvt.u32.u16 %r4, %rs3;
+""" + _store(["%r2", "%r3", "%r4"], 3)
+    out = _run(body, 3, threads=1, extra=".reg .f64 %fd<4>;")[0]
+    assert [int(x) for x in out] == [0x3C01, 0x3C00, 0x4B81]

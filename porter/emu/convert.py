@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu import minifloat, ptxtypes
+from porter.emu import half_alu, minifloat, ptxtypes
 from porter.emu.alu import ROUNDING, arr, ftz_of, unary
 from porter.emu.context import Context, Exec, builder, type_suffix, types_of
 from porter.emu.decode import Op
@@ -90,9 +90,8 @@ def _cvt(op: Op, ctx: Context) -> Exec:
                     r = xs.astype(np.float32) if frnd == "rn" else round_f32(xs, x.astype(np.float64) - xs, frnd)
                     if ptxtypes.width(at) == 64:  # int64 -> f64 loses bits; round from the exact int
                         r = _int64_to_f32(x, frnd)
-                else:
+                else:  # f64, f16, bf16: rounded once from the exact value (int64 past 2^53 aside)
                     r = x.astype(np.float64)
-                    r = r.astype(np.float32) if dt_ in ("f16", "bf16") else r
             else:
                 r = x
                 if irnd:
@@ -139,15 +138,29 @@ _HALF_LIMITS = {"f16": (np.uint16(0x7C00), np.uint16(0x7BFF)), "bf16": (np.uint1
 
 
 def _to_half(x: np.ndarray, t: str, mode: str, relu: bool, sat: bool, satfinite: bool) -> np.ndarray:
-    """Values as f16 or bf16 bits under cvt's modifiers: ``.relu`` (a negative to 0, NaN kept),
-    ``.sat`` (into [0, 1], NaN to +0), rounded by ``mode``, then ``.satfinite`` (a result past the
-    largest finite value, from an infinite input too, is that value with its sign; NaN stays NaN)."""
-    x = np.asarray(x, np.float32)
+    """Values (float32, or float64 from f64 and integer sources) as f16 or bf16 bits under cvt's
+    modifiers: ``.relu`` (a negative to 0, NaN kept), ``.sat`` (into [0, 1], NaN to +0), rounded
+    once by ``mode``, then ``.satfinite`` (a result past the largest finite value, from an infinite
+    input too, is that value with its sign; NaN stays NaN).
+
+    A float64 is not first rounded to nearest float32, which could land it on a 16-bit tie (or
+    round it up past the value ``.rz`` keeps): ``.rn`` goes through :meth:`half_alu.Format.rounded`
+    (round to odd), a directed mode rounds to float32 in its own direction first, which twice
+    rounds as once."""
+    x = np.asarray(x)
+    if x.dtype != np.float64:
+        x = x.astype(np.float32)
     if relu:
-        x = np.where(np.isnan(x), x, np.maximum(x, 0)).astype(np.float32)
+        x = np.where(np.isnan(x), x, np.maximum(x, 0)).astype(x.dtype)
     if sat:
         x = saturate(x)
-    bits = (ptxtypes.f32_to_bf16 if t == "bf16" else ptxtypes.f32_to_f16)(x, mode).astype(np.uint16)
+    if x.dtype == np.float64 and mode == "rn":
+        bits = half_alu.Format(t == "bf16", False).rounded(x)
+    else:
+        if x.dtype == np.float64:
+            x = round_f32(x, 0.0, mode)
+        bits = (ptxtypes.f32_to_bf16 if t == "bf16" else ptxtypes.f32_to_f16)(x, mode)
+    bits = bits.astype(np.uint16)
     if satfinite:
         inf, top = _HALF_LIMITS[t]
         bits = np.where((bits & np.uint16(0x7FFF)) == inf, (bits & np.uint16(0x8000)) | top, bits)
