@@ -127,3 +127,28 @@ def test_one_seed_replays_the_surroundings_and_every_schedule_shares_them() -> N
     both = emulate(_PTRS, "k", 1, 1, [np.zeros(4, np.float32), np.zeros(4, np.float32), out],
                    schedule=["minpc", "round_robin", "random:3"])
     assert both.ok and not both.diagnostics  # pointers stored: alike under every schedule, no false race
+
+
+_GRIDID = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, %gridid;
+    st.global.u64 [%rd2], %rd3;
+    ret;
+}
+"""
+
+
+def test_gridid_is_64_drawn_bits_even_from_a_small_seed() -> None:
+    ids = []
+    for seed in (1, 1, 2):
+        out = np.zeros(1, np.uint64)
+        assert emulate(_GRIDID, "k", 1, 1, [out], seed=seed).ok
+        ids.append(int(out[0]))
+    assert ids[0] == ids[1] != ids[2] and all(i > 1 << 32 for i in ids)

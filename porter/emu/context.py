@@ -175,7 +175,7 @@ def _special(name: str) -> Reader:
     if base == "nsmid":
         return const(lambda c: c.launch.sm_count)
     if base == "gridid":  # a launch's 64-bit id: drawn, as nothing fixes it
-        return lambda cta, idx: np.full(idx.size, cta.launch.seed, np.uint64)
+        return lambda cta, idx: np.full(idx.size, cta.launch.grid_id, np.uint64)
     return const(lambda c: 0)  # %envreg*
 
 

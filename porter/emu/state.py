@@ -6,6 +6,7 @@ Registers are NumPy arrays with one element per thread of the CTA (raw bits, see
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,11 @@ class Launch:
     # and the bytes shared and local memory hold before anything writes them.
     seed: int = 0
     sm_count: int = 132
+
+    @property
+    def grid_id(self) -> int:
+        """%gridid: 64 bits drawn from the seed (a gate's case seed is a small number)."""
+        return random.Random(self.seed).getrandbits(64)
     steps: int = 0
     version: int = 0  # bumped by every change a blocked wait might be waiting for
     # Asynchronous completions (TMA, bulk copies, tcgen05.mma and commit): run at once when
