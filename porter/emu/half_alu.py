@@ -144,6 +144,19 @@ def arithmetic(op: Op, ctx: Context) -> Exec:
     return _elementwise(op, ctx, 3 if kind == "fma" else 2, lane)
 
 
+def extreme(fmt: Format, a: np.ndarray, b: np.ndarray, is_max: bool) -> np.ndarray:
+    """The bits of the larger (``is_max``) or smaller of two elements: +0 above -0, one NaN gives
+    the other operand, two give the canonical NaN (min/max, and atom/red .min/.max)."""
+    va, vb = fmt.value(a), fmt.value(b)
+    neg_a = (a & SIGN) != 0
+    with np.errstate(invalid="ignore"):
+        tie = va == vb  # +0 and -0 tie: max takes +0, min -0
+        take_a = (va > vb) | (tie & ~neg_a) if is_max else (va < vb) | (tie & neg_a)
+    na, nb = fmt.is_nan(a), fmt.is_nan(b)
+    r = np.where(na, b, np.where(nb, a, np.where(take_a, a, b)))
+    return np.where(na & nb, NAN, r)
+
+
 def minmax(op: Op, ctx: Context) -> Exec:
     """min/max ``{.ftz}{.NaN}{.xorsign.abs}``: +0 is above -0; one NaN gives the other operand
     (``.NaN``: the canonical NaN); ``.xorsign.abs`` compares magnitudes and gives the result the
@@ -157,14 +170,9 @@ def minmax(op: Op, ctx: Context) -> Exec:
         sign = (a ^ b) & SIGN
         if xorsign:
             a, b = a & MAGNITUDE, b & MAGNITUDE
-        va, vb = fmt.value(a), fmt.value(b)
-        neg_a = (a & SIGN) != 0
-        with np.errstate(invalid="ignore"):
-            tie = va == vb  # +0 and -0 tie: max takes +0, min -0
-            take_a = (va > vb) | (tie & ~neg_a) if is_max else (va < vb) | (tie & neg_a)
-        na, nb = fmt.is_nan(a), fmt.is_nan(b)
-        r = np.where(na, b, np.where(nb, a, np.where(take_a, a, b)))
-        r = np.where((na & nb) | (nan_wins & (na | nb)), NAN, r)
+        r = extreme(fmt, a, b, is_max)
+        if nan_wins:
+            r = np.where(fmt.is_nan(a) | fmt.is_nan(b), NAN, r)
         if xorsign:
             r = np.where(fmt.is_nan(r), r, (r & MAGNITUDE) | sign)
         return (fmt.flush(r) if ftz else r).astype(np.uint16)

@@ -106,17 +106,15 @@ def _atom_fn(name: str, t: str):
 
 
 def _half_fn(name: str, t: str):
-    """add (rounded once to nearest even, subnormals kept: ``.noftz``), min or max, element by
-    element over 16-bit floats and their pairs (min and max: NaN only where both are NaN)."""
+    """add (rounded once to nearest even, subnormals kept: ``.noftz``), min or max (as the min and
+    max instructions: :func:`porter.emu.half_alu.extreme`), element by element over 16-bit floats
+    and their pairs."""
     fmt = half_alu.Format.of(t)
 
     def one(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        vx, vy = fmt.value(x), fmt.value(y)
         if name == "add":
-            return fmt.rounded(*two_sum(vx, vy))
-        with np.errstate(invalid="ignore"):
-            take_x = np.isnan(vy) | (~np.isnan(vx) & ((vx <= vy) if name == "min" else (vx >= vy)))
-        return np.where(take_x, x, y)
+            return fmt.rounded(*two_sum(fmt.value(x), fmt.value(y)))
+        return half_alu.extreme(fmt, x, y, name == "max")
 
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return fmt.join([one(x, y) for x, y in zip(fmt.split(a), fmt.split(b), strict=True)])
