@@ -43,6 +43,8 @@ def test_ue8m0_rounds_toward_zero_or_up_to_a_power_of_two() -> None:
     assert ue.encode(x, "rz").tolist() == [127, 127, 128, 0, 254]
     assert ue.encode(x, "rp").tolist() == [127, 128, 129, 0, 254]
     assert ue.encode(x[4:], "rp", satfinite=False).tolist() == [255]
+    # no negative values in an unsigned format: they, like zero, give the smallest code (docs/emulator.md)
+    assert ue.encode(np.array([-4.0, -0.0, 0.0]), "rp").tolist() == [0, 0, 0]
 
 
 def test_tf32_rounding_modes_on_a_tie_and_past_the_largest() -> None:

@@ -83,7 +83,8 @@ class MiniFloat:
         if relu:
             x = np.where(nan | (x > 0), x, 0.0)
         neg = np.signbit(x) & ~nan
-        ax = np.where(nan, 0.0, np.abs(x))
+        # An unsigned format has no negative values: they, like zero, go to its smallest code (an assumption).
+        ax = np.where(nan | (neg & ~self.signed), 0.0, np.abs(x))
         emin = 1 - self.bias if self.specials != "exp" else -self.bias
         _, ex = np.frexp(ax)
         e = np.maximum(ex - 1, emin)
