@@ -61,3 +61,54 @@ def test_edges_of_the_range() -> None:
     special = fma_f64(np.array([np.inf, np.inf, 2.0, np.nan]), np.array([0.0, 1.0, 3.0, 1.0]),
                       np.array([1.0, -np.inf, np.inf, 0.0]))
     assert np.isnan(special[0]) and np.isnan(special[1]) and special[2] == np.inf and np.isnan(special[3])
+
+
+def test_directed_modes_round_toward_their_side_and_overflow_as_ieee_says() -> None:
+    """add/sub/mul/div/fma .rz/.rm/.rp of f64 (they ran as .rn before): the neighbours of 1/3,
+    of 1 + 2^-60 and of -1 - 2^-60, and an overflow that only .rp (or .rm below) takes to infinity."""
+    from porter.emu.fp64 import directed_f64
+
+    third = 1 / 3  # below the exact third
+    above = math.nextafter(third, 2)
+    one = np.array([1.0])
+    assert directed_f64("div", "rz", one, np.array([3.0]))[0] == third
+    assert directed_f64("div", "rp", one, np.array([3.0]))[0] == above
+    assert directed_f64("div", "rm", -one, np.array([3.0]))[0] == -above
+    tiny = np.array([2.0**-60])
+    assert directed_f64("add", "rp", one, tiny)[0] == math.nextafter(1.0, 2)
+    assert directed_f64("add", "rz", one, tiny)[0] == 1.0
+    assert directed_f64("sub", "rm", -one, tiny)[0] == math.nextafter(-1.0, -2)
+    assert directed_f64("fma", "rp", one, one, tiny)[0] == math.nextafter(1.0, 2)
+    big = np.array([np.finfo(np.float64).max])
+    assert directed_f64("mul", "rz", big, np.array([2.0]))[0] == big[0]
+    assert directed_f64("mul", "rp", big, np.array([2.0]))[0] == math.inf
+    assert directed_f64("mul", "rm", -big, np.array([2.0]))[0] == -math.inf
+    assert directed_f64("mul", "rp", -big, np.array([2.0]))[0] == -big[0]
+    assert np.isnan(directed_f64("add", "rz", np.array([np.inf]), np.array([-np.inf]))[0])
+
+
+def test_the_emulator_runs_f64_directed_modes() -> None:
+    from porter.emu import emulate
+
+    ptx = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .f64 %fd<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.f64 %fd1, 0d3FF0000000000000;
+    mov.f64 %fd2, 0d4008000000000000;
+    div.rp.f64 %fd3, %fd1, %fd2;
+    div.rm.f64 %fd4, %fd1, %fd2;
+    st.global.f64 [%rd2], %fd3;
+    st.global.f64 [%rd2+8], %fd4;
+    ret;
+}
+"""
+    out = np.zeros(2, np.float64)
+    assert emulate(ptx, "k", 1, 1, [out]).ok
+    assert out.tolist() == [math.nextafter(1 / 3, 2), 1 / 3]

@@ -77,3 +77,13 @@ def test_idesc_refusals(value: int, kind: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as err:
         decode_idesc(value, kind)
     assert isinstance(err.value, NotEmulated) == (message == "e2m1")
+
+
+def test_bf16_directed_rounding_goes_to_the_modes_side() -> None:
+    """cvt.rm/.rp to bf16 (from f64 and integers on sm_90) ran as .rn before."""
+    from porter.emu.ptxtypes import f32_to_bf16
+
+    x = np.array([1.0 + 2.0**-10, -(1.0 + 2.0**-10), 1.0, 3.0e38], np.float32)
+    assert f32_to_bf16(x, "rz").tolist() == [0x3F80, 0xBF80, 0x3F80, 0x7F61]
+    assert f32_to_bf16(x, "rm").tolist() == [0x3F80, 0xBF81, 0x3F80, 0x7F61]
+    assert f32_to_bf16(x, "rp").tolist() == [0x3F81, 0xBF80, 0x3F80, 0x7F62]

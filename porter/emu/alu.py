@@ -18,7 +18,7 @@ from porter.emu.carry import product_halves
 from porter.emu.context import Context, Exec, bool_op, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
 from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
-from porter.emu.fp64 import fma_f64
+from porter.emu.fp64 import directed_f64, fma_f64
 from porter.emu.state import Cta
 
 ROUNDING = ("rn", "rz", "rm", "rp")
@@ -106,6 +106,8 @@ def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
             fn = lambda a, b: add_f32(fz(a), -fz(b), mode)  # noqa: E731
         else:
             fn = lambda a, b: mul_f32(fz(a), fz(b), mode)  # noqa: E731
+    elif t == "f64" and mode != "rn":
+        fn = lambda a, b: directed_f64(kind, mode, a, b)  # noqa: E731
     elif t == "f64":
         fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[kind]
     elif t in half_alu.TYPES:
@@ -191,7 +193,8 @@ def _fma(op: Op, ctx: Context) -> Exec:
     if t in half_alu.TYPES:
         return half_alu.arithmetic(op, ctx)
     if t == "f64":
-        return _ternary(op, ctx, fma_f64, (t, t, t), t)
+        f64 = fma_f64 if mode == "rn" else (lambda a, b, c: directed_f64("fma", mode, a, b, c))
+        return _ternary(op, ctx, f64, (t, t, t), t)
 
     def f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         r = fz(fma_f32(fz(a), fz(b), fz(c), mode))
@@ -213,7 +216,8 @@ def _div(op: Op, ctx: Context) -> Exec:
 
         return _binary(op, ctx, fdiv)
     if t == "f64":
-        return _binary(op, ctx, lambda a, b: np.divide(a, b))
+        mode = _mode(op)
+        return _binary(op, ctx, lambda a, b: np.divide(a, b) if mode == "rn" else directed_f64("div", mode, a, b))
 
     def idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         zero = b == 0

@@ -69,3 +69,43 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(finite & (huge | tiny)):
         out.flat[i] = _exact(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]))
     return out
+
+
+_OPS = {"add": lambda x, y, _: x + y, "sub": lambda x, y, _: x - y, "mul": lambda x, y, _: x * y,
+        "div": lambda x, y, _: x / y, "fma": lambda x, y, z: x * y + z}
+
+
+def directed_f64(kind: str, mode: str, *operands: np.ndarray) -> np.ndarray:
+    """``add``/``sub``/``mul``/``div``/``fma`` of float64 rounded toward zero (``rz``), down (``rm``)
+    or up (``rp``): the exact result (Python's rationals, element by element: directed f64 rounding
+    is rare in kernels) and the neighbour on the mode's side of it. Elements with an infinite or
+    NaN operand, a zero divisor or a zero result take IEEE 754's value, as the plain operation gives
+    it (their rounding does not depend on the mode, the sign of a zero sum aside)."""
+    ops = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in operands))
+    with np.errstate(all="ignore"):
+        plain = _OPS[kind](*ops, *([None] if len(ops) == 2 else []))
+    out = np.array(plain, np.float64)
+    for i in range(out.size):
+        values = [float(x.flat[i]) for x in ops]
+        if not all(np.isfinite(values)) or (kind == "div" and values[1] == 0):
+            continue
+        q = _OPS[kind](*map(Fraction, values), *([None] if len(values) == 2 else []))
+        if q != 0:
+            out.flat[i] = _round_exact(q, mode)
+    return out
+
+
+_BIG = Fraction(float(np.finfo(np.float64).max))
+
+
+def _round_exact(q: Fraction, mode: str) -> float:
+    """The float64 that the exact nonzero ``q`` rounds to toward zero, down or up."""
+    up = mode == "rp" or (mode == "rz" and q < 0)  # the direction the result moves from q: toward +inf?
+    if abs(q) > _BIG:  # overflow: infinity when rounding away from zero, else the largest finite value
+        magnitude = np.inf if (q > 0) == up else float(_BIG)
+        return magnitude if q > 0 else -magnitude
+    near = float(q)  # correctly rounded to nearest
+    if Fraction(near) == q:
+        return near
+    below = near if Fraction(near) < q else float(np.nextafter(near, -np.inf))
+    return float(np.nextafter(below, np.inf)) if up else below

@@ -95,11 +95,17 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def f32_to_bf16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
-    """float32 -> bf16 bits with rounding ``mode`` (rn: to nearest even; rz: toward zero)."""
+    """float32 -> bf16 bits with rounding ``mode`` (rn: to nearest even; rz: toward zero; rm, rp:
+    down, up: the truncated magnitude, one step further from zero where the value is inexact and
+    on the side the mode rounds away to)."""
     b = np.asarray(x, dtype=np.float32).view(np.uint32)
     nan = np.isnan(np.asarray(x, dtype=np.float32))
-    if mode == "rz":
+    if mode in ("rz", "rm", "rp"):
         out = b >> np.uint32(16)
+        inexact = (b & np.uint32(0xFFFF)) != 0
+        negative = (b >> np.uint32(31)) == 1
+        away = inexact & (negative if mode == "rm" else ~negative) if mode != "rz" else np.zeros_like(inexact)
+        out = out + away.astype(np.uint32)
     else:
         lsb = (b >> np.uint32(16)) & np.uint32(1)
         out = (b + np.uint32(0x7FFF) + lsb) >> np.uint32(16)
