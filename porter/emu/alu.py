@@ -89,11 +89,6 @@ def _hi(a: np.ndarray, b: np.ndarray, t: str) -> np.ndarray:
     return product_halves(a, b, t[0] == "s")[1].view(a.dtype)
 
 
-def _saturated(x: np.ndarray) -> np.ndarray:
-    """int64 values clamped to the s32 range (``.sat`` of mad.hi and mad24.hi)."""
-    return np.clip(x, -(2**31), 2**31 - 1).astype(np.int32)
-
-
 def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
     t = type_suffix(op)
     mode, fz = _mode(op), ftz_of(op)
@@ -130,8 +125,7 @@ def _addsub(op: Op, ctx: Context) -> Exec:
         return _float_binary(op, ctx, op.parts[0])
     if "sat" in op.parts and t == "s32":
         sign = 1 if op.parts[0] == "add" else -1
-        return _binary(op, ctx, lambda a, b: np.clip(a.astype(np.int64) + sign * b.astype(np.int64),
-                                                     -(2**31), 2**31 - 1).astype(np.int32))
+        return _binary(op, ctx, lambda a, b: ptxtypes.saturate_s32(a.astype(np.int64) + sign * b.astype(np.int64)))
     return _binary(op, ctx, np.add if op.parts[0] == "add" else np.subtract)
 
 
@@ -165,7 +159,7 @@ def _mul24(op: Op, ctx: Context) -> Exec:
     if op.parts[0] == "mul24":
         return _binary(op, ctx, prod)
     if "sat" in op.parts:  # mad24.hi.sat.s32
-        return _ternary(op, ctx, lambda a, b, c: _saturated(prod(a, b).astype(np.int64) + c), (t, t, t), t)
+        return _ternary(op, ctx, lambda a, b, c: ptxtypes.saturate_s32(prod(a, b).astype(np.int64) + c), (t, t, t), t)
     return _ternary(op, ctx, lambda a, b, c: prod(a, b) + c, (t, t, t), t)
 
 
@@ -179,7 +173,7 @@ def _mad(op: Op, ctx: Context) -> Exec:
         wd = ptxtypes.dtype(wt)
         return _ternary(op, ctx, lambda a, b, c: a.astype(wd) * b.astype(wd) + c, (t, t, wt), wt)
     if "hi" in op.parts and "sat" in op.parts:  # mad.hi.sat.s32
-        return _ternary(op, ctx, lambda a, b, c: _saturated(_hi(a, b, t).astype(np.int64) + c), (t, t, t), t)
+        return _ternary(op, ctx, lambda a, b, c: ptxtypes.saturate_s32(_hi(a, b, t).astype(np.int64) + c), (t, t, t), t)
     if "hi" in op.parts:
         return _ternary(op, ctx, lambda a, b, c: _hi(a, b, t) + c, (t, t, t), t)
     return _ternary(op, ctx, lambda a, b, c: a * b + c, (t, t, t), t)

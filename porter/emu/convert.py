@@ -70,7 +70,7 @@ def _cvt(op: Op, ctx: Context) -> Exec:
     frnd = next((p for p in op.parts if p in ROUNDING), "rn")
     relu, satfinite = "relu" in op.parts, "satfinite" in op.parts
     if dt_ in ("bf16x2", "f16x2"):
-        return _cvt_pack(op, ctx, dt_, frnd, relu, sat, satfinite)
+        return _cvt_pair(op, ctx, dt_, frnd, relu, sat, satfinite)
     d = ctx.write(op.operands[0], dt_)
     a = ctx.read(op.operands[1], at)
     dk, ak = ptxtypes.kind(dt_), ptxtypes.kind(at)
@@ -167,7 +167,7 @@ def _to_half(x: np.ndarray, t: str, mode: str, relu: bool, sat: bool, satfinite:
     return bits.astype(np.uint16)
 
 
-def _cvt_pack(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool, satfinite: bool) -> Exec:
+def _cvt_pair(op: Op, ctx: Context, dt_: str, mode: str, relu: bool, sat: bool, satfinite: bool) -> Exec:
     """``cvt.rn.bf16x2.f32 d, a, b``: a converted into the upper half, b into the lower."""
     d = ctx.write(op.operands[0], "b32")
     a = ctx.read(op.operands[1], "f32")

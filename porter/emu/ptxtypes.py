@@ -132,3 +132,8 @@ def f32_to_f16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
         elif mode == "rp":
             h = np.where(back < x, np.nextafter(h, np.float16(np.inf)), h)
     return h.astype(np.float16).view(np.uint16)
+
+
+def saturate_s32(x: np.ndarray) -> np.ndarray:
+    """int64 values clamped to the s32 range (``.sat`` of integer add, mad.hi, mma's s32 accumulators)."""
+    return np.clip(np.asarray(x, np.int64), -(2**31), 2**31 - 1).astype(np.int32)

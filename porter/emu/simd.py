@@ -192,7 +192,7 @@ _PACK_TYPES = ("u2", "s2", "u4", "s4", "u8", "s8", "u16", "s16")
 
 
 @builder("cvt.pack")
-def _cvt_pack(op: Op, ctx: Context) -> Exec:
+def _cvt_pack_sat(op: Op, ctx: Context) -> Exec:
     """``cvt.pack.sat.{u16,s16}.s32 d, a, b`` and ``cvt.pack.sat.{u2,s2,u4,s4,u8,s8}.s32.b32 d,
     a, b, c``: b saturated to the narrow type in d's low field, a in the field above, and the bits
     above those two from c's low bits (PTX ISA, cvt.pack)."""

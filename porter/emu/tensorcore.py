@@ -172,7 +172,7 @@ def rounded(v: np.ndarray, t: str, sat: bool) -> np.ndarray:
     """Exact accumulator sums rounded once to ``t``: float32; int32, wrapped or (``sat``) clamped;
     f16 bits in a uint32, straight from float64 (through float32 would round twice); f64 as is."""
     if t == "s32":
-        return np.clip(v, -(2**31), 2**31 - 1).astype(np.int32) if sat else v.astype(np.int32)
+        return ptxtypes.saturate_s32(v) if sat else v.astype(np.int32)
     if t == "f64":
         return v
     if t == "f32":
