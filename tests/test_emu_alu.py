@@ -230,3 +230,18 @@ def test_cvt_to_a_half_rounds_once_from_f64_and_from_integers() -> None:
 """ + _store(["%r2", "%r3", "%r4"], 3)
     out = _run(body, 3, threads=1, extra=".reg .f64 %fd<4>;")[0]
     assert [int(x) for x in out] == [0x3C01, 0x3C00, 0x4B81]
+
+
+def test_int64_to_bf16_rounds_once_past_2_to_the_53() -> None:
+    """2^60 + 2^52 + 1 lies just above a bf16 tie: rounded once it goes up; through float64 to
+    nearest first it landed on the tie and went down to the even 2^60."""
+    body = """
+    mov.u64 %rd4, 1157425104234217473;
+    cvt.rn.bf16.s64 %rs1, %rd4;
+    cvt.rz.bf16.s64 %rs2, %rd4;
+    cvt.u32.u16 %r1, %rs1;
+    cvt.u32.u16 %r2, %rs2;
+""" + _store(["%r1", "%r2"], 2)
+    out = _run(body, 2, threads=1)[0]
+    assert 2**60 + 2**52 + 1 == 1157425104234217473
+    assert out.tolist() == [0x5D81, 0x5D80]  # 2^60 + 2^53, and 2^60 toward zero

@@ -90,7 +90,9 @@ def _cvt(op: Op, ctx: Context) -> Exec:
                     r = xs.astype(np.float32) if frnd == "rn" else round_f32(xs, x.astype(np.float64) - xs, frnd)
                     if ptxtypes.width(at) == 64:  # int64 -> f64 loses bits; round from the exact int
                         r = _int64_to_f32(x, frnd)
-                else:  # f64, f16, bf16: rounded once from the exact value (int64 past 2^53 aside)
+                elif dt_ in ("f16", "bf16") and ptxtypes.width(at) == 64:
+                    r = _int64_to_f64_odd(x)  # rounded to odd: one later rounding to 16 bits is exact
+                else:  # f64 (rounded once, to nearest), f16, bf16: from the exact value
                     r = x.astype(np.float64)
             else:
                 r = x
@@ -131,6 +133,21 @@ def _int64_to_f32(x: np.ndarray, mode: str) -> np.ndarray:
         [int(v) for v in big.astype(object).tolist()], dtype=object)
     err = np.array([float(v) for v in back], np.float64)
     return round_f32(big, err, mode)
+
+
+def _int64_to_f64_odd(x: np.ndarray) -> np.ndarray:
+    """64-bit integers as float64 rounded to odd (an inexact value goes to whichever neighbour has
+    an odd significand): with 53 bits against the 8 or 11 of bf16 and f16, rounding that once more,
+    in any mode, gives what rounding the integer itself would (Boldo and Melquiond)."""
+    near = x.astype(np.float64)
+    err = np.array([int(v) - int(f) for v, f in zip(x.tolist(), near.tolist(), strict=True)], dtype=object)
+    inexact = np.array([e != 0 for e in err], bool)
+    if not inexact.any():
+        return near
+    toward = np.where(np.array([e > 0 for e in err], bool), np.inf, -np.inf)
+    other = np.nextafter(near, toward)
+    odd = (near.view(np.int64) & 1) == 1
+    return np.where(inexact & ~odd, other, near)
 
 
 # f16 and bf16: the bits of infinity and of the largest finite value
