@@ -67,7 +67,7 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def lay_out(program: Program, args: list[Any], rng: random.Random | None = None) -> Layout:
+def lay_out(program: Program, args: list[Any], rng: random.Random) -> Layout:
     """The arguments' places: each array a global buffer (placed by ``rng``, see
     :class:`~porter.emu.memory.GlobalMemory`), the param space's bytes and symbols, tensor maps."""
     params = program.params

@@ -50,12 +50,11 @@ START_SPAN = 1 << 30  # a buffer starts in the first GiB of its slot
 class GlobalMemory:
     """Every global allocation of one launch, found from an address by its slot.
 
-    ``rng`` draws the places (a fresh unpredictable one when None: the gate passes one seeded from
-    its case, so that a layout can be replayed)."""
+    ``rng`` draws the places (seeded from emulate()'s ``seed``, so that a layout can be replayed)."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random) -> None:
         self.buffers: list[Buffer] = []
-        self._rng = rng or random.Random(int.from_bytes(np.random.bytes(8), "little"))
+        self._rng = rng
         self._slots = self._rng.sample(range(SLOTS), SLOTS)
         self._by_slot: dict[int, Buffer] = {}
 

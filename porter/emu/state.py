@@ -45,11 +45,6 @@ class Launch:
     # and the bytes shared and local memory hold before anything writes them.
     seed: int = 0
     sm_count: int = 132
-
-    @property
-    def grid_id(self) -> int:
-        """%gridid: 64 bits drawn from the seed (a gate's case seed is a small number)."""
-        return random.Random(self.seed).getrandbits(64)
     steps: int = 0
     version: int = 0  # bumped by every change a blocked wait might be waiting for
     # Asynchronous completions (TMA, bulk copies, tcgen05.mma and commit): run at once when
@@ -57,6 +52,11 @@ class Launch:
     deferred: bool = False
     pending: list[Callable[[], None]] = field(default_factory=list)
     printed: list[str] = field(default_factory=list)  # what device-side printf printed, call by call
+
+    @property
+    def grid_id(self) -> int:
+        """%gridid: 64 bits drawn from the seed (a gate's case seed is a small number)."""
+        return random.Random(self.seed).getrandbits(64)
 
     def defer(self, complete: Callable[[], None]) -> None:
         """Run an asynchronous operation's completion now, or later under a deferring schedule."""
