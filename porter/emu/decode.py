@@ -289,10 +289,9 @@ def _float_init(type_: str, values: list[str]) -> bytes:
     return bytes(out)
 
 
-def _variables(text: str, first: int, last: int, *, inside: bool) -> dict[str, Variable]:
+def _variables(lines: list[str], first: int, last: int, *, inside: bool) -> dict[str, Variable]:
     """Variable declarations on lines [first, last] (module level: lines outside every entry)."""
     found: dict[str, Variable] = {}
-    lines = text.split("\n")
     chunk = "\n".join(lines[first - 1 : last])
     for m in _VAR_DECL.finditer(chunk):
         line = first + chunk.count("\n", 0, m.start())
@@ -550,26 +549,24 @@ def read_function(module: PtxModule, ent: Entry, lines: list[str]) -> Function:
         m = _LABEL.match(lines[lineno - 1])
         if m and not lines[lineno - 1].lstrip().startswith("//"):
             labels[m.group(1)] = bisect.bisect_left(op_lines, lineno)
-    text = "\n".join(lines)
     body = "\n".join(lines[ent.line - 1 : ent.end_line])
     registers = _registers(body)
     ops = [_with_registers(op, registers) for op in ops]
     brace = body.find("{")  # past the header, whose parameters are no call's
     ops = _scoped(ops, registers, body[brace + 1 :], ent.line + body.count("\n", 0, brace))
-    variables = _variables(text, ent.line, ent.end_line, inside=True)
+    variables = _variables(lines, ent.line, ent.end_line, inside=True)
     slots = _slots(body[brace:])
     return Function(ent, ops, labels, registers, variables, slots)
 
 
 def module_variables(module: PtxModule, lines: list[str]) -> dict[str, Variable]:
     """The variables declared outside every entry and function body."""
-    text = "\n".join(lines)
     variables: dict[str, Variable] = {}
     spans = sorted((e.line, e.end_line) for e in module.entries)
     start = 1
     for lo, hi in spans:
         if lo > start:
-            variables.update(_variables(text, start, lo - 1, inside=False))
+            variables.update(_variables(lines, start, lo - 1, inside=False))
         start = hi + 1
-    variables.update(_variables(text, start, len(lines), inside=False))
+    variables.update(_variables(lines, start, len(lines), inside=False))
     return variables
