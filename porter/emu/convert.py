@@ -244,9 +244,9 @@ def _cvt_to_narrow(op: Op, ctx: Context, fmt: minifloat.MiniFloat, at: str, mode
         if at == "f32":
             hi, lo = (arr(s(cta, idx), idx.size, np.dtype(np.float32)).astype(np.float64) for s in srcs)
         else:
-            word = arr(srcs[0](cta, idx), idx.size, np.dtype(np.uint32))
-            unpack = ptxtypes.bf16_to_f32 if at == "bf16x2" else (lambda h: h.astype(np.uint16).view(np.float16))
-            hi, lo = (unpack(h).astype(np.float64) for h in (word >> np.uint32(16), word & np.uint32(0xFFFF)))
+            pair = half_alu.Format.of(at)
+            low, high = pair.split(arr(srcs[0](cta, idx), idx.size, np.dtype(np.uint32)))
+            hi, lo = pair.value(high), pair.value(low)
         codes = [fmt.encode(v, mode, satfinite, relu).astype(np.uint32) for v in (hi, lo)]
         d(cta, idx, (codes[0] << shift) | codes[1])
 
