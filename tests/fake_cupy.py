@@ -148,6 +148,9 @@ class _MemoryPool:
     def free_all_blocks(self) -> None:
         pass
 
+    def total_bytes(self) -> int:
+        return 0
+
 
 @contextmanager
 def _using_allocator(allocator: Any) -> Iterator[None]:

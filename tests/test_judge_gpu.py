@@ -86,6 +86,23 @@ def test_a_judgement_allocates_from_its_own_pool_and_leaves_none_of_it() -> None
     assert pool.used_bytes() + pool.free_bytes() == before
 
 
+def test_a_later_judgement_finds_the_kept_pool_zeroed() -> None:
+    """The scrubbed pool keeps its memory between judgements: what one judgement left there is
+    zero when the next one is handed the same block."""
+    import cupy as cp
+
+    from porter.gate.runner.memory import scrubbed
+
+    with scrubbed(cp):
+        x = cp.full(1 << 20, 7, dtype=cp.uint32)
+        ptr = int(x.data.ptr)
+        del x
+    with scrubbed(cp):
+        y = cp.empty(1 << 20, dtype=cp.uint32)
+        assert int(y.data.ptr) == ptr and not bool(y.any())
+        del y
+
+
 def _figures(verdict: Any) -> list[tuple[Any, ...]]:
     """Each case's figures; rel L2 apart (summed in chunks of another size on the device)."""
     return [(c.status, c.reason, tuple((o.name, o.passed, o.mismatches, o.total, o.unjudged, o.nan_count, o.inf_count,

@@ -392,3 +392,48 @@ def test_a_timed_or_profiled_launch_starts_its_buffers_as_cudamalloc_would(seed:
     finally:
         state.close()
     assert all(lead % layout.PROGRAM_ALIGN == 0 for lead in leads)
+
+
+GEMM = Path(__file__).resolve().parents[1] / "examples" / "gemm_bf16" / "porter.toml"
+
+
+@settings(max_examples=40, deadline=None)
+@given(region=st.sampled_from(["lead", "tail", "padding", "input", "pristine input", "none"]),
+       buffer=st.sampled_from(["A", "B", "C"]), where=st.floats(0, 1, exclude_max=True), bits=st.integers(1, 255))
+def test_the_one_pass_integrity_check_finds_what_the_checks_one_by_one_find(region: str, buffer: str, where: float,
+                                                                            bits: int) -> None:
+    """``Launch.integrity`` (one sum read back a run) says exactly what ``guard_problems`` and
+    ``changed_inputs`` say, for one byte changed anywhere a kernel could change it: a guard band,
+    a padded buffer's padding, an input, or an input and porter's device copy of it alike."""
+    state = _state(_vector_add())
+    spec = load_spec(GEMM)
+    sizes = {"M": 40, "N": 24, "K": 16, "lda": 24, "ldb": 32, "ldc": 40}
+    try:
+        launch = Launch(state, spec, sizes, state.inputs(spec, sizes, 3), 3, "flush")
+        launch.reset()
+        assert launch.integrity() == ([], [])
+        buf = launch.buffers[buffer]
+        rows, pitch = spec.memory_shape(buffer, sizes)[0], spec.memory_shape(buffer, sizes)[1] * 2
+        width = spec.shape(buffer, sizes)[1] * 2
+        changed = True
+        if region == "lead" and buf.lead:
+            at_byte = int(where * buf.lead)
+        elif region == "tail" and buf.raw.size > buf.lead + buf.nbytes:
+            at_byte = buf.lead + buf.nbytes + int(where * (buf.raw.size - buf.lead - buf.nbytes))
+        elif region == "padding" and pitch > width:
+            row, column = divmod(int(where * rows * (pitch - width)), pitch - width)
+            at_byte = buf.lead + row * pitch + width + column
+        elif region in ("input", "pristine input") and buffer != "C":
+            at_byte = buf.lead + int(where * buf.nbytes)
+        else:
+            changed = False
+        if changed:
+            buf.raw[at_byte] ^= bits
+            if region == "pristine input":
+                launch._pristine[buffer][at_byte - buf.lead] ^= bits
+        found = launch.integrity()
+        assert found == (launch.guard_problems(), launch.changed_inputs())
+        assert (found != ([], [])) == changed
+        launch.release()
+    finally:
+        state.close()

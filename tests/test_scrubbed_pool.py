@@ -22,7 +22,7 @@ class _Pool:
     as CuPy's pool does (and writes the request's bytes, as the judgement's arrays would)."""
 
     def __init__(self, device: np.ndarray, plan: list[tuple[int, int | None]]) -> None:
-        self.device, self.plan, self.next, self.taken = device, plan, 0, []
+        self.device, self.plan, self.next, self.taken, self.freed = device, plan, 0, [], 0
 
     def malloc(self, nbytes: int) -> Any:
         reuse = self.plan[len(self.taken)][1]
@@ -35,7 +35,10 @@ class _Pool:
         return SimpleNamespace(ptr=ptr)
 
     def free_all_blocks(self) -> None:
-        pass
+        self.freed += 1
+
+    def total_bytes(self) -> int:
+        return self.next
 
 
 def _fake_cupy(device: np.ndarray, plan: list[tuple[int, int | None]]) -> Any:
@@ -70,3 +73,19 @@ def test_every_byte_handed_out_is_zero_when_the_block_ends(plan: list[tuple[int,
     assert cp.pool.taken
     for ptr, nbytes in cp.pool.taken:
         assert not device[ptr:ptr + nbytes].any(), (ptr, nbytes)
+
+
+def test_the_pool_keeps_its_zeroed_memory_for_the_next_judgement_up_to_a_bound(monkeypatch: Any) -> None:
+    """Blocks after blocks on one device share one pool (no driver allocation a judgement), each
+    block's bytes zeroed at its end; what the pool holds past KEEP_BYTES goes back to the driver."""
+    from porter.gate.runner import memory
+
+    device = np.zeros(ARENA, np.uint8)
+    cp = _fake_cupy(device, [(64, None)] * 8)
+    monkeypatch.setattr(memory, "KEEP_BYTES", 200)
+    for blocks in range(1, 5):
+        with scrubbed(cp):
+            cp.allocate(64)
+        assert not device.any()
+        assert cp.pool.freed == (1 if 64 * blocks > 200 else 0)  # the fake's pool only grows
+    assert memory._scrubbed_pool(cp) is cp.pool

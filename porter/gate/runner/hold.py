@@ -7,7 +7,7 @@ GPU, and that count, which must be 0, takes the output's digest slot. A kernel t
 a later launch is caught as surely as by a digest; only the last bits are free.
 
 The reference stays on the host: it is uploaded for each comparison, after the launch completed,
-and the comparison's memory is zeroed and freed before the next launch (``memory.scrubbed``), so
+and the comparison's memory is zeroed before the next launch (``memory.scrubbed``), so
 no candidate kernel runs while the reference, or a difference from it, is on the device (where a
 wild write could make it match, or a wild read copy it into the output).
 
@@ -79,6 +79,6 @@ class HeldOutput:
     def outside(self, xp: Any, values: Any) -> Any:
         """How many of ``values`` (float64, flat, on the device) are outside the tolerance: a 0-d
         device array. The reference is uploaded for the comparison: call it inside
-        ``memory.scrubbed``, which zeroes and frees it, and every temporary, afterwards."""
+        ``memory.scrubbed``, which zeroes it, and every temporary, afterwards."""
         ok = within_tolerance(xp, values, xp.asarray(self.reference), self.atol, self.rtol)
         return xp.count_nonzero(~ok)

@@ -129,8 +129,9 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
                                    "depends on the output's initial contents or on where its buffers lie)") from err
             if k == 0:
                 digests = output_digests(state, candidate)
-            guards += [x for x in candidate.guard_problems() if x not in guards]
-            modified += [x for x in candidate.changed_inputs() if x not in modified]
+            found_guards, found_modified = candidate.integrity()
+            guards += [x for x in found_guards if x not in guards]
+            modified += [x for x in found_modified if x not in modified]
             if judging is not None and judging.judged(candidate):
                 continue
             runs = judging.earlier() if judging is not None else []

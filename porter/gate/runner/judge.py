@@ -12,7 +12,7 @@ its kernels runs is within reach of a wild write (or read) at a guessed address.
   synchronised), and each run is judged before the next one launches, so neither the reference nor
   a run's outputs are on the device while a candidate kernel that could rewrite them runs;
 - everything the judgement allocates (the reference, its float64 chunks, every temporary) comes
-  from a memory pool of its own that is zeroed and handed back to the driver when the judgement
+  from a memory pool of its own (never the launches' pool) whose every byte is zeroed when the judgement
   ends (:func:`~porter.gate.runner.memory.scrubbed`): nothing of a reference is left for a later kernel (the next case, the
   next candidate) to find, and nothing is cached on the device across cases or candidates (the
   references the worker and the parent keep on the host stay as they are).

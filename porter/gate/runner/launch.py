@@ -254,7 +254,31 @@ class Launch:
 
     def collect(self) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
         """Outputs (host, the view of padded ones), guard violations, and inputs that the kernel modified."""
-        return self.outputs(), self.guard_problems(), self.changed_inputs()
+        return (self.outputs(), *self.integrity())
+
+    def integrity(self) -> tuple[list[str], list[str]]:
+        """:meth:`guard_problems` and :meth:`changed_inputs` after a run, in one pass: every guard
+        band, padding and input buffer compared on the device, the changed bytes of all of them
+        added up there and read back as one number, inside one scrubbed pool (the inputs' images go
+        up for the comparison, as in :meth:`changed_inputs`). Only where that number is not 0 are
+        the problems found again one by one and described. The same comparisons as the two
+        methods', with one synchronisation a run instead of one or two a buffer."""
+        cp = self.state.cp
+        counts = [count for buf in self.buffers.values() for count in buf.guard_counts() if count is not None]
+        counts += [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
+                   for name, padding in self.padding.items()]
+        with scrubbed(cp):
+            for p in self._inputs():
+                counts.append(cp.count_nonzero(self.buffers[p.name].data != cp.asarray(self._input_image(p))))
+            changed = int(sum(counts[1:], counts[0])) if counts else 0
+        if not changed:
+            return [], []
+        return self.guard_problems(), self.changed_inputs()
+
+    def _inputs(self) -> list[Any]:
+        """The input buffers a run must leave as they were (those of no bytes have nothing to compare)."""
+        return [p for p in self.spec.params if p.kind == "buffer" and p.role == "in"
+                and (buf := self.buffers.get(p.name)) is not None and buf.nbytes]
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The outputs, copied to the host (the view of padded ones)."""
@@ -273,12 +297,9 @@ class Launch:
         reach, and a kernel that rewrote both would otherwise go unseen."""
         cp = self.state.cp
         modified: list[str] = []
-        for p in self.spec.params:
-            buf = self.buffers.get(p.name)
-            if buf is None or p.kind != "buffer" or p.role != "in" or not buf.nbytes:
-                continue
+        for p in self._inputs():
             with scrubbed(cp):
-                changed = cp.flatnonzero(buf.data != cp.asarray(self._input_image(p)))
+                changed = cp.flatnonzero(self.buffers[p.name].data != cp.asarray(self._input_image(p)))
                 count, first = int(changed.size), int(changed[0]) if changed.size else 0
             if count:
                 modified.append(f"{p.name}: {count} bytes changed (first at byte {first})")

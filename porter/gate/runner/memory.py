@@ -71,6 +71,14 @@ class DeviceBuffer:
         """The data, as host bytes."""
         return cast(np.ndarray, self.data.get())  # a CuPy array's copy on the host
 
+    def guard_counts(self) -> list[Any]:
+        """The count of changed bytes before the start and past the end, as 0-d device arrays (no
+        sync: :meth:`Launch.integrity` adds every count of a launch up and reads one number)."""
+        before, after = self.patterns
+        cp = self.cp
+        return [cp.count_nonzero(self.raw[: self.lead] != before) if before.size else None,
+                cp.count_nonzero(self.raw[self.lead + self.nbytes :] != after) if after.size else None]
+
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
         problems = []
@@ -122,12 +130,32 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     return raw
 
 
+# The scrubbed pool keeps up to this many bytes between judgements, all of them zeroed: a judgement
+# then allocates without the driver (cudaMalloc and cudaFree, which waits for the device, for each
+# of its blocks, every run of every case). What it holds past this goes back to the driver.
+KEEP_BYTES = 2 << 30
+_POOLS: dict[int, tuple[Any, Any]] = {}  # id(cp) -> (cp, its scrubbed pool): cp held, so the id stays its own
+
+
+def _scrubbed_pool(cp: Any) -> Any:
+    held = _POOLS.get(id(cp))
+    if held is None or held[0] is not cp:
+        if len(_POOLS) > 8:  # array modules come and go only in tests
+            _POOLS.clear()
+        held = _POOLS[id(cp)] = (cp, cp.cuda.MemoryPool())
+    return held[1]
+
+
 @contextmanager
 def scrubbed(cp: Any) -> Iterator[None]:
-    """Every device allocation CuPy makes in the block comes from a pool of its own; at the end
-    each is zeroed and the pool's memory handed back to the driver (arrays still alive keep theirs
-    until they are dropped, zeroed already). The block must leave no array it made in use."""
-    pool = cp.cuda.MemoryPool()
+    """Every device allocation CuPy makes in the block comes from a pool of porter's own, never
+    the one the launches' buffers come from; at the end every byte the pool handed out is zeroed
+    (arrays still alive keep theirs until they are dropped, zeroed already). The pool keeps its
+    memory for the next block, zeroed, up to ``KEEP_BYTES``, and hands the rest back to the driver.
+    A kernel that reaches that memory between judgements finds zeros, and whatever it writes there
+    is overwritten before it is read: a judgement only reads arrays it has written. The block
+    must leave no array it made in use."""
+    pool = _scrubbed_pool(cp)
     # Each address the pool handed out, with the most bytes handed there: a judgement's hundreds of
     # temporaries reuse a few blocks, and each is zeroed once (on the H200, 2026-12-05, a memset per
     # allocation was 6500 of them a GEMM check).
@@ -147,4 +175,5 @@ def scrubbed(cp: Any) -> Iterator[None]:
         for ptr, nbytes in handed.items():
             cp.cuda.runtime.memset(ptr, 0, nbytes)
         cp.cuda.Device().synchronize()
-        pool.free_all_blocks()
+        if pool.total_bytes() > KEEP_BYTES:
+            pool.free_all_blocks()

@@ -52,6 +52,11 @@ class Padding:
         """Set every byte of the view to ``value`` (a zero step), leaving the padding alone."""
         memory.reshape(self.rows, self.pitch)[:, : self.width] = value
 
+    def changed_count(self, xp: Any, memory: Any, pattern: Any) -> Any:
+        """How many padding bytes of ``memory`` differ from ``pattern`` (a 0-d array: no sync)."""
+        got = memory.reshape(self.rows, self.pitch)[:, self.width:]
+        return xp.count_nonzero(got != pattern.reshape(self.rows, self.pitch)[:, self.width:])
+
     def changes(self, xp: Any, memory: Any, pattern: Any, name: str, ld: int) -> str:
         """The padding bytes of ``memory`` that differ from ``pattern``, described, or ''."""
         got = memory.reshape(self.rows, self.pitch)[:, self.width:]
