@@ -11,8 +11,8 @@ agrees with triton.testing.do_bench.
    L2 flushed) on the same cubin and inputs in a fresh process.
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
 where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
-the most costly functions of the parent's warm checks (parent.txt) and of the worker's whole life
-(worker.txt: the cold check and the timing alone too) by cProfile, cumulative and own time.
+the most costly functions of the parent's and of the worker's warm checks (parent.txt, worker.txt)
+by cProfile, cumulative and own time.
 """
 
 from __future__ import annotations
@@ -107,6 +107,8 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
             verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=clock)
             parent.disable()
             walls.append(time.perf_counter() - t0)
+            if repeat == 0:
+                cold_jobs = len(clock.jobs) - 1  # the lines but the check's heading
             phase = clock.take()
             phase["parent (assemble, compare, judge)"] = walls[-1] - sum(phase.values())
             phases.append(phase)
@@ -128,9 +130,12 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
     if profile is not None:
         (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
         write_top(parent, profile / "parent.txt")
-        workers = sorted(Path(os.environ[PROFILE_ENV]).glob("worker-*.pstats"))
-        if workers:
-            write_top(pstats.Stats(*map(str, workers)), profile / "worker.txt")
+        # One file a job, numbered in the order the worker ran them: the cold check's first, the
+        # timing alone (not a check) last; the warm checks' are those between.
+        jobs = sorted(Path(os.environ[PROFILE_ENV]).glob("job-*.pstats"))
+        warm = jobs[cold_jobs:-1]
+        if warm:
+            write_top(pstats.Stats(*map(str, warm)), profile / "worker.txt")
     for kind in phases[-1]:
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
     timing = verdict.gate("timing")

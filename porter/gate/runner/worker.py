@@ -31,7 +31,7 @@ from porter.gate.runner.state import WorkerState
 from porter.gate.runner.transfer import Parking, parking_directory, unpark
 from porter.install import install_hint
 
-PROFILE_ENV = "PORTER_WORKER_PROFILE"  # a folder: the worker runs under cProfile (see _profiled)
+PROFILE_ENV = "PORTER_WORKER_PROFILE"  # a folder: each job runs under cProfile (see _Profiler)
 
 # CUDA errors that leave the context usable: the worker carries on after them. Any other CUDA
 # error (illegal address, misaligned access, a trap) poisons the context: the worker must restart.
@@ -123,28 +123,35 @@ def serve(conn: Any, device: int) -> None:
         conn.send({"ok": True, "device": info, "parking": parking.directory})
         state = WorkerState(cp, folder=parking.directory)
         try:
-            _profiled(lambda: _serve_jobs(conn, state, parking))
+            _serve_jobs(conn, state, parking)
         finally:
             state.close()
 
 
-def _profiled(body: Callable[[], None]) -> None:
-    """Run ``body``, under cProfile when ``PORTER_WORKER_PROFILE`` names a folder: the worker's
-    statistics go to ``worker-<pid>.pstats`` there when it ends (``tools/bench_gate.py --profile``)."""
-    folder = os.environ.get(PROFILE_ENV)
-    if not folder:
-        body()
-        return
-    import cProfile
+class _Profiler:
+    """cProfile over each job when ``PORTER_WORKER_PROFILE`` names a folder, its statistics in
+    ``job-<pid>-<n>.pstats`` there (n counts the worker's jobs from 0), so that
+    ``tools/bench_gate.py --profile`` can add up the warm checks' jobs alone."""
 
-    profile = cProfile.Profile()
-    try:
-        profile.runcall(body)
-    finally:
-        profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.pstats"))
+    def __init__(self) -> None:
+        self.folder = os.environ.get(PROFILE_ENV)
+        self.jobs = 0
+
+    def run(self, body: Callable[..., Any], *args: Any) -> Any:
+        if not self.folder:
+            return body(*args)
+        import cProfile
+
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(body, *args)
+        finally:
+            profile.dump_stats(os.path.join(self.folder, f"job-{os.getpid()}-{self.jobs:05d}.pstats"))
+            self.jobs += 1
 
 
 def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
+    profiler = _Profiler()
     while True:
         try:
             msg = conn.recv()
@@ -154,7 +161,7 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
             return
         try:
             began = time.perf_counter()
-            reply = run(state, unpark(msg))
+            reply = profiler.run(run, state, unpark(msg))
             # The job's own seconds: what a call took beyond them is the transfer (tools/bench_gate.py).
             reply = replace(reply, worker_s=time.perf_counter() - began)
             conn.send({"ok": True, "reply": parking.park(reply)})
