@@ -6,7 +6,9 @@ agrees with triton.testing.do_bench.
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
    with a warm worker as the repair loop sees it; the first (cold) run, which includes starting
    the worker, is reported separately.
-2. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
+2. The same checks as a port run's later candidates make them: on the run's seeds, with the
+   reference outputs held from its first check (the pace of the repair loop).
+3. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
    the check, interleaved with the source and library), against triton.testing.do_bench (median,
    L2 flushed) on the same cubin and inputs in a fresh process.
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
@@ -50,11 +52,13 @@ class PhaseClock:
         self.runner, self.sweep = runner, [sorted(s.items()) for s in spec.size_sets()]
         self.seconds: dict[str, list[float]] = {}
         self.jobs: list[str] = []  # one line a job: its kind, sizes, seconds in the worker and in all
+        self.count = 0  # jobs sent: the worker profiles each job into a file of its own, in this order
 
     def start(self):
         return self.runner.start()
 
     def call(self, job, timeout_s):
+        self.count += 1
         t0 = time.perf_counter()
         reply = None
         try:
@@ -108,13 +112,15 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
             parent.disable()
             walls.append(time.perf_counter() - t0)
             if repeat == 0:
-                cold_jobs = len(clock.jobs) - 1  # the lines but the check's heading
+                cold_jobs = clock.count
             phase = clock.take()
             phase["parent (assemble, compare, judge)"] = walls[-1] - sum(phase.values())
             phases.append(phase)
             if verdict.status != "passed":
                 raise SystemExit(f"check did not pass: {verdict.reason}")
             median_ms = verdict.timings[0].median_ms
+        fresh_jobs = clock.count
+        loop_walls, loop_phases, loop_first = loop_candidates(kernel, spec, clock, repeats)
         # The candidate alone, as do_bench times it: no library or source kernel interleaved
         # (a cuBLAS run at full power between launches lowers the clocks the candidate sees).
         from porter.gate.check import runnable_cubin
@@ -133,17 +139,51 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
         # One file a job, numbered in the order the worker ran them: the cold check's first, the
         # timing alone (not a check) last; the warm checks' are those between.
         jobs = sorted(Path(os.environ[PROFILE_ENV]).glob("job-*.pstats"))
-        warm = jobs[cold_jobs:-1]
-        if warm:
-            write_top(pstats.Stats(*map(str, warm)), profile / "worker.txt")
+        for name, chosen in (("worker.txt", jobs[cold_jobs:fresh_jobs]), ("worker-loop.txt", jobs[loop_first:-1])):
+            if chosen:
+                write_top(pstats.Stats(*map(str, chosen)), profile / name)
     for kind in phases[-1]:
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
+    for kind in loop_phases[-1]:
+        print(f"  repair-loop candidate, phase {kind}: median "
+              f"{statistics.median(p.get(kind, 0.0) for p in loop_phases):.3f} s")
     timing = verdict.gate("timing")
     if timing is not None:
         print(f"  last check's timing gate: {timing.summary}")
         for line in timing.details:
             print(f"    {line}")
-    return walls[0], walls[1:], median_ms, alone_ms
+    return walls[0], walls[1:], loop_walls, median_ms, alone_ms
+
+
+def loop_candidates(kernel: Path, spec, clock: PhaseClock, repeats: int) -> tuple[list[float], list[dict[str, float]], int]:
+    """What a port run's later candidates cost: checks on the run's seeds, the reference outputs
+    held from the run's first check (``ReferenceCache``), as ``porter port`` checks every candidate
+    after the first (the one that passes is then checked again on fresh seeds: the full checks
+    above). The first, which computes the references, is not counted. Also returns the number of
+    the first counted check's first job (the worker profiles each job into a file numbered so)."""
+    from porter.gate.check import CheckOptions, run_check
+    from porter.gate.plan import plan_seeds
+    from porter.gate.references import ReferenceCache
+    from porter.ptx.toolchain import find_toolchain
+
+    options, references = CheckOptions(seeds=plan_seeds()), ReferenceCache()
+    walls, phases, first = [], [], 0
+    for repeat in range(repeats + 1):
+        os.environ["PORTER_CACHE_DIR"] = tempfile.mkdtemp(prefix="porter-bench-cache-")
+        clock.jobs.append(f"-- repair-loop candidate {repeat} ({'computes the references' if repeat == 0 else 'warm'})")
+        if repeat == 1:
+            first = clock.count
+        t0 = time.perf_counter()
+        verdict = run_check(kernel, spec, options, toolchain=find_toolchain(), runner=clock, references=references)
+        wall = time.perf_counter() - t0
+        phase = clock.take()
+        if verdict.status != "passed":
+            raise SystemExit(f"repair-loop check did not pass: {verdict.reason}")
+        if repeat:
+            walls.append(wall)
+            phase["parent (assemble, compare, judge)"] = wall - sum(phase.values())
+            phases.append(phase)
+    return walls, phases, first
 
 
 def write_top(stats: cProfile.Profile | pstats.Stats, path: Path) -> None:
@@ -213,12 +253,14 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="a folder for where the warm checks' seconds went")
     args = parser.parse_args()
     example = Path(args.example)
-    cold, warm, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile)
+    cold, warm, loop, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile)
     triton_ms = do_bench_ms(example)
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")
     print(f"full check, warm worker, cold ptxas cache: median {statistics.median(warm):.2f} s "
           f"(min {min(warm):.2f}, max {max(warm):.2f}, n={len(warm)})")
+    print(f"repair-loop candidate (a port run's later candidate: the run's seeds, references held): median "
+          f"{statistics.median(loop):.2f} s (min {min(loop):.2f}, max {max(loop):.2f}, n={len(loop)})")
     print(f"kernel median at default sizes, timed alone: porter {alone_ms:.4f} ms, triton do_bench "
           f"{triton_ms:.4f} ms, ratio {alone_ms / triton_ms:.3f}")
     print(f"kernel median inside the check (interleaved with source and library): {porter_ms:.4f} ms")
