@@ -159,4 +159,4 @@ def _using_allocator(allocator: Any) -> Iterator[None]:
 
 cuda.MemoryPool = _MemoryPool
 cuda.using_allocator = _using_allocator
-cuda.runtime = SimpleNamespace(memset=lambda ptr, value, nbytes: None)
+cuda.runtime = SimpleNamespace(memset=lambda ptr, value, nbytes: None, memGetInfo=lambda: (1 << 36, 1 << 36))

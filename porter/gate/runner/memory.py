@@ -130,20 +130,22 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     return raw
 
 
-# The scrubbed pool keeps up to this many bytes between judgements, all of them zeroed: a judgement
-# then allocates without the driver (cudaMalloc and cudaFree, which waits for the device, for each
-# of its blocks, every run of every case). What it holds past this goes back to the driver.
+# The scrubbed pool keeps up to this many bytes between judgements (at most a 64th of the device's
+# memory, so that a small GPU's launches keep theirs), all of them zeroed: a judgement then
+# allocates without the driver (cudaMalloc and cudaFree, which waits for the device, for each of
+# its blocks, every run of every case). What it holds past this goes back to the driver.
 KEEP_BYTES = 2 << 30
-_POOLS: dict[int, tuple[Any, Any]] = {}  # id(cp) -> (cp, its scrubbed pool): cp held, so the id stays its own
+_POOLS: dict[int, tuple[Any, Any, int]] = {}  # id(cp) -> (cp, its scrubbed pool, bytes kept): cp held, so the id stays its own
 
 
-def _scrubbed_pool(cp: Any) -> Any:
+def _scrubbed_pool(cp: Any) -> tuple[Any, int]:
     held = _POOLS.get(id(cp))
     if held is None or held[0] is not cp:
         if len(_POOLS) > 8:  # array modules come and go only in tests
             _POOLS.clear()
-        held = _POOLS[id(cp)] = (cp, cp.cuda.MemoryPool())
-    return held[1]
+        keep = min(KEEP_BYTES, int(cp.cuda.runtime.memGetInfo()[1]) // 64)
+        held = _POOLS[id(cp)] = (cp, cp.cuda.MemoryPool(), keep)
+    return held[1], held[2]
 
 
 @contextmanager
@@ -151,11 +153,12 @@ def scrubbed(cp: Any) -> Iterator[None]:
     """Every device allocation CuPy makes in the block comes from a pool of porter's own, never
     the one the launches' buffers come from; at the end every byte the pool handed out is zeroed
     (arrays still alive keep theirs until they are dropped, zeroed already). The pool keeps its
-    memory for the next block, zeroed, up to ``KEEP_BYTES``, and hands the rest back to the driver.
+    memory for the next block, zeroed, up to ``KEEP_BYTES`` (less on a small GPU), and hands the
+    rest back to the driver.
     A kernel that reaches that memory between judgements finds zeros, and whatever it writes there
     is overwritten before it is read: a judgement only reads arrays it has written. The block
     must leave no array it made in use."""
-    pool = _scrubbed_pool(cp)
+    pool, keep = _scrubbed_pool(cp)
     # Each address the pool handed out, with the most bytes handed there: a judgement's hundreds of
     # temporaries reuse a few blocks, and each is zeroed once (on the H200, 2026-12-05, a memset per
     # allocation was 6500 of them a GEMM check).
@@ -175,5 +178,5 @@ def scrubbed(cp: Any) -> Iterator[None]:
         for ptr, nbytes in handed.items():
             cp.cuda.runtime.memset(ptr, 0, nbytes)
         cp.cuda.Device().synchronize()
-        if pool.total_bytes() > KEEP_BYTES:
+        if pool.total_bytes() > keep:
             pool.free_all_blocks()
