@@ -85,3 +85,61 @@ def test_the_time_bomb_attack_is_refused_without_a_gpu() -> None:
     attack = read_ptx(ROOT / "tests" / "data" / "attacks" / "va_time_bomb.ptx")
     problems = environment_problems(attack, read_ptx(VECTOR_ADD / "kernel.ptx"))
     assert len(problems) == 1 and "reads %globaltimer, which its source does not" in problems[0]
+
+
+HEAP_DECLARATIONS = """
+.extern .func  (.param .b64 func_retval0) malloc
+(
+	.param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+	.param .b64 free_param_0
+)
+;
+"""
+
+
+def taking_from_the_heap(*, free: bool = False) -> str:
+    """vector_add that takes 64 bytes from the device heap, and gives them back if ``free`` (ptxas
+    takes a system call's address for no call through a register: a call names it)."""
+    give_back = "\tst.param.b64 [param0], %heap1;\n\tcall.uni free, (param0);\n" if free else ""
+    body = ("\t{\n\t.reg .b64 %heap<2>;\n\t.param .b64 param0;\n\tst.param.b64 [param0], 64;\n"
+            "\t.param .b64 retval0;\n\tcall.uni (retval0), malloc, (param0);\n\tld.param.b64 %heap1, [retval0];\n"
+            f"{give_back}\t}}\n")
+    anchor = "\tld.param.u64 \t%rd1, [vector_add_param_0];\n"
+    text = KERNEL.replace(".address_size 64\n", ".address_size 64\n" + HEAP_DECLARATIONS, 1)
+    return text.replace(anchor, anchor + body, 1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(free=st.booleans(), in_source=st.booleans())
+def test_a_candidate_using_the_device_heap_fails_unless_its_source_does(free: bool, in_source: bool) -> None:
+    """Memory from the device heap outlives a launch (porter restores globals, outputs and shared
+    memory, not the heap): a candidate could keep an earlier launch's results there and skip the
+    work when timed. Refused with the line, unless the source uses the heap."""
+    candidate = parse_ptx(taking_from_the_heap(free=free))
+    source = parse_ptx(taking_from_the_heap() if in_source else KERNEL)
+    problems = environment_problems(candidate, source)
+    assert bool(problems) != in_source, problems
+    if not in_source:
+        assert "calls malloc, which its source does not" in problems[0]
+        assert any("calls free, which its source does not" in p for p in problems) == free
+    assert environment_problems(candidate, None)
+
+
+def test_the_heap_taking_candidate_is_real_ptx_and_porter_check_refuses_it(tmp_path: Path) -> None:
+    from porter.ptx.toolchain import find_toolchain
+
+    toolchain = find_toolchain()
+    text = taking_from_the_heap(free=True)
+    assert toolchain.assemble(text, "sm_90").ok  # ptxas takes it: only porter's rule refuses it
+    candidate = tmp_path / "kernel.ptx"
+    candidate.write_text(text)
+    verdict = run_check(candidate, load_spec(VECTOR_ADD / "porter.toml"),
+                        CheckOptions(arch="sm_90", speed_baseline=VECTOR_ADD / "kernel.ptx"), toolchain=toolchain,
+                        runner=None)
+    interface = next(g for g in verdict.gates if g.name == "interface")
+    assert verdict.status == "failed" and any("calls malloc, which its source does not" in d
+                                              for d in interface.details), interface

@@ -12,7 +12,8 @@ naming the file and, where there is one, the line.
 
 One finding is a warning in the Verdict rather than a problem (:func:`unread_scalars`): a spec
 scalar the kernel never reads, which it cannot honour. One is a problem of candidates only
-(:func:`environment_problems`): reading a register that tells one launch from another.
+(:func:`environment_problems`): reading a register that tells one launch from another, or using
+the device heap, which outlives a launch.
 """
 
 from __future__ import annotations
@@ -178,15 +179,38 @@ def environment_reads(module: PtxModule) -> dict[str, int]:
     return found
 
 
+# The device heap's system calls (the PTX ABI's): memory a launch takes from the heap outlives it,
+# and nothing of it is restored between launches, as module globals, outputs and shared memory are.
+_HEAP = frozenset({"malloc", "free"})
+
+
+def heap_calls(module: PtxModule) -> dict[str, int]:
+    """Each device-heap function the module calls, and its first call's line (ptxas takes a system
+    call's address for no call through a register: a call names it)."""
+    found: dict[str, int] = {}
+    for instruction in module.instructions():
+        if instruction.opcode.split(".")[0] == "call":
+            for operand in instruction.operands:
+                if operand.strip() in _HEAP:
+                    found.setdefault(operand.strip(), instruction.line)
+    return found
+
+
 def environment_problems(candidate: PtxModule, source: PtxModule | None) -> list[str]:
     """A candidate may read a clock, the global timer, the launch id, an environment register or a
-    performance counter only where its source reads the same register: with one, a kernel can be
-    right where porter looks (in the first seconds, the first launches, under a profiler) and wrong
-    afterwards, which no check can see. Without a source (``porter check`` with no ``--against``
-    or ``--speed-baseline``), none may be read."""
-    allowed = set(environment_reads(source)) if source is not None else set()
+    performance counter, or use the device heap, only where its source does the same: with one, a
+    kernel can be right where porter looks (in the first seconds, the first launches, under a
+    profiler) and wrong afterwards, or keep in the heap what an earlier launch computed and skip the
+    work in the launches porter times; no check can see either. Without a source (``porter check``
+    with no ``--against`` or ``--speed-baseline``), none may be used."""
+    reads = set(environment_reads(source)) if source is not None else set()
+    source_heap = source is not None and bool(heap_calls(source))  # a source on the heap: its port may be too
     unlike = ", which its source does not" if source is not None else " (and no source kernel is given that does)"
     return [f"line {line}: reads {register}{unlike}: a kernel that reads the clock, the timer, the launch id or the "
             "driver's environment can tell porter's launches from later ones and behave otherwise there, which no "
-            "check sees" for register, line in environment_reads(candidate).items() if register not in allowed]
+            "check sees" for register, line in environment_reads(candidate).items() if register not in reads] + [
+            f"line {line}: calls {name}{unlike}: memory from the device heap outlives the launch and porter restores "
+            "none of it between launches, so a kernel can keep there what an earlier launch computed and skip the "
+            "work in later ones (the timed ones), which no check sees" for name, line in heap_calls(candidate).items()
+            if not source_heap]
 
