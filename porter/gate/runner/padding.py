@@ -52,16 +52,17 @@ class Padding:
         """Set every byte of the view to ``value`` (a zero step), leaving the padding alone."""
         memory.reshape(self.rows, self.pitch)[:, : self.width] = value
 
+    def _differs(self, memory: Any, pattern: Any) -> Any:
+        """Per padding byte, whether ``memory`` differs from ``pattern`` there (rows x padding bytes)."""
+        return memory.reshape(self.rows, self.pitch)[:, self.width:] != pattern.reshape(self.rows, self.pitch)[:, self.width:]
+
     def changed_count(self, xp: Any, memory: Any, pattern: Any) -> Any:
         """How many padding bytes of ``memory`` differ from ``pattern`` (a 0-d array: no sync)."""
-        got = memory.reshape(self.rows, self.pitch)[:, self.width:]
-        return xp.count_nonzero(got != pattern.reshape(self.rows, self.pitch)[:, self.width:])
+        return xp.count_nonzero(self._differs(memory, pattern))
 
     def changes(self, xp: Any, memory: Any, pattern: Any, name: str, ld: int) -> str:
         """The padding bytes of ``memory`` that differ from ``pattern``, described, or ''."""
-        got = memory.reshape(self.rows, self.pitch)[:, self.width:]
-        want = pattern.reshape(self.rows, self.pitch)[:, self.width:]
-        bad = xp.flatnonzero(got != want)
+        bad = xp.flatnonzero(self._differs(memory, pattern))
         if not bad.size:
             return ""
         first = int(bad[0])
