@@ -130,3 +130,47 @@ def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vec
     assert asked.gate("equivalence").status == "passed" and asked.gate("emulation").status == "failed"
     assert asked.status == "failed" and judge(asked).exit_code == 1
     assert equivalence(asked).label == "yes"  # the GPU ran it: its answer, not the emulator's, and no marker
+
+
+def test_references_in_threads_never_find_cupy_and_leave_it_as_it_was(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool checks in threads; each emulated case hides CuPy from its reference (without a GPU a
+    CuPy reference raises). Several at once: none of them finds CuPy, and CuPy is back afterwards."""
+    import threading
+    import types
+
+    folder = tmp_path / "vector_add"
+    shutil.copytree(VECTOR_ADD, folder)
+    (folder / "ref.py").write_text(
+        "import time\n"
+        "import numpy as np\n\n"
+        "def vector_add(args, sizes):\n"
+        "    for _ in range(20):  # asked again and again while the other threads come and go\n"
+        "        try:\n"
+        "            import cupy  # noqa: F401\n"
+        "        except ImportError:\n"
+        "            time.sleep(0.001)\n"
+        "            continue\n"
+        "        raise RuntimeError('CuPy was importable inside an emulated reference')\n"
+        "    n = int(sizes['n'])\n"
+        "    return {'out': float(args['alpha']) * np.asarray(args['x'], np.float64)[:n]"
+        " + np.asarray(args['y'], np.float64)[:n]}\n")
+    cupy = types.ModuleType("cupy")
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    spec = load_spec(folder)
+    cases = [emulated.case_of(spec, (VECTOR_ADD / "kernel.ptx").read_text(), {"n": 33}, seed) for seed in range(8)]
+    errors: list[BaseException] = []
+
+    def run(case: emulated.Case) -> None:
+        try:
+            emulated.reference(case)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(case,)) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sys.modules["cupy"] is cupy

@@ -15,6 +15,7 @@ that only emulated stays ``not run`` (docs/emulator.md, "In the gate").
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,10 @@ from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, size_labe
 BUDGET_S = 30.0  # emulation stops starting cases once this much time has gone
 DEFAULT_SETS = 3  # size sets chosen from the sweep when the spec declares no [[emulate]]
 RAGGED = 8  # a size is ragged when it is not a multiple of this
+# Hiding CuPy from a reference swaps ``sys.modules["cupy"]``, which every thread shares: one
+# reference at a time, or a second thread saves the hidden entry as the real one, or restores CuPy
+# while the first still runs (a pool checks in threads, and a CuPy reference without a GPU raises).
+_HIDING_CUPY = threading.Lock()
 
 
 @dataclass
@@ -154,16 +159,17 @@ def reference(case: Case) -> dict[str, np.ndarray]:
     fn = load_callable(str(ref.callable.path), ref.callable.function)
     given = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.host.items()}
     # References use CuPy when it imports; at these sizes NumPy is quick, and it needs no GPU.
-    hidden = sys.modules.get("cupy")
-    sys.modules["cupy"] = None  # type: ignore[assignment]  # makes `import cupy` raise ImportError
-    try:
-        with np.errstate(all="ignore"):  # as above: NaN in, NaN out, without a warning per case
-            result = fn(given, dict(case.sizes))
-    finally:
-        if hidden is None:
-            del sys.modules["cupy"]
-        else:
-            sys.modules["cupy"] = hidden
+    with _HIDING_CUPY:
+        hidden = sys.modules.get("cupy")
+        sys.modules["cupy"] = None  # type: ignore[assignment]  # makes `import cupy` raise ImportError
+        try:
+            with np.errstate(all="ignore"):  # as above: NaN in, NaN out, without a warning per case
+                result = fn(given, dict(case.sizes))
+        finally:
+            if hidden is None:
+                del sys.modules["cupy"]
+            else:
+                sys.modules["cupy"] = hidden
     return {k: np.asarray(v, np.float64) for k, v in result.items()}
 
 
