@@ -65,6 +65,24 @@ def test_scripted_session_walks_the_repair_path_on_the_cpu(tmp_path, toolchain):
     assert summary.status == "not run on target hardware" and summary.candidates == 4
 
 
+def test_an_emulator_that_breaks_down_ends_the_port_not_run_never_failed(tmp_path, toolchain, monkeypatch):
+    """The emulator (or the spec's reference) raising says nothing of the kernel: the candidate
+    with HGMMA in its SASS is as far as this machine goes, and the stop reason says why."""
+    from porter.gate import emulated
+
+    def broken(*args, **kwargs):
+        raise MemoryError("the emulator ran out of memory")
+
+    monkeypatch.setattr(emulated, "emulate", broken)
+    result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT))
+    assert result.status == "not run on target hardware" and result.status.exit_code == 3
+    assert result.best.verdict.gate("emulation").status == "error"
+    assert "(emulation error: " in result.stop_reason and "MemoryError" in result.stop_reason
+    assert result.best.verdict.signature_sass["HGMMA"] > 0
+    # The retarget (HMMA, no wgmma) is still failed where native instructions are required.
+    assert result.candidates[0].status == "failed"
+
+
 def test_budget_stops_before_a_call_that_would_exceed_it(tmp_path, toolchain):
     result, _ = _port(tmp_path, toolchain, ReplayModel(SCRIPT), budget=Budget(max_rounds=1))
     assert result.spend.rounds == 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from porter.gate.verdict import (
     BadElement,
@@ -19,6 +21,7 @@ from porter.gate.verdict import (
     Timing,
     Verdict,
     judge,
+    overall_status,
 )
 from porter.jsonable import from_jsonable, to_jsonable
 from porter.ptx.assembly import Assembly, Diagnostic, EntryResources
@@ -82,3 +85,25 @@ def test_a_port_candidate_is_judged_under_the_ports_requirement() -> None:
     assert (bare.status, bare.rank) == (Status.FAILED, 1)
     assert judge(None, require_native=True).status is Status.FAILED
     assert Status("passed without native instructions").exit_code == 1 and Status.NOT_RUN_ON_TARGET.exit_code == 3
+
+
+_GATE_WORDS = st.sampled_from([Status.PASSED, Status.FAILED, Status.NOT_RUN, Status.ERROR])
+
+
+@given(interface=st.sampled_from([Status.PASSED, Status.FAILED]), assemble=st.sampled_from([Status.PASSED, Status.FAILED]),
+       emulation=st.one_of(st.none(), _GATE_WORDS), hgmma=st.integers(0, 2), native=st.booleans())
+def test_where_the_target_is_absent_a_candidate_fails_only_on_a_finding(
+        interface: Status, assemble: Status, emulation: Status | None, hgmma: int, native: bool) -> None:
+    """A machine without the target: the GPU's gates are not run, the emulator's may be anything.
+    The port calls a candidate failed only for something found against it (a failed gate, no
+    assembly, or no target instruction where the port needs them); an emulator that lacked an
+    instruction or broke down leaves it not run on target hardware, exit 3."""
+    gates = (Gate("interface", interface, ""), Gate("assemble", assemble, ""),
+             Gate("equivalence", Status.NOT_RUN, "no GPU here"),
+             *([Gate("emulation", emulation, "")] if emulation is not None else []))
+    verdict = _verdict(status=overall_status(gates), gates=gates, signature_sass={"HGMMA": hgmma}, timings=(),
+                       native=None)
+    found = Status.FAILED in {g.status for g in gates} or (native and hgmma == 0)
+    judged = judge(verdict, require_native=native)
+    assert judged.status is (Status.FAILED if found else Status.NOT_RUN_ON_TARGET)
+    assert judged.exit_code == (1 if found else 3)

@@ -208,8 +208,8 @@ def _cannot_go_further(record: CandidateRecord, target: str) -> str | None:
     port: more rounds could not produce more evidence, so none is spent. A candidate wrong in
     emulation, or equivalent there but without the target's own instructions where they are
     required, is failed (:func:`porter.gate.verdict.judge`): the model hears why and the port goes
-    on. One the emulator could not run (an instruction it lacks) ends the port too, and the reason
-    says so: the model is not asked to write around porter's emulator."""
+    on. One the emulator could not run (an instruction it lacks) or broke down on ends the port
+    too, and the reason says so: the model is not asked to write around porter's emulator."""
     if record.status != Status.NOT_RUN_ON_TARGET:
         return None
     found = ", ".join(op for op, n in record.verdict.signature_sass.items() if n)

@@ -353,6 +353,13 @@ def _gate_passed(verdict: Verdict, name: str) -> bool:
     return gate is not None and gate.status == Status.PASSED
 
 
+def _only_the_emulator_erred(verdict: Verdict) -> bool:
+    """An error verdict whose only erring gate is ``emulation``: the emulator (or the spec's
+    reference) raised, which says nothing of the kernel (:func:`porter.gate.emulated.emulation_gate`)."""
+    erred = {g.name for g in verdict.gates if g.status == Status.ERROR}
+    return verdict.status == Status.ERROR and erred == {"emulation"}
+
+
 def judge(verdict: Verdict | None, *, require_native: bool | None = None) -> Judgement:
     """The one judgement. ``require_native=None`` judges a check: the Verdict's own status word.
     A bool judges a port's candidate under the port's requirement (the target's own tensor-core
@@ -367,9 +374,11 @@ def judge(verdict: Verdict | None, *, require_native: bool | None = None) -> Jud
         port, rank = Status.PASSED, 3
     elif _gate_passed(verdict, "equivalence"):
         port, rank = Status.PASSED_WITHOUT_NATIVE, 2
-    elif verdict.status == Status.NOT_RUN and assembled and (not native or any(verdict.signature_sass.values())):
+    elif (verdict.status == Status.NOT_RUN or _only_the_emulator_erred(verdict)) and assembled and (
+            not native or any(verdict.signature_sass.values())):
         # Not run because the target is absent: as far as this machine can take it, if it carries
-        # the target's own instructions where they are required.
+        # the target's own instructions where they are required. An emulator that broke down
+        # showed nothing about the kernel: not run, as where it lacks an instruction, never failed.
         port, rank = Status.NOT_RUN_ON_TARGET, 2
     else:
         port, rank = Status.FAILED, 1 if assembled else 0
