@@ -79,7 +79,9 @@ def test_every_reply_form_is_feedback_and_the_port_goes_on(path: Path, tmp_path:
     # Never the end of the port: it finished (not incomplete), at the honest status and exit code.
     outcome = read_outcome(result.run_dir)
     assert outcome is not None and outcome.ended == "finished"
-    assert result.status is Status.NOT_RUN_ON_TARGET and result.status.exit_code == 3
+    gates = [(c.index, c.origin, str(c.status), [(g.name, str(g.status), g.summary[:200]) for g in c.verdict.gates])
+             for c in result.candidates]
+    assert result.status is Status.NOT_RUN_ON_TARGET and result.status.exit_code == 3, (result.stop_reason, gates)
     assert "cannot run on this machine" in result.stop_reason
     from_model = [c for c in result.candidates if c.origin == "model"]
     if fixture.candidate == "checked":  # as good as the right kernel: the port ends at it
