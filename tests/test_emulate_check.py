@@ -12,11 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from porter.emu import Diagnostic, EmuResult
 from porter.gate import emulated
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.evidence import Equivalence, equivalence, outcome_words
+from porter.gate.plan import total_buffer_bytes
 from porter.gate.spec import declared_spec, load_spec
 from porter.gate.verdict import Verdict, judge
 from porter.jsonable import from_jsonable, to_jsonable
@@ -47,9 +50,12 @@ def test_vector_add_is_equivalent_in_emulation_and_still_not_run(toolchain) -> N
     verdict = check(VECTOR_ADD / "kernel.ptx", VECTOR_ADD, toolchain, emulate=True, seeds=(7, 8))
     gate = verdict.gate("emulation")
     assert gate is not None and gate.status == "passed", gate
-    assert gate.summary == "equivalent in emulation (6 cases, shapes n=1; n=33; n=1000)"
+    drawn = emulated.drawn_emulated_sizes(load_spec(VECTOR_ADD), [{"n": 1}, {"n": 33}, {"n": 1000}], 7)
+    assert drawn is not None
+    assert gate.summary == f"equivalent in emulation (7 cases, shapes n=1; n=33; n=1000; drawn for this check: n={drawn['n']})"
     # Each case is listed (the run record and PORT_REPORT.md show them), with its seed and error.
-    assert [d.split("]")[0] for d in gate.details] == [f"[n={n}; seed {s}" for n in (1, 33, 1000) for s in (7, 8)]
+    assert [d.split("]")[0] for d in gate.details] == [
+        *(f"[n={n}; seed {s}" for n in (1, 33, 1000) for s in (7, 8)), f"[n={drawn['n']}; seed 7"]
     assert all("] equivalent (out: max abs err " in d and ", rel L2 " in d for d in gate.details)
     assert verdict.status == "not run" and judge(verdict).exit_code == 3  # never passed without the GPU
     assert equivalence(verdict) == Equivalence("yes", True, gate.summary)
@@ -89,7 +95,9 @@ def test_emulate_size_sets_of_the_spec_replace_the_default_choice() -> None:
     declared = replace(spec, emulate=({"n": 77},))
     assert emulated.emulated_size_sets(declared) == [{"n": 77}]
     gate = emulated.emulation_gate(declared, (VECTOR_ADD / "kernel.ptx").read_text(), (1, 2))
-    assert gate.summary == "equivalent in emulation (2 cases, shapes n=77)"
+    drawn = emulated.drawn_emulated_sizes(declared, [{"n": 77}], 1)
+    assert drawn is not None and drawn["n"] != 77
+    assert gate.summary == f"equivalent in emulation (3 cases, shapes n=77; drawn for this check: n={drawn['n']})"
 
 
 def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
@@ -99,7 +107,8 @@ def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
     verdict = check(kernel, GEMM, toolchain, emulate=True, arch="sm_100a")
     gate = verdict.gate("emulation")
     assert gate is not None and gate.status == "passed", gate
-    assert gate.summary.startswith("equivalent in emulation (6 cases, shapes M=1, N=8, K=8; M=77, N=77, K=40;")
+    assert gate.summary.startswith("equivalent in emulation (7 cases, shapes M=1, N=8, K=8; M=77, N=77, K=40;")
+    assert "; drawn for this check: M=" in gate.summary
     assert verdict.status == "not run" and judge(verdict).exit_code == 3
 
 
@@ -114,6 +123,7 @@ def test_the_cli_prints_the_gate(wrong_vector_add: Path) -> None:
     assert right.returncode == 3, right.stdout + right.stderr
     listed = right.stdout.split("emulated cases (porter's PTX emulator on this CPU; not hardware):\n")[1].splitlines()
     assert [line.split(";")[0] for line in listed[:6]] == ["  [n=1"] * 2 + ["  [n=33"] * 2 + ["  [n=1000"] * 2
+    assert listed[6].startswith("  [n=")  # the size set drawn for this check
 
 
 def test_on_a_gpu_emulation_runs_only_when_asked_and_its_failure_fails(wrong_vector_add: Path, toolchain) -> None:
@@ -174,3 +184,52 @@ def test_references_in_threads_never_find_cupy_and_leave_it_as_it_was(tmp_path: 
         t.join()
     assert errors == []
     assert sys.modules["cupy"] is cupy
+
+
+_EXAMPLES = ("vector_add", "softmax", "gemm_bf16", "gemm_bt_tile", "attention_fwd", "attention_bwd")
+
+
+@settings(max_examples=60, deadline=None)
+@given(example=st.sampled_from(_EXAMPLES), seed=st.integers(0, 2**48 - 1))
+def test_the_drawn_size_set_is_the_specs_own_no_listed_one_and_no_dearer(example: str, seed: int) -> None:
+    """By construction, for every seed: the size set drawn for a check is one the spec takes, none
+    of the fixed emulated sets (a kernel cannot know it from the spec), and it moves no more bytes
+    than the largest of them (emulation stays as cheap)."""
+    spec = load_spec(ROOT / "examples" / example)
+    sets = emulated.emulated_size_sets(spec)
+    drawn = emulated.drawn_emulated_sizes(spec, sets, seed)
+    assert drawn is not None
+    spec.check_sizes(drawn)
+    assert drawn not in sets
+    assert total_buffer_bytes(spec, drawn) <= max(total_buffer_bytes(spec, s) for s in sets)
+    assert emulated.drawn_emulated_sizes(spec, sets, seed) == drawn  # the verdict's seed replays it
+
+
+def test_seeds_draw_many_size_sets() -> None:
+    spec = load_spec(VECTOR_ADD)
+    sets = emulated.emulated_size_sets(spec)
+    assert len({emulated.drawn_emulated_sizes(spec, sets, seed)["n"] for seed in range(16)}) >= 8
+
+
+def _right_only_where_listed(folder: Path) -> Path:
+    """examples/vector_add's kernel, right at the sizes its spec lists for emulation (n = 1, 33,
+    1000) and storing y alone at every other n: the attack a fixed plan invites."""
+    text = (VECTOR_ADD / "kernel.ptx").read_text()
+    text = text.replace("\t.reg .b64 \t%rd<11>;\n", "\t.reg .b64 \t%rd<11>;\n\t.reg .pred \t%q<4>;\n")
+    fma = "\tfma.rn.f32 \t%f4, %f2, %f1, %f3;\n"
+    assert fma in text and "%q<4>" in text
+    text = text.replace(fma, fma + "\tsetp.ne.s32 \t%q1, %r2, 1;\n\tsetp.ne.s32 \t%q2, %r2, 33;\n"
+                        "\tsetp.ne.s32 \t%q3, %r2, 1000;\n\tand.pred \t%q1, %q1, %q2;\n\tand.pred \t%q1, %q1, %q3;\n"
+                        "\t@%q1 mov.f32 \t%f4, %f3;\n")
+    kernel = folder / "kernel.ptx"
+    kernel.write_text(text)
+    return kernel
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**48 - 2))
+def test_a_kernel_right_only_at_the_listed_sizes_fails_in_emulation(seed: int, tmp_path_factory) -> None:
+    kernel = _right_only_where_listed(tmp_path_factory.mktemp("attack"))
+    gate = emulated.emulation_gate(load_spec(VECTOR_ADD), kernel.read_text(), (seed, seed + 1))
+    assert gate.status == "failed", gate
+    assert "a size set drawn for this check" in gate.summary

@@ -27,7 +27,7 @@ from porter.emu import EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import make_args
-from porter.gate.plan import free_symbols_of, total_buffer_bytes
+from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
@@ -248,37 +248,62 @@ def _view(case: Case, name: str) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(case.values[name])[tuple(slice(0, s) for s in shape)])
 
 
+def drawn_emulated_sizes(spec: Spec, sets: list[dict[str, int]], seed: int) -> dict[str, int] | None:
+    """A size set drawn from ``seed`` for one check alone, beside ``sets`` (:func:`emulated_size_sets`,
+    which a kernel can read in its spec and be right at alone): inside the contract the sweep
+    implies, as the GPU's unannounced size set is (:func:`porter.gate.plan.unannounced_sizes`),
+    each symbol at most about its largest in ``sets`` and the buffers no larger than the largest
+    set's, so that it costs no more than they do; never one of ``sets``. None when no draw fits
+    (a spec without a sweep, or that opts out of unannounced sizes)."""
+    if not sets:
+        return None
+    ceiling = {k: max(s[k] for s in sets) for k in sets[0]}
+    largest = max(total_buffer_bytes(spec, s) for s in sets)
+    for attempt in range(4):
+        drawn = unannounced_sizes(spec, seed, purpose=f"emulated {attempt}", ceiling=ceiling, max_bytes=largest,
+                                  avoid=sets)
+        if drawn is None:
+            return None
+        if _fits(spec, drawn):
+            return drawn
+    return None
+
+
 def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: float = BUDGET_S) -> Gate:
     """The ``emulation`` gate: the candidate over :func:`emulated_size_sets` x ``seeds`` in the
-    emulator. Failed at the first wrong case; ``not run`` where the emulator lacks an instruction
-    (or the spec has no Python reference); cases past the time budget are left out and named.
-    Passed, its details list every case that ran, one line each."""
+    emulator, and over a size set drawn for this check (:func:`drawn_emulated_sizes`, first seed).
+    Failed at the first wrong case; ``not run`` where the emulator lacks an instruction (or the
+    spec has no Python reference); cases past the time budget are left out and named, the drawn
+    one never (a kernel cannot spend the budget to escape it). Passed, its details list every case
+    that ran, one line each."""
     ref = spec.reference
     if ref is None or ref.callable is None:
         return Gate("emulation", Status.NOT_RUN, "emulation compares with the spec's Python reference; this spec has none")
     sets = emulated_size_sets(spec)
     if not sets:
         return Gate("emulation", Status.NOT_RUN, "no size set of the sweep fits the candidate's launch")
+    drawn = drawn_emulated_sizes(spec, sets, seeds[0])
+    planned = [(sizes, seed) for sizes in sets for seed in seeds] + ([(drawn, seeds[0])] if drawn is not None else [])
     start = time.perf_counter()
     results: list[CaseResult] = []
     skipped = []
-    for sizes in sets:
-        for seed in seeds:
-            if time.perf_counter() - start > budget_s:
-                skipped.append(f"{size_label(sizes)} (seed {seed})")
-                continue
-            case = case_of(spec, ptx, sizes, seed)
-            try:
-                judged = _judge(case, run_emulated(case), seed)
-            except Exception as err:  # the emulator's or the reference's fault, not the kernel's
-                return Gate("emulation", Status.ERROR, f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
-            if judged.status != Status.PASSED:
-                where = f"{size_label(sizes)}; seed {seed}"
-                wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
-                return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
-                            (*wrong, *map(_equivalent_case, results)))
-            results.append(judged)
-    shapes = "; ".join(dict.fromkeys(_label(spec, c.sizes) for c in results))
+    for sizes, seed in planned:
+        if sizes is not drawn and time.perf_counter() - start > budget_s:
+            skipped.append(f"{size_label(sizes)} (seed {seed})")
+            continue
+        case = case_of(spec, ptx, sizes, seed)
+        try:
+            judged = _judge(case, run_emulated(case), seed)
+        except Exception as err:  # the emulator's or the reference's fault, not the kernel's
+            return Gate("emulation", Status.ERROR, f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
+        if judged.status != Status.PASSED:
+            where = f"{size_label(sizes)}; seed {seed}" + (", a size set drawn for this check" if sizes is drawn else "")
+            wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
+            return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
+                        (*wrong, *map(_equivalent_case, results)))
+        results.append(judged)
+    shapes = "; ".join(dict.fromkeys(("drawn for this check: " if c.sizes == drawn else "") + _label(spec, c.sizes)
+                                     for c in results))
     left_out = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
     return Gate("emulation", Status.PASSED, f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
                 (*map(_equivalent_case, results), *left_out))

@@ -13,7 +13,7 @@ guarantees".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,7 +149,9 @@ def _draw_in_range(rng: np.random.Generator, lo: int, hi: int, step: int, tile: 
     return with_residue(rng, int(value), step, tile)
 
 
-def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, int] | None:
+def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES, *, purpose: str = "unannounced",
+                      ceiling: Mapping[str, int] | None = None, max_bytes: int | None = None,
+                      avoid: Iterable[Mapping[str, int]] = ()) -> dict[str, int] | None:
     """A size set the spec does not list, drawn from ``seed``, inside the contract the sweep implies.
 
     Each symbol the check may vary (:func:`free_symbols_of`) is drawn log-uniformly between the
@@ -160,20 +162,25 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, i
     keeps its value (a head dimension of 64 stays 64), other derived symbols are recomputed. A draw
     that leaves any symbol's range or lattice, or breaks ``kernel.require``, is drawn again. None
     when the spec has no sweep, opts out (``[inputs] unannounced = false``) or no draw passes.
+
+    ``purpose`` keys the draw's stream (another purpose, another size set from the same seed);
+    ``ceiling`` lowers a symbol's largest value, ``max_bytes`` bounds the buffers' bytes and the
+    sets of ``avoid`` are never drawn (the emulator's drawn size set: porter.gate.emulated).
     """
     if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
     implied, free = _implied(spec), free_symbols_of(spec)
     if not free:
         return None
-    listed = {tuple(sorted(sizes.items())) for sizes in [*spec.size_sets(), spec.default_sizes()]}
-    rng = stream(seed, 4, {}, "unannounced")
+    listed = {tuple(sorted(sizes.items())) for sizes in [*spec.size_sets(), spec.default_sizes(), *avoid]}
+    rng = stream(seed, 4, {}, purpose)
     for _ in range(tries):
         base = spec.sweep[int(rng.integers(len(spec.sweep)))]
         overrides: dict[str, int | str] = {k: v for k, v in base.items() if k not in free}
         for name, (lo, hi, step) in free.items():
             if isinstance(spec.sizes[name], int):
-                overrides[name] = _draw_in_range(rng, lo, hi, step, spec.max_tile)
+                top = hi if ceiling is None or name not in ceiling else max(lo, min(hi, ceiling[name]))
+                overrides[name] = _draw_in_range(rng, lo, top, step, spec.max_tile)
         sizes = _resolved(spec, overrides)
         for name, (_, _, step) in free.items():
             if isinstance(spec.sizes[name], str) and sizes is not None:
@@ -182,7 +189,8 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES) -> dict[str, i
         if sizes is None:
             continue
         inside = _keeps_lattice(sizes, implied) and all(lo <= sizes[k] <= hi for k, (lo, hi, _) in implied.items())
-        if inside and tuple(sorted(sizes.items())) not in listed:
+        small = max_bytes is None or total_buffer_bytes(spec, sizes) <= max_bytes
+        if inside and small and tuple(sorted(sizes.items())) not in listed:
             return sizes
     return None
 
