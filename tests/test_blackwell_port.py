@@ -45,7 +45,7 @@ def test_the_scripted_blackwell_port_ends_equivalent_in_emulation_not_run_on_har
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
     first = r.stdout.splitlines()[0]
     assert first.startswith("porter port: EQUIVALENT IN EMULATION, NOT RUN ON TARGET HARDWARE - candidate 3 "), first
-    assert "with UTCHMMA" in first and "equivalent in emulation (7 cases, shapes M=1, N=8, K=8;" in first
+    assert "with UTCHMMA" in first and "equivalent in emulation (8 cases, shapes M=1, N=8, K=8;" in first
     assert "; drawn for this check: M=" in first  # beside the sizes a kernel can read in the spec
 
     (run,) = [p for p in (repo / ".porter" / "runs").iterdir() if p.is_dir()]
@@ -69,7 +69,7 @@ def test_the_scripted_blackwell_port_ends_equivalent_in_emulation_not_run_on_har
     assert "The equivalence evidence is **emulated**" in report
     assert "Nothing ran on sm_100a (Blackwell) hardware." in report
     cases = [line for line in report.splitlines() if line.startswith("- [M=") and "] equivalent (C: " in line]
-    assert len(cases) == 7, report
+    assert len(cases) == 8, report
     assert "GPU and driver: none: no kernel ran" in report
     title = git(repo, "log", "-1", "--format=%s", BRANCH)
     assert title == ("porter: NOT VERIFIED port of gemm_bf16_sm100a to sm_100a "

@@ -52,10 +52,13 @@ def test_vector_add_is_equivalent_in_emulation_and_still_not_run(toolchain) -> N
     assert gate is not None and gate.status == "passed", gate
     drawn = emulated.drawn_emulated_sizes(load_spec(VECTOR_ADD), [{"n": 1}, {"n": 33}, {"n": 1000}], 7)
     assert drawn is not None
-    assert gate.summary == f"equivalent in emulation (7 cases, shapes n=1; n=33; n=1000; drawn for this check: n={drawn['n']})"
-    # Each case is listed (the run record and PORT_REPORT.md show them), with its seed and error.
+    assert gate.summary == ("equivalent in emulation (8 cases, shapes n=1; n=33; n=1000; "
+                            f"drawn for this check: n={drawn['n']}; values wide)")
+    # Each case is listed (the run record and PORT_REPORT.md show them), with its seed and error;
+    # porter's wider values run at the drawn size set too.
     assert [d.split("]")[0] for d in gate.details] == [
-        *(f"[n={n}; seed {s}" for n in (1, 33, 1000) for s in (7, 8)), f"[n={drawn['n']}; seed 7"]
+        *(f"[n={n}; seed {s}" for n in (1, 33, 1000) for s in (7, 8)), f"[n={drawn['n']}; seed 7",
+        f"[n={drawn['n']}; seed 7; values wide"]
     assert all("] equivalent (out: max abs err " in d and ", rel L2 " in d for d in gate.details)
     assert verdict.status == "not run" and judge(verdict).exit_code == 3  # never passed without the GPU
     assert equivalence(verdict) == Equivalence("yes", True, gate.summary)
@@ -97,7 +100,7 @@ def test_emulate_size_sets_of_the_spec_replace_the_default_choice() -> None:
     gate = emulated.emulation_gate(declared, (VECTOR_ADD / "kernel.ptx").read_text(), (1, 2))
     drawn = emulated.drawn_emulated_sizes(declared, [{"n": 77}], 1)
     assert drawn is not None and drawn["n"] != 77
-    assert gate.summary == f"equivalent in emulation (3 cases, shapes n=77; drawn for this check: n={drawn['n']})"
+    assert gate.summary == f"equivalent in emulation (4 cases, shapes n=77; drawn for this check: n={drawn['n']}; values wide)"
 
 
 def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
@@ -107,7 +110,7 @@ def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
     verdict = check(kernel, GEMM, toolchain, emulate=True, arch="sm_100a")
     gate = verdict.gate("emulation")
     assert gate is not None and gate.status == "passed", gate
-    assert gate.summary.startswith("equivalent in emulation (7 cases, shapes M=1, N=8, K=8; M=77, N=77, K=40;")
+    assert gate.summary.startswith("equivalent in emulation (8 cases, shapes M=1, N=8, K=8; M=77, N=77, K=40;")
     assert "; drawn for this check: M=" in gate.summary
     assert verdict.status == "not run" and judge(verdict).exit_code == 3
 
@@ -233,3 +236,32 @@ def test_a_kernel_right_only_at_the_listed_sizes_fails_in_emulation(seed: int, t
     gate = emulated.emulation_gate(load_spec(VECTOR_ADD), kernel.read_text(), (seed, seed + 1))
     assert gate.status == "failed", gate
     assert "a size set drawn for this check" in gate.summary
+
+
+def _alpha_fixed(folder: Path) -> Path:
+    """examples/vector_add with alpha a fixed constant of the spec (1.5) instead of drawn per case,
+    and a kernel that folds that constant in: right for every case of the default fills."""
+    shutil.copytree(VECTOR_ADD, folder)
+    toml = folder / "porter.toml"
+    text = toml.read_text()
+    drawn = 'range = [-2.0, 2.0]                # drawn per case: a kernel must read it, not assume it'
+    assert drawn in text
+    toml.write_text(text.replace(drawn, 'value = "1.5"'))
+    kernel = folder / "kernel.ptx"
+    ptx = kernel.read_text()
+    load = "\tld.param.f32 \t%f1, [vector_add_param_3];\n"
+    assert load in ptx
+    kernel.write_text(ptx.replace(load, "\tmov.f32 \t%f1, 0f3FC00000;\n"))  # 1.5, whatever alpha is
+    return folder
+
+
+def test_a_kernel_with_a_fixed_constant_folded_in_fails_in_emulation(tmp_path: Path) -> None:
+    """Porter's value case perturbs the spec's fixed float constants; it runs in emulation too."""
+    folder = _alpha_fixed(tmp_path / "vector_add")
+    spec = load_spec(folder)
+    assert spec.perturbed() == ("alpha",)
+    honest = emulated.emulation_gate(spec, (VECTOR_ADD / "kernel.ptx").read_text(), (5, 6))
+    assert honest.status == "passed" and honest.summary.endswith("; values wide)"), honest
+    folded = emulated.emulation_gate(spec, (folder / "kernel.ptx").read_text(), (5, 6))
+    assert folded.status == "failed", folded
+    assert "; values wide, a size set drawn for this check: out: " in folded.summary

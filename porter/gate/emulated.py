@@ -66,6 +66,7 @@ class Case:
     steps: list[Step]
     host: dict[str, Any]  # make_args' inputs and scalars, for the reference
     seed: int = 1  # the case's seed: it draws the inputs and, per step, the emulator's surroundings
+    value_case: str = ""  # the value case its inputs come from ("" for the spec's default fills)
 
     def arguments(self, step: Step) -> list[Any]:
         """The emulator's arguments of one step, in the entry's parameter order."""
@@ -113,7 +114,7 @@ def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: 
         dims = spec.launch_dims(sizes, step=step)
         steps.append(Step(step.entry, tuple(step.args), (), dims.grid, dims.block, dims.shared,
                           dims.cluster or (1, 1, 1)))
-    return Case(spec, ptx, sizes, memory, steps, host, seed)
+    return Case(spec, ptx, sizes, memory, steps, host, seed, values)
 
 
 def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None, seed: int = 1,
@@ -176,7 +177,7 @@ def reference(case: Case) -> dict[str, np.ndarray]:
 def judged(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> OutputCheck:
     """``got`` against ``ref`` for output ``name`` as the gate judges a GPU case: the spec's tolerance,
     and elements whose reference the output's dtype cannot hold left out."""
-    atol, rtol, limit = output_terms(case.spec, name, case.sizes, "")  # the default inputs alone are emulated
+    atol, rtol, limit = output_terms(case.spec, name, case.sizes, case.value_case)
     return compare(name, got, ref, atol=atol, rtol=rtol, limit=limit)
 
 
@@ -223,7 +224,8 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     fatal = [d for r in results for d in r.diagnostics if d.fatal or d.kind == "race"]
     if fatal:
         status = Status.NOT_RUN if fatal[0].kind == "unsupported" else Status.FAILED
-        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}")
+        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}",
+                          values=case.value_case)
     ref = reference(case)
     got = outputs(case)
     checks: list[OutputCheck] = []
@@ -235,7 +237,8 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     if modified:
         reasons.append("wrote its input: " + ", ".join(modified))
     return CaseResult(sizes=sizes, seed=seed, status=Status.FAILED if reasons else Status.PASSED,
-                      reason="; ".join(reasons), outputs=tuple(checks), inputs_modified=tuple(modified))
+                      reason="; ".join(reasons), outputs=tuple(checks), inputs_modified=tuple(modified),
+                      values=case.value_case)
 
 
 def _label(spec: Spec, sizes: dict[str, int]) -> str:
@@ -269,13 +272,31 @@ def drawn_emulated_sizes(spec: Spec, sets: list[dict[str, int]], seed: int) -> d
     return None
 
 
+def emulated_value_cases(spec: Spec, sets: list[dict[str, int]], drawn: dict[str, int] | None,
+                         seed: int) -> list[tuple[dict[str, int], str]]:
+    """Where each value case of the spec (:meth:`Spec.value_cases`: its own, then porter's ``wide``,
+    which also perturbs the fixed float constants) is emulated: at its ``at`` where the candidate
+    takes it and it costs no more than the largest of ``sets``, else at ``drawn`` (without one, at
+    one of ``sets`` chosen by ``seed``). A kernel right only for the default fills, or with a fixed
+    constant folded in, fails there."""
+    largest = max(total_buffer_bytes(spec, s) for s in sets)
+    fallback = drawn if drawn is not None else sets[int(np.random.default_rng([seed, 5]).integers(len(sets)))]
+    placed = []
+    for value_case in spec.value_cases():
+        own = spec.value_case_sizes(value_case) if value_case.at else None
+        cheap = own is not None and _fits(spec, own) and total_buffer_bytes(spec, own) <= largest
+        placed.append((own if cheap and own is not None else fallback, value_case.name))
+    return placed
+
+
 def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: float = BUDGET_S) -> Gate:
     """The ``emulation`` gate: the candidate over :func:`emulated_size_sets` x ``seeds`` in the
-    emulator, and over a size set drawn for this check (:func:`drawn_emulated_sizes`, first seed).
+    emulator, and, under the first seed, over a size set drawn for this check
+    (:func:`drawn_emulated_sizes`) and the spec's value cases (:func:`emulated_value_cases`).
     Failed at the first wrong case; ``not run`` where the emulator lacks an instruction (or the
     spec has no Python reference); cases past the time budget are left out and named, the drawn
-    one never (a kernel cannot spend the budget to escape it). Passed, its details list every case
-    that ran, one line each."""
+    and value cases never (a kernel cannot spend the budget to escape them). Passed, its details
+    list every case that ran, one line each."""
     ref = spec.reference
     if ref is None or ref.callable is None:
         return Gate("emulation", Status.NOT_RUN, "emulation compares with the spec's Python reference; this spec has none")
@@ -283,27 +304,32 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
     if not sets:
         return Gate("emulation", Status.NOT_RUN, "no size set of the sweep fits the candidate's launch")
     drawn = drawn_emulated_sizes(spec, sets, seeds[0])
-    planned = [(sizes, seed) for sizes in sets for seed in seeds] + ([(drawn, seeds[0])] if drawn is not None else [])
+    fixed = [(sizes, seed, "") for sizes in sets for seed in seeds]
+    always = ([(drawn, seeds[0], "")] if drawn is not None else []) + [
+        (sizes, seeds[0], name) for sizes, name in emulated_value_cases(spec, sets, drawn, seeds[0])]
     start = time.perf_counter()
     results: list[CaseResult] = []
     skipped = []
-    for sizes, seed in planned:
-        if sizes is not drawn and time.perf_counter() - start > budget_s:
+    for k, (sizes, seed, values) in enumerate([*fixed, *always]):
+        if k < len(fixed) and time.perf_counter() - start > budget_s:
             skipped.append(f"{size_label(sizes)} (seed {seed})")
             continue
-        case = case_of(spec, ptx, sizes, seed)
+        case = case_of(spec, ptx, sizes, seed, values)
+        where = f"{size_label(sizes)}; seed {seed}" + (f"; values {values}" if values else "") + (
+            ", a size set drawn for this check" if sizes is drawn else "")
         try:
             judged = _judge(case, run_emulated(case), seed)
         except Exception as err:  # the emulator's or the reference's fault, not the kernel's
-            return Gate("emulation", Status.ERROR, f"at {size_label(sizes)}; seed {seed}: {type(err).__name__}: {err}")
+            return Gate("emulation", Status.ERROR, f"at {where}: {type(err).__name__}: {err}")
         if judged.status != Status.PASSED:
-            where = f"{size_label(sizes)}; seed {seed}" + (", a size set drawn for this check" if sizes is drawn else "")
             wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
             return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
                         (*wrong, *map(_equivalent_case, results)))
         results.append(judged)
     shapes = "; ".join(dict.fromkeys(("drawn for this check: " if c.sizes == drawn else "") + _label(spec, c.sizes)
                                      for c in results))
+    if value_cases := list(dict.fromkeys(c.values for c in results if c.values)):
+        shapes += f"; values {', '.join(value_cases)}"
     left_out = (f"not emulated (past the {budget_s:.0f} s budget): {', '.join(skipped)}",) if skipped else ()
     return Gate("emulation", Status.PASSED, f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
                 (*map(_equivalent_case, results), *left_out))
@@ -314,4 +340,5 @@ def _equivalent_case(case: CaseResult) -> str:
     record and PORT_REPORT.md): its sizes, seed and, per output, the largest difference and the
     relative L2 error (a large value may differ by much and still be within the spec's rtol)."""
     errors = "; ".join(f"{o.name}: max abs err {o.max_abs_err:.3g}, rel L2 {o.rel_l2:.3g}" for o in case.outputs)
-    return f"[{size_label(case.sizes)}; seed {case.seed}] equivalent ({errors})"
+    values = f"; values {case.values}" if case.values else ""
+    return f"[{size_label(case.sizes)}; seed {case.seed}{values}] equivalent ({errors})"
