@@ -148,8 +148,8 @@ def test_cp_async_zero_fills_past_src_size_and_lands_at_wait() -> None:
     ld.param.u64 %rd1, [out];
     ld.param.u64 %rd2, [src];
     mov.u32 %r1, buf;
-    st.shared.v4.u32 [%r1], {%r9, %r9, %r9, %r9};
     mov.u32 %r9, 0;
+    st.shared.v4.u32 [%r1], {%r9, %r9, %r9, %r9};
     cp.async.cg.shared.global [%r1], [%rd2], 16, 6;
     cp.async.commit_group;
     ld.shared.u32 %r2, [%r1];

@@ -152,3 +152,40 @@ def test_gridid_is_64_drawn_bits_even_from_a_small_seed() -> None:
         assert emulate(_GRIDID, "k", 1, 1, [out], seed=seed).ok
         ids.append(int(out[0]))
     assert ids[0] == ids[1] != ids[2] and all(i > 1 << 32 for i in ids)
+
+
+_UNWRITTEN = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    setp.lt.u32 %p1, %r1, 16;
+    @%p1 mov.u32 %r2, 7;           // half the threads write %r2; the others store what it held
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+
+
+def test_a_register_never_written_holds_drawn_bits_not_zero() -> None:
+    """A thread that reads a register it never wrote gets what the register held (on a GPU, what
+    an earlier kernel or thread left there): drawn per launch, replayed by the seed. A kernel that
+    depends on one was right in emulation by the luck of zeros before."""
+    outs = []
+    for seed in (1, 1, 2):
+        out = np.zeros(32, np.uint32)
+        res = emulate(_UNWRITTEN, "k", 1, 32, [out], seed=seed)
+        assert res.ok, [str(d) for d in res.diagnostics]
+        outs.append(out)
+    assert (outs[0][:16] == 7).all()
+    assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0][16:], outs[2][16:])
+    assert len(set(outs[0][16:].tolist())) > 8 and 0 not in outs[0][16:]

@@ -265,3 +265,78 @@ def test_a_kernel_with_a_fixed_constant_folded_in_fails_in_emulation(tmp_path: P
     folded = emulated.emulation_gate(spec, (folder / "kernel.ptx").read_text(), (5, 6))
     assert folded.status == "failed", folded
     assert "; values wide, a size set drawn for this check: out: " in folded.summary
+
+
+_RACY_VECTOR_ADD = """
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry vector_add(
+	.param .u64 vector_add_param_0,
+	.param .u64 vector_add_param_1,
+	.param .u64 vector_add_param_2,
+	.param .f32 vector_add_param_3,
+	.param .u32 vector_add_param_4
+)
+.maxntid 256, 1, 1
+{
+	.reg .pred 	%p<3>;
+	.reg .f32 	%f<6>;
+	.reg .b32 	%r<12>;
+	.reg .b64 	%rd<12>;
+	.shared .align 4 .f32 stage[256];
+
+	ld.param.u64 	%rd1, [vector_add_param_0];
+	ld.param.u64 	%rd2, [vector_add_param_1];
+	ld.param.u64 	%rd3, [vector_add_param_2];
+	ld.param.f32 	%f1, [vector_add_param_3];
+	ld.param.u32 	%r2, [vector_add_param_4];
+	mov.u32 	%r3, %ctaid.x;
+	mov.u32 	%r4, %ntid.x;
+	mov.u32 	%r5, %tid.x;
+	mul.lo.s32 	%r6, %r3, %r4;
+	add.s32 	%r1, %r6, %r5;
+	mov.f32 	%f4, 0f00000000;
+	setp.ge.s32 	%p1, %r1, %r2;
+	@%p1 bra 	$L__skip;
+	cvta.to.global.u64 	%rd4, %rd1;
+	mul.wide.s32 	%rd5, %r1, 4;
+	add.s64 	%rd6, %rd4, %rd5;
+	ld.global.nc.f32 	%f2, [%rd6];
+	cvta.to.global.u64 	%rd7, %rd2;
+	add.s64 	%rd8, %rd7, %rd5;
+	ld.global.nc.f32 	%f3, [%rd8];
+	fma.rn.f32 	%f4, %f2, %f1, %f3;
+$L__skip:
+	mov.u32 	%r7, stage;
+	shl.b32 	%r8, %r5, 2;
+	add.s32 	%r9, %r7, %r8;
+	st.shared.f32 	[%r9], %f4;
+	xor.b32 	%r10, %r5, 32;
+	shl.b32 	%r8, %r10, 2;
+	add.s32 	%r9, %r7, %r8;
+	ld.shared.f32 	%f5, [%r9];
+	add.s32 	%r11, %r6, %r10;
+	setp.ge.s32 	%p2, %r11, %r2;
+	@%p2 bra 	$L__done;
+	cvta.to.global.u64 	%rd9, %rd3;
+	mul.wide.s32 	%rd10, %r11, 4;
+	add.s64 	%rd11, %rd9, %rd10;
+	st.global.f32 	[%rd11], %f5;
+$L__done:
+	ret;
+}
+"""
+
+
+def test_a_missing_barrier_fails_in_emulation_though_lockstep_hides_it() -> None:
+    """Each thread stores its element through shared memory and the thread of the other warp
+    writes it out, with no bar.sync between: in lockstep (every warp at one PC) the result is
+    right, so the fixed size sets pass; the drawn size set also runs the warps in a seeded random
+    order, where a warp can read before its partner wrote, and the gate names the race."""
+    spec = load_spec(VECTOR_ADD)
+    gate = emulated.emulation_gate(spec, _RACY_VECTOR_ADD, (21, 22))
+    assert gate.status == "failed", gate
+    assert ", a size set drawn for this check: the emulator: " in gate.summary and "race" in gate.summary
+    assert gate.details and all("] equivalent (" in d for d in gate.details)  # every fixed case was right

@@ -189,9 +189,9 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     caller's arrays, and any output that differs between them is reported as a race. ``ctas``
     limits the run to the clusters holding those CTA ids (a quick look at one tile). ``cluster``
     defaults to the entry's ``.reqnctapercluster`` (else one CTA per cluster). ``seed`` draws
-    what a kernel could read of its surroundings (where its buffers lie, the bytes of shared and
-    local memory before it writes them, %smid, %gridid): the same for every schedule, fresh and
-    unpredictable when None (:attr:`EmuResult.seed` says which, to replay it).
+    what a kernel could read of its surroundings (where its buffers lie, the bits of registers and
+    of shared and local memory before it writes them, %smid, %gridid): the same for every
+    schedule, fresh and unpredictable when None (:attr:`EmuResult.seed` says which, to replay it).
     """
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")

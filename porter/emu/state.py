@@ -66,6 +66,13 @@ class Launch:
             complete()
 
 
+def _garbage(draw: np.random.Generator, n: int, dtype: np.dtype) -> np.ndarray:
+    """``n`` registers of ``dtype`` holding random bits (predicates random truths)."""
+    if dtype == np.dtype(bool):
+        return draw.integers(0, 2, n).astype(bool)
+    return draw.integers(0, 256, n * dtype.itemsize, np.uint8).view(dtype)
+
+
 class Cta:
     """One CTA: registers for every thread, its shared memory, TMEM, barriers and async state."""
 
@@ -78,8 +85,6 @@ class Cta:
         t = np.arange(n, dtype=np.uint32)
         self.tid = (t % bx, (t // bx) % by, t // (bx * by))
         self.linear = t
-        self.regs: dict[str, np.ndarray] = {
-            name: np.zeros(n, ptxtypes.storage(decl)) for name, decl in launch.program.registers.items()}
         draw = np.random.default_rng([launch.seed, rank, *ctaid])
         self.smid = int(draw.integers(launch.sm_count))
         self.smem = draw.integers(0, 256, launch.shared_size, np.uint8)  # what an earlier kernel left
@@ -89,6 +94,10 @@ class Cta:
         # so that an MMA descriptor reading it with another swizzle is reported.
         self.smem_swizzle = np.full(launch.shared_size, -1, np.int16)
         self.local = draw.integers(0, 256, (n, launch.local_size), np.uint8)
+        # A register holds whatever was there until the kernel writes it (on a GPU, what an earlier
+        # kernel or thread left): a result that depends on one never written differs between draws.
+        self.regs: dict[str, np.ndarray] = {name: _garbage(draw, n, ptxtypes.storage(decl))
+                                            for name, decl in launch.program.registers.items()}
         self.exited = np.zeros(n, bool)
         self.cluster_ctas: list[Cta] = [self]
         self.current: np.ndarray | None = None  # the thread indices of the instruction being run

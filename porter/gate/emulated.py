@@ -292,7 +292,8 @@ def emulated_value_cases(spec: Spec, sets: list[dict[str, int]], drawn: dict[str
 def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: float = BUDGET_S) -> Gate:
     """The ``emulation`` gate: the candidate over :func:`emulated_size_sets` x ``seeds`` in the
     emulator, and, under the first seed, over a size set drawn for this check
-    (:func:`drawn_emulated_sizes`) and the spec's value cases (:func:`emulated_value_cases`).
+    (:func:`drawn_emulated_sizes`) and the spec's value cases (:func:`emulated_value_cases`); the
+    drawn case also under a seeded random order of the warps (an ordering race fails it).
     Failed at the first wrong case; ``not run`` where the emulator lacks an instruction (or the
     spec has no Python reference); cases past the time budget are left out and named, the drawn
     and value cases never (a kernel cannot spend the budget to escape them). Passed, its details
@@ -317,8 +318,13 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         case = case_of(spec, ptx, sizes, seed, values)
         where = f"{size_label(sizes)}; seed {seed}" + (f"; values {values}" if values else "") + (
             ", a size set drawn for this check" if sizes is drawn else "")
+        # The drawn case runs under a second, seeded random order of the warps too: results that
+        # differ between the two are an ordering race (a missing barrier or wait), which the
+        # lockstep order alone hides. Not where an output may differ run to run (atomics).
+        orders = ({"schedule": ("minpc", f"random:{seed}")}
+                  if sizes is drawn and not values and all(p.deterministic for p in spec.outputs) else {})
         try:
-            judged = _judge(case, run_emulated(case), seed)
+            judged = _judge(case, run_emulated(case, **orders), seed)
         except Exception as err:  # the emulator's or the reference's fault, not the kernel's
             return Gate("emulation", Status.ERROR, f"at {where}: {type(err).__name__}: {err}")
         if judged.status != Status.PASSED:
