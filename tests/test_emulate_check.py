@@ -338,5 +338,6 @@ def test_a_missing_barrier_fails_in_emulation_though_lockstep_hides_it() -> None
     spec = load_spec(VECTOR_ADD)
     gate = emulated.emulation_gate(spec, _RACY_VECTOR_ADD, (21, 22))
     assert gate.status == "failed", gate
-    assert ", a size set drawn for this check: the emulator: " in gate.summary and "race" in gate.summary
+    assert ", a size set drawn for this check: the emulator: vector_add: race: out differs between schedules " \
+           "minpc and random:21 (" in gate.summary, gate.summary
     assert gate.details and all("] equivalent (" in d for d in gate.details)  # every fixed case was right

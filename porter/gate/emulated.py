@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.emu import EmuResult, TensorMap, emulate
+from porter.emu import Diagnostic, EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import make_args
@@ -221,10 +221,13 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     """One emulated case's judgement: the emulator's fatal finding, else porter's comparison of
     every output with the reference (and of every input with what it was)."""
     sizes = dict(case.sizes)
-    fatal = [d for r in results for d in r.diagnostics if d.fatal or d.kind == "race"]
+    launched = [step for step in case.steps if step.entry]  # results stop after a step that failed
+    fatal = [(step, d) for step, r in zip(launched, results, strict=False) for d in r.diagnostics
+             if d.fatal or d.kind == "race"]
     if fatal:
-        status = Status.NOT_RUN if fatal[0].kind == "unsupported" else Status.FAILED
-        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {fatal[0]}",
+        step, finding = fatal[0]
+        status = Status.NOT_RUN if finding.kind == "unsupported" else Status.FAILED
+        return CaseResult(sizes=sizes, seed=seed, status=status, reason=f"the emulator: {_said(step, finding)}",
                           values=case.value_case)
     ref = reference(case)
     got = outputs(case)
@@ -239,6 +242,16 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
     return CaseResult(sizes=sizes, seed=seed, status=Status.FAILED if reasons else Status.PASSED,
                       reason="; ".join(reasons), outputs=tuple(checks), inputs_modified=tuple(modified),
                       values=case.value_case)
+
+
+def _said(step: Step, finding: Diagnostic) -> str:
+    """A fatal finding as the gate says it; a race names the buffer that differs between the
+    schedules (the step's parameter), where the emulator can only number its argument."""
+    argument = finding.details.get("argument") if finding.kind == "race" else None
+    if not isinstance(argument, int) or not 0 <= argument < len(step.args):
+        return str(finding)
+    said = finding.message.replace(f"argument {argument} ", f"{step.args[argument]} ", 1)
+    return f"{step.entry}: race: {said} (a missing barrier or wait)"
 
 
 def _label(spec: Spec, sizes: dict[str, int]) -> str:
