@@ -101,6 +101,11 @@ def test_emulate_size_sets_of_the_spec_replace_the_default_choice() -> None:
     drawn = emulated.drawn_emulated_sizes(declared, [{"n": 77}], 1)
     assert drawn is not None and drawn["n"] != 77
     assert gate.summary == f"equivalent in emulation (4 cases, shapes n=77; drawn for this check: n={drawn['n']}; values wide)"
+    # A spec that opts out of unannounced sizes gets none drawn, and the gate says so.
+    opted_out = replace(declared, inputs_spec=replace(declared.inputs_spec, unannounced=False))
+    gate = emulated.emulation_gate(opted_out, (VECTOR_ADD / "kernel.ptx").read_text(), (1, 2))
+    assert gate.status == "passed" and gate.summary.startswith("equivalent in emulation (3 cases, shapes n=77;")
+    assert gate.details[-1] == "no size set drawn for this check: only the sizes the spec lists were emulated"
 
 
 def test_the_sm100a_gemm_is_equivalent_in_emulation(toolchain) -> None:
