@@ -26,7 +26,7 @@ import numpy as np
 from porter.emu import Diagnostic, EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
-from porter.gate.inputs import make_args
+from porter.gate.inputs import make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
@@ -295,12 +295,13 @@ def emulated_value_cases(spec: Spec, sets: list[dict[str, int]], drawn: dict[str
     one of ``sets`` chosen by ``seed``). A kernel right only for the default fills, or with a fixed
     constant folded in, fails there."""
     largest = max(total_buffer_bytes(spec, s) for s in sets)
-    fallback = drawn if drawn is not None else sets[int(np.random.default_rng([seed, 5]).integers(len(sets)))]
+    fallback = drawn if drawn is not None else sets[int(stream(seed, 4, {}, "emulated values").integers(len(sets)))]
     placed = []
     for value_case in spec.value_cases():
-        own = spec.value_case_sizes(value_case) if value_case.at else None
-        cheap = own is not None and _fits(spec, own) and total_buffer_bytes(spec, own) <= largest
-        placed.append((own if cheap and own is not None else fallback, value_case.name))
+        where = spec.value_case_sizes(value_case) if value_case.at else None
+        if where is None or not _fits(spec, where) or total_buffer_bytes(spec, where) > largest:
+            where = fallback
+        placed.append((where, value_case.name))
     return placed
 
 
