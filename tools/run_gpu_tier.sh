@@ -46,11 +46,13 @@ tier() { # name cuda_home test paths...
   echo "$name: $(tail -1 "$LOGS/$name.txt")"
 }
 if [ "$PART" = bench ]; then
-  python3 tools/bench_gate.py --repeats 3 2>&1 | tee "$OUT/bench-gate.txt"
-  python3 tools/bench_throughput.py --candidates 8 --per-gpu 1,2,3 --no-sequential --json "$OUT/throughput.json" \
-    2>&1 | tail -12 | tee "$OUT/bench-throughput.txt"
+  # each part under its own limit, so that one running long leaves the others' figures in a 10-minute call
+  timeout 220 python3 tools/bench_gate.py --repeats 3 --profile /tmp/gate-profile 2>&1 | tee "$OUT/bench-gate.txt"
+  tar czf "$OUT/gate-profile.tgz" -C /tmp gate-profile
+  timeout 150 python3 tools/bench_throughput.py --candidates 8 --per-gpu 1,2,3 --no-sequential \
+    --json "$OUT/throughput.json" 2>&1 | tail -12 | tee "$OUT/bench-throughput.txt"
   # the whole table (examples, fixtures and the instruction corpus); its out-of-bound rows on screen
-  python3 tools/emu_calibrate.py "$OUT/emu.json" > "$OUT/emu-calibrate.txt" 2>&1
+  timeout 180 python3 tools/emu_calibrate.py "$OUT/emu.json" > "$OUT/emu-calibrate.txt" 2>&1
   grep -E "^GPU|False|WRONG|ERROR" "$OUT/emu-calibrate.txt" | cut -c1-200
   exit 0
 fi
