@@ -311,16 +311,23 @@ def test_speed_is_also_measured_at_a_drawn_size_and_the_headline_is_the_lowest(t
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**40))
-def test_the_drawn_timed_size_is_one_the_check_drew_and_verified(seed: int) -> None:
-    for folder in ("vector_add", "gemm_bf16", "attention_fwd", "softmax"):
+def test_the_drawn_timed_size_is_the_timed_shape_at_a_size_the_check_drew_and_verified(seed: int) -> None:
+    """Speed beside the timed size is measured at a size set of the same kind, drawn per check and
+    checked first: every varied symbol between half its timed value and about the timed value,
+    never the large case's one long symbol (there a library's split-K made an honest GEMM's
+    headline speed-up 0.00x vs cuBLAS on the H100, 2026-12-05, and timing it took 2.4 s)."""
+    for folder in ("vector_add", "gemm_bf16", "attention_fwd", "softmax", "gemm_bt_tile"):
         spec = load_spec(VECTOR_ADD.parent / folder / "porter.toml")
         timed = [spec.default_sizes()]
         plan = plan_cases(spec, (seed, seed + 1), timed=timed, thorough=True)
         drawn = drawn_timed_sizes(spec, plan, timed, seed)
-        if drawn is None:
-            continue
+        assert drawn is not None, folder
         assert drawn not in timed and drawn not in spec.size_sets()
-        assert any(c.sizes == drawn and c.seed == seed and c.why in ("unannounced", "large") for c in plan)
+        assert any(c.sizes == drawn and c.seed == seed and c.why == "timed-drawn" for c in plan)
+        for name, value in timed[0].items():
+            if isinstance(spec.sizes[name], int):
+                assert value // 2 - spec.max_tile <= drawn[name] <= value + spec.max_tile, (folder, name, drawn)
+        assert (spec.flops(drawn) or 0) <= 1.3 * (spec.flops(timed[0]) or 0), (folder, drawn)
         assert sum(spec.buffer_bytes(p, drawn) for p in spec.params if p.kind == "buffer") <= BUDGET_BYTES
 
 

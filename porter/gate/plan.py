@@ -42,7 +42,7 @@ class Case:
     sizes: dict[str, int]
     seed: int
     values: str = ""
-    why: str = "sweep"  # "sweep" | "timed" | "profiled" | "unannounced" | "large" | the value case's name
+    why: str = "sweep"  # "sweep" | "timed" | "profiled" | "unannounced" | "large" | "timed-drawn" | a value case's name
 
     def key(self) -> CaseKey:
         return tuple(sorted(self.sizes.items())), self.seed, self.values
@@ -61,11 +61,14 @@ def plan_cases(spec: Spec, seeds: tuple[int, ...], *, timed: list[dict[str, int]
     """Every case a check runs: the sweep x seeds, each timed size set x seeds (timing rotates
     through those input sets: what is timed is what was verified), the profiled size set (first
     seed) when not already in it, one size set inside the sweep's ranges
-    that the spec does not list, one above them (:func:`large_sizes`), and the value cases (first
+    that the spec does not list, one above them (:func:`large_sizes`), one near the first timed
+    set where it is timed beside it (:func:`near_timed_sizes`), and the value cases (first
     seed; porter's own at a size set of the sweep drawn per check)."""
     extra = [(profiled, "profiled")] if profiled else []
+    near = near_timed_sizes(spec, timed[0], seeds[0]) if timed else None
     extra += [(drawn, why) for drawn, why in ((unannounced_sizes(spec, seeds[0]), "unannounced"),
-                                              (large_sizes(spec, seeds[0], thorough=thorough), "large"))
+                                              (large_sizes(spec, seeds[0], thorough=thorough), "large"),
+                                              (near, "timed-drawn"))
               if drawn is not None]
     plan: list[Case] = []
     seen: set[CaseKey] = set()
@@ -191,6 +194,37 @@ def unannounced_sizes(spec: Spec, seed: int, tries: int = _TRIES, *, purpose: st
         inside = _keeps_lattice(sizes, implied) and all(lo <= sizes[k] <= hi for k, (lo, hi, _) in implied.items())
         small = max_bytes is None or total_buffer_bytes(spec, sizes) <= max_bytes
         if inside and small and tuple(sorted(sizes.items())) not in listed:
+            return sizes
+    return None
+
+
+def near_timed_sizes(spec: Spec, timed: Mapping[str, int], seed: int, tries: int = _TRIES) -> dict[str, int] | None:
+    """A size set drawn from ``seed`` near ``timed``, where speed is measured beside it: each
+    integer symbol the check may vary (:func:`free_symbols_of`) drawn between half its timed
+    value and the timed value as the unannounced set's are (:func:`_draw_in_range`: log-uniform,
+    at a residue modulo ``kernel.max_tile`` drawn uniformly); the others as timed, derived symbols
+    recomputed; on the sweep's lattice, never below a symbol's smallest listed value, inside
+    ``kernel.require``, never a listed size set nor the timed one. None when no draw passes.
+
+    The shape is the timed one's kind at a size nobody knows before the check: a kernel tuned
+    for the timed shape alone is timed where it is not tuned, and no degenerate shape (the large
+    case's one long symbol, where a library's split-K makes any tile kernel look 1000x slower)
+    becomes a headline speed-up. It costs at most about what the timed set costs."""
+    implied = _implied(spec)
+    free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
+    if not free:
+        return None
+    listed = {tuple(sorted(sizes.items())) for sizes in [*spec.size_sets(), spec.default_sizes(), timed]}
+    rng = stream(seed, 4, {}, "timed-drawn")
+    for _ in range(tries):
+        overrides: dict[str, int | str] = {k: v for k, v in timed.items() if k not in free and isinstance(spec.sizes[k], int)}
+        for name, (lo, _, step) in free.items():
+            top = max(timed[name], lo)
+            overrides[name] = _draw_in_range(rng, max(lo, top // 2), top, step, spec.max_tile)
+        sizes = _resolved(spec, overrides)
+        if sizes is None or not _keeps_lattice(sizes, implied):
+            continue
+        if all(sizes[k] >= implied[k][0] for k in free) and tuple(sorted(sizes.items())) not in listed:
             return sizes
     return None
 

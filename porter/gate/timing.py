@@ -87,17 +87,17 @@ def _peaks(device: DeviceInfo) -> tuple[float, float, str]:
 
 
 def drawn_timed_sizes(spec: Spec, plan: list[Case], timed: list[dict[str, int]], seed: int) -> dict[str, int] | None:
-    """The size set timed beside the named ones: of the size sets this check drew for itself (the
-    unannounced and the large one, checked at ``seed``), the costliest. Nobody learns it before
-    the check runs, so a kernel tuned to the timed shape alone cannot choose where it is timed.
-    A thorough check's large case past the ordinary budget is left out: every contender holds its
-    buffers while timing."""
-    drawn = [c.sizes for c in plan if c.why in ("unannounced", "large") and c.seed == seed and not c.values
-             and c.sizes not in timed and total_buffer_bytes(spec, c.sizes) <= BUDGET_BYTES]
-    if not drawn:
-        return None
-    return max(drawn, key=lambda sizes: (spec.flops(sizes) or 0.0, spec.bytes(sizes) or 0.0,
-                                         total_buffer_bytes(spec, sizes)))
+    """The size set timed beside the named ones: the one this check drew near the first timed set
+    (:func:`porter.gate.plan.near_timed_sizes`, checked at ``seed``), or, where none could be drawn,
+    its unannounced one. Nobody learns it before the check runs, so a kernel tuned to the timed
+    shape alone cannot choose where it is timed. The large case is never timed: its one long
+    symbol is a shape no one times a kernel at (a library's split-K, a tile kernel's one block)."""
+    for why in ("timed-drawn", "unannounced"):
+        drawn = [c.sizes for c in plan if c.why == why and c.seed == seed and not c.values and c.sizes not in timed
+                 and total_buffer_bytes(spec, c.sizes) <= BUDGET_BYTES]
+        if drawn:
+            return drawn[0]
+    return None
 
 
 def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: bytes, entry: str, launch: dict[str, Any] | None,
