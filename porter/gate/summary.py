@@ -27,6 +27,7 @@ _SAFE_SCALE = (1e-100, 1e100)  # magnitudes whose squares, summed over a chunk, 
 # A reference of a handful of elements (a sweep's n = 1 case) is constant by construction: the
 # warning would be noise there. Constant and all-zero references of real size are still flagged.
 _CONSTANT_MIN_SIZE = 16
+SCALE_SAMPLE = 1 << 16  # elements of a reference a reduction's scale is read from (reference_scale)
 
 # A chunk's wrong elements and never-written ones (NaN where the reference has none), or None for none.
 Masks = Callable[[slice, Any, Any], None]
@@ -55,17 +56,43 @@ class OutputSummary:
     warnings: tuple[str, ...]
 
 
-def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str) -> tuple[float, float, float | None]:
+def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str,
+                 scale: float = 0.0) -> tuple[float, float, float | None]:
     """(atol, rtol, limit) an output is judged with: the spec's tolerance at these sizes (atol
-    scaled by the value case's factor) and, for a float output, its dtype's largest finite value:
-    where the reference is not finite or beyond it (inputs span the whole domain), the reference
-    says nothing and the element is left out."""
-    atol, rtol = spec.tolerance(name, sizes)
+    grown over a reduction by ``scale``, the reference's :func:`reference_scale`, and by the
+    value case's factor) and, for a float output, its dtype's largest finite value: where the
+    reference is not finite or beyond it (inputs span the whole domain), the reference says
+    nothing and the element is left out."""
+    atol, rtol = spec.tolerance(name, sizes, scale=scale)
     if values:
         atol *= spec.value_case(values).atol_scale
+    return atol, rtol, output_limit(spec, name)
+
+
+def output_limit(spec: Spec, name: str) -> float | None:
+    """A float output's largest finite value (see :func:`output_terms`); None for an integer one."""
     dtype = spec.param(name).dtype
-    limit = dtype.max_finite if dtype is not None and dtype.is_float else None
-    return atol, rtol, limit
+    return dtype.max_finite if dtype is not None and dtype.is_float else None
+
+
+def reference_scale(xp: Any, spec: Spec, name: str, ref: Any, *, decode: Callable[[Any], Any] | None = None,
+                    chunk: int = CHUNK) -> float:
+    """The median magnitude of the judged elements (finite, within the output's limit) of ``ref``
+    (flat), over an evenly spaced sample of at most :data:`SCALE_SAMPLE`, where output ``name``'s
+    tolerance declares a reduction: the magnitude its partial sums typically run at, which
+    :meth:`Spec.tolerance` grows atol by. A median, not an RMS: a few rows that porter's input
+    mixture made huge would lift an RMS a hundredfold and with it the tolerance of every other
+    element (their own drift is held by rtol). 0.0 for any other output, without reading ``ref``."""
+    limit = output_limit(spec, name)
+    if spec.tolerances[name].reduction is None or limit is None:  # integers compare as they are
+        return 0.0
+    size = int(ref.size)
+    stride = max(1, -(-size // SCALE_SAMPLE))
+    widen = decode if decode is not None else (lambda a: a.astype(xp.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        sample = xp.abs(widen(ref[::stride]))
+        judged = sample[sample <= limit]  # NaN fails <=
+        return float(xp.median(judged)) if judged.size else 0.0
 
 
 def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
@@ -74,7 +101,8 @@ def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], valu
     """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
     judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
     of the output's dtype), ``ref`` flat."""
-    atol, rtol, limit = output_terms(spec, name, sizes, values)
+    scale = reference_scale(xp, spec, name, ref, decode=decode_reference, chunk=chunk)
+    atol, rtol, limit = output_terms(spec, name, sizes, values, scale)
     p = spec.param(name)
     assert p.dtype is not None  # an output buffer has a dtype
     dtype = np.dtype(p.dtype.numpy)

@@ -225,11 +225,12 @@ class Launch:
         """Hold the nondeterministic outputs to ``reference`` (see :mod:`porter.gate.runner.hold`)
         from now on: their digest slots get the count of elements outside the tolerance."""
         from porter.gate.runner.hold import HeldOutput
+        from porter.gate.summary import reference_scale
 
         for p in self.spec.outputs:
             if not p.deterministic:
-                atol, rtol = self.spec.tolerance(p.name, self.sizes)
                 ref = np.ascontiguousarray(np.asarray(reference[p.name], dtype=np.float64).reshape(-1))
+                atol, rtol = self.spec.tolerance(p.name, self.sizes, scale=reference_scale(np, self.spec, p.name, ref))
                 self.held[p.name] = HeldOutput(ref, atol, rtol)
 
     def digest_outputs(self, out: Any, first_slot: int) -> None:

@@ -16,6 +16,7 @@ from porter.errors import InputError
 from porter.gate.dtypes import DType
 from porter.gate.expr import Expr, Number, evaluate, free_symbols, resolve_sizes
 from porter.gate.spec.types import (
+    ACCUMULATOR_UNIT,
     DEFAULT_MAX_TILE,
     MAX_BLOCK,
     MAX_CLUSTER,
@@ -322,16 +323,23 @@ class Spec:
                     )
         return LaunchDims(grid, block, shared, cluster)
 
-    def tolerance(self, name: str, sizes: Mapping[str, int], *, context: str = "") -> tuple[float, float]:
-        """``(atol, rtol)`` for an output at these sizes. With a reduction, atol is scaled by
-        max(1, sqrt(reduction / 128)): the error of a sum in another order grows with its length,
-        in absolute terms; rtol, the output's own rounding, does not."""
+    def tolerance(self, name: str, sizes: Mapping[str, int], *, scale: float = 0.0,
+                  context: str = "") -> tuple[float, float]:
+        """``(atol, rtol)`` for an output at these sizes. With a reduction of length L, atol is
+        scaled by max(1, sqrt(L / 128)) (the error of a sum in another order grows with its
+        length, in absolute terms) and grows by L x the accumulator's unit roundoff x ``scale``
+        (the reference's median magnitude: :func:`porter.gate.summary.reference_scale`),
+        what an accumulator that truncates at each step (a tensor core's) may lose at the
+        magnitude its partial sums run at; near a sum that cancels to 0 the output's own scale
+        is the one that counts. rtol, the output's own rounding, does not grow."""
         tol = self.tolerances[name]
         if tol.reduction is None:
             return tol.atol, tol.rtol
         length = _integer(tol.reduction, sizes, f"{self._prefix(context)}tolerance.{name}.reduction", least=1)
-        scale = max(1.0, math.sqrt(length / REDUCTION_BASE))
-        return tol.atol * scale, tol.rtol
+        grown = max(1.0, math.sqrt(length / REDUCTION_BASE))
+        dtype = self.param(name).dtype
+        unit = 2.0**-53 if dtype is not None and dtype.numpy == "float64" else ACCUMULATOR_UNIT
+        return tol.atol * grown + length * unit * scale, tol.rtol
 
     def flops(self, sizes: Mapping[str, int], *, context: str = "") -> Number | None:
         """Floating-point (or integer) operations per launch; None when ``cost.flops`` is not given."""

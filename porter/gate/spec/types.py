@@ -22,6 +22,11 @@ POINTER_BYTES = 8  # buffers and scratch are passed as .u64 pointers
 TENSORMAP_BYTES = 128  # a CUtensorMap, passed by value as .param .align 64 .b8 name[128]
 MAX_BOX = 256  # TMA box extent per dimension
 REDUCTION_BASE = 128  # tolerances grow with sqrt(reduction / REDUCTION_BASE), never shrink
+# A reduction's atol also holds what a float32 accumulator may lose over its length: the unit
+# roundoff times the length times the output's scale (:meth:`Spec.tolerance`). Tensor cores do not
+# round to nearest: on the H100 an honest Triton GEMM's f32 accumulator, truncating at each k-step,
+# drifted by up to 5 at K = 1.8M where the reference's RMS was 470 (2026-12-05).
+ACCUMULATOR_UNIT = 2.0**-24  # float32's; float64 outputs use float64's (2^-53)
 NORMAL_SPREAD = 6  # normal(mean, std) must keep mean +- 6 std inside the dtype's finite range
 DEFAULT_WIDE = 4.0  # porter's own wider-range value case scales every float fill by this much
 WIDE = "wide"  # the name of porter's own value case: wider (or shifted) fills, perturbed float constants
@@ -236,7 +241,8 @@ class ReferenceSpec:
 @dataclass(frozen=True)
 class Tolerance:
     """``|out - ref| <= atol + rtol * |ref|``; with ``reduction``, atol grows by sqrt(reduction / 128)
-    (rtol, the output's own rounding, does not)."""
+    and by what an accumulator may lose over that length (:meth:`Spec.tolerance`); rtol, the
+    output's own rounding, does not."""
 
     atol: float
     rtol: float
