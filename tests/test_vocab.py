@@ -295,8 +295,10 @@ def test_the_hot_loop_passes_checked_and_timed_as_a_whole(toolchain) -> None:
     assert verdict.status == "passed", verdict.reason
     assert verdict.gate("interface").summary.startswith("3 kernels in sequence (rn_delta, rn_center, rn_colsum)")
     assert verdict.gate("timing").status == "passed"
-    # 4 sweep size sets x 2 seeds, the timed x 2 seeds, the unannounced, the large, the wide
-    assert len(verdict.cases) == 13
+    # 4 sweep size sets x 2 seeds, the timed x 2 seeds, the unannounced, the large, one near the
+    # timed set (timed beside it), the wide
+    assert len(verdict.cases) == 14
+    assert len({t.sizes for t in verdict.timings}) == 2
 
 
 def test_a_port_that_fuses_two_kernels_passes(toolchain) -> None:

@@ -6,7 +6,7 @@ never-written elements kept for localization, so the figures of a comparison on 
 summary made on the GPU (``porter.gate.runner.judge``, the same code over CuPy) come from one rule
 (:func:`porter.gate.elementwise.judge`) and one accumulation. Only array operations CuPy has too are
 used (``abs``, arithmetic, comparisons, ``isnan``/``isinf``/``isfinite``, ``where``, ``sum``,
-``max``, ``min``, ``all``, ``any``, ``count_nonzero``, ``astype``), never a ufunc's ``out=`` or
+``max``, ``min``, ``all``, ``any``, ``count_nonzero``, ``astype``, ``median``), never a ufunc's ``out=`` or
 ``where=``; each chunk's figures come back to the host as Python numbers.
 """
 
