@@ -137,3 +137,56 @@ def test_a_corpus_case_for_a_newer_gpu_is_not_launched_and_says_why(fake_gpu, mo
     rows = cal.calibrate_corpus(cal.Gpu(), tmp_path)
     assert rows and all(r["gpu_error"] == "needs sm_100a: not run on sm_90" for r in rows)
     assert all(r["emu_vs_reference_ok"] for r in rows)
+
+
+def test_corpus_agreement_counts_infinities_nans_and_integer_words_as_they_are(fake_gpu) -> None:
+    """The H100 run of 2026-12-05 printed 9223372036854775807 as the largest ulp distance of outputs
+    that were floats stored as words (compared as integers: any difference was "the whole range").
+    Floats now count ulps; the same infinity on both sides is equal, opposite ones are not, two
+    NaNs are equal whatever their payloads; integer outputs count differing elements, not ulps."""
+    cal = fake_gpu
+    emu = np.array([1.0, np.inf, np.nan, -np.inf, 3.0], np.float32)
+    gpu = np.array([np.nextafter(np.float32(1), np.float32(0)), np.inf, np.nan, np.inf, 3.0], np.float32)
+    gpu.view(np.uint32)[2] = 0x7FFFFFFF
+    row = cal.corpus_agreement(emu, gpu, emu.copy(), 1, None)
+    assert row["max_ulps_emu_vs_gpu"] < 1 << 32 and row["differing_elements"] == 2
+    assert [i for i, _, _ in row["outside_bound"]] == [3]  # -inf against +inf: a real difference
+    words = np.array([0x7FFFFFFF, 5, 0x80000000], np.uint32)
+    other = np.array([0xFFC00000, 5, 0], np.uint32)
+    row = cal.corpus_agreement(words, other, words.copy(), 0, None)
+    assert row["max_ulps_emu_vs_gpu"] is None and row["differing_elements"] == 2
+    assert not row["emu_vs_gpu_within_bound"] and not row["gpu_vs_reference_ok"]
+
+
+def test_a_tensor_core_row_holds_the_gpu_to_the_hardware_sum_bound(fake_gpu, monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """mma.sync tf32 with f32 accumulators on a GPU that truncates the exact sum to f32 (what the
+    H100 did: 1 to 4 ulps toward zero from the sum rounded to nearest) is in bound: within
+    gamma_9(2^-23) of the sum of |products| and |c|, not bit for bit. A GPU a thousandth off is not."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from emu_corpus import Topic, topics
+
+    cal = fake_gpu
+    (mma,) = [t for t in topics() if t.name == "mma_sync_types"]
+    (case,) = [c for c in mma.cases if c.entry == "mma_tf32_k8"]
+    off = {"relative": 0.0}
+
+    def on_device(grid: tuple[int, ...], block: tuple[int, ...], pa: int, pb: int, pc: int, pd: int) -> None:
+        a = at(pa, 2 * 16 * 8, np.float32).astype(np.float64).reshape(2, 16, 8)
+        bt = at(pb, 2 * 8 * 8, np.float32).astype(np.float64).reshape(2, 8, 8)
+        c = at(pc, 2 * 16 * 8, np.float32).astype(np.float64).reshape(2, 16, 8)
+        exact = (a @ bt.transpose(0, 2, 1) + c).reshape(-1) * (1 + off["relative"])
+        near = exact.astype(np.float32)
+        above = np.abs(near.astype(np.float64)) > np.abs(exact)
+        at(pd, exact.size, np.float32)[:] = np.where(above, np.nextafter(near, np.float32(0)), near)
+
+    monkeypatch.setitem(fake_cupy.KERNELS, "mma_tf32_k8", on_device)
+    monkeypatch.setattr("emu_corpus.topics", lambda: [Topic(mma.name, mma.ptx, (case,))])
+    (row,) = cal.calibrate_corpus(cal.Gpu(), tmp_path)
+    assert row["emu_vs_reference_ok"] and row["bound"] == {"ulps": 0, "hardware_sum": True}
+    assert not row["bitwise_equal"] and 0 < row["max_ulps_emu_vs_gpu"] <= 2, row["max_ulps_emu_vs_gpu"]
+    assert row["emu_vs_gpu_within_bound"] and row["gpu_vs_reference_ok"], row["outside_bound"]
+    assert 0 < row["max_fraction_of_bound"] < 1
+    off["relative"] = 1e-3
+    (row,) = cal.calibrate_corpus(cal.Gpu(), tmp_path)
+    assert not row["emu_vs_gpu_within_bound"] and not row["gpu_vs_reference_ok"]

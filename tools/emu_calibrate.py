@@ -18,7 +18,9 @@ the gate holds kernels to; the notes count the elements left out of every verdic
 differ, and show the first out of bound). Without a GPU (or with --emu-only) it runs the emulator
 side alone, against the spec's reference. Last come the cases of the emulator's instruction
 corpus (tests/emu_corpus.py: small nvcc-compiled kernels, each with a NumPy model of the ISA),
-held to the GPU bit for bit or within each case's ulps.
+held to the GPU bit for bit or within each case's ulps; tensor-core float sums, which the hardware
+truncates where the emulator rounds to nearest, within the bound a topic's ``BOUNDS`` gives per
+element (docs/emulator.md, "Calibration").
 
 The bridge from a porter spec to the emulator (:func:`emu_case`, :func:`run_emulated`, ...) is
 porter.gate.emulated, which ``porter check --emulate`` uses too.
@@ -397,15 +399,77 @@ def calibrate_launches(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def hardware_bounds(topic: str) -> dict[str, Any]:
+    """The ``BOUNDS`` of a corpus topic's cases.py, if it has them: entry -> (arguments as made ->
+    {output index: per-element bound}), how far the GPU may be from the exact value where the
+    hardware does not round as the ISA's model does (tensor-core sums: docs/emulator.md,
+    "Calibration")."""
+    import importlib.util
+
+    path = ROOT / "tests" / "data" / "emu_corpus" / topic / "cases.py"
+    if not path.is_file():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"emu_corpus_bounds_{topic}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(getattr(module, "BOUNDS", {}))
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f"
+
+
+def corpus_agreement(emu: np.ndarray, gpu: np.ndarray, want: np.ndarray, ulps: int,
+                     bound: np.ndarray | None) -> dict[str, Any]:
+    """A corpus output on the emulator against the GPU's (flat, one dtype), and the GPU's against
+    the model ``want``. In bound: bit for bit, within ``ulps``, or (``bound``: per element, how far
+    the hardware may be from the exact value) within bound + one ulp of the output type at the
+    emulated value (the emulator's own rounding to nearest). An infinity is in bound only of
+    itself, a NaN of a NaN (any payload). Integer outputs are compared bit for bit: no ulps."""
+    from emu_corpus import ulps_apart
+
+    apart = ulps_apart(emu, gpu)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e, g, w = (x.astype(np.float64) for x in (emu, gpu, want))
+        diff = np.abs(e - g)  # inf - inf and NaNs: NaN, judged by ulps_apart (bits) alone
+        inside = apart <= ulps
+        from_model = ulps_apart(gpu, want) <= ulps
+        fraction = None
+        if bound is not None and _is_float(emu):
+            b = np.asarray(bound, np.float64).reshape(-1)
+            one_ulp = np.spacing(np.abs(emu)).astype(np.float64)
+            inside |= np.isfinite(diff) & (diff <= b + one_ulp)
+            from_model |= np.isfinite(np.abs(g - w)) & (np.abs(g - w) <= b + np.spacing(np.abs(want)).astype(np.float64))
+            judged = np.isfinite(diff) & (b + one_ulp > 0)
+            fraction = float(np.max(diff[judged] / (b + one_ulp)[judged], initial=0.0))
+    outside = np.flatnonzero(~inside)
+    differing = apart != 0
+    return {
+        "bitwise_equal_fraction": float(np.mean(~differing)) if apart.size else 1.0,
+        "bitwise_equal": bool(not differing.any()),
+        "differing_elements": int(differing.sum()),
+        "max_abs_emu_vs_gpu": float(np.nanmax(diff, initial=0.0)) if diff.size else 0.0,
+        # ulps are a float's: for integer outputs (bit patterns, flags) there are none to count
+        "max_ulps_emu_vs_gpu": int(apart.max(initial=0)) if _is_float(emu) else None,
+        "max_fraction_of_bound": fraction,
+        "emu_vs_gpu_within_bound": not outside.size,
+        "outside_bound": [(int(k), float(e[k]), float(g[k])) for k in outside[:5]],
+        "gpu_vs_reference_ok": bool(from_model.all()),
+    }
+
+
 def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
     """The emulator's instruction corpus (tests/emu_corpus.py): each case's outputs in the
     emulator against its NumPy model of the ISA (emu/ref) and against the GPU (bitwise, ulps), in
-    bound when within the case's ulps (0 where the ISA defines the result exactly)."""
+    bound when within the case's ulps (0 where the ISA defines the result exactly) or, for the
+    cases a topic's ``BOUNDS`` names (tensor-core sums), within the hardware's bound per element."""
     sys.path.insert(0, str(ROOT / "tests"))
     from emu_corpus import topics, ulps_apart
 
     rows: list[dict[str, Any]] = []
     for topic in topics():
+        bounds = hardware_bounds(topic.name)
         for case in topic.cases:
             label = f"tests/data/emu_corpus/{topic.name} {case.entry}"
             grid = (case.grid,) if isinstance(case.grid, int) else tuple(case.grid)
@@ -414,6 +478,8 @@ def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
             try:
                 args = case.make_args(np.random.default_rng(7))
                 model = case.expect([a.copy() if isinstance(a, np.ndarray) else a for a in args])
+                bound = bounds[case.entry]([a.copy() if isinstance(a, np.ndarray) else a for a in args]) \
+                    if case.entry in bounds else {}
                 res, seconds, on_gpu, gpu_error = _both_ways(here, folder, topic.ptx, case.entry, grid, case.block,
                                                              case.dynamic_smem, args)
             except Exception as err:
@@ -426,23 +492,12 @@ def calibrate_corpus(gpu: Gpu | None, folder: Path) -> list[dict[str, Any]]:
                     "kernel": label, "sizes": shown, "output": f"arg{i}", "emu_seconds": round(seconds, 3),
                     "emu_steps": res.steps, "emu_diagnostics": [str(d) for d in res.diagnostics],
                     "emu_vs_reference_ok": res.ok and int(ulps_apart(emu, want).max(initial=0)) <= case.ulps,
-                    "emu_vs_reference_max_abs": None, "bound": {"ulps": case.ulps},
+                    "emu_vs_reference_max_abs": None,
+                    "bound": {"ulps": case.ulps} | ({"hardware_sum": True} if i in bound else {}),
                 }
                 if here is not None and not gpu_error:
                     g = np.asarray(on_gpu[i]).reshape(-1)
-                    apart = ulps_apart(emu, g)
-                    outside = np.flatnonzero(apart > case.ulps)
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        diff = np.abs(emu.astype(np.float64) - g.astype(np.float64))
-                    row.update({
-                        "bitwise_equal_fraction": float(np.mean(apart == 0)) if apart.size else 1.0,
-                        "bitwise_equal": bool((apart == 0).all()),
-                        "max_abs_emu_vs_gpu": float(np.nanmax(diff)) if diff.size else 0.0,
-                        "max_ulps_emu_vs_gpu": int(apart.max(initial=0)),
-                        "emu_vs_gpu_within_bound": not outside.size,
-                        "outside_bound": [(int(k), float(emu[k]), float(g[k])) for k in outside[:5]],
-                        "gpu_vs_reference_ok": int(ulps_apart(g, want).max(initial=0)) <= case.ulps,
-                    })
+                    row.update(corpus_agreement(emu, g, want, case.ulps, bound.get(i)))
                 elif here is not None:
                     row["gpu_error"] = gpu_error
                 elif gpu is not None:
@@ -469,6 +524,8 @@ def _print(rows: list[dict[str, Any]]) -> None:
         bit = f"{100 * r['bitwise_equal_fraction']:.1f}%" if "bitwise_equal_fraction" in r else "-"
         mx = f"{r['max_abs_emu_vs_gpu']:.3g}" if "max_abs_emu_vs_gpu" in r else "-"
         ulps = str(r.get("max_ulps_emu_vs_gpu", "-"))
+        if "max_ulps_emu_vs_gpu" in r and r["max_ulps_emu_vs_gpu"] is None:
+            ulps = "bits"  # an integer output: compared bit for bit, no ulps
         inb = str(r.get("emu_vs_gpu_within_bound", "-"))
         notes = []
         emu_ref = "ok" if r["emu_vs_reference_ok"] else "WRONG"
@@ -480,6 +537,10 @@ def _print(rows: list[dict[str, Any]]) -> None:
             notes.append("GPU: " + r["gpu_error"][:60])
         if r.get("unjudged_differing"):
             notes.append(f"{r['unjudged_differing']} of {r['unjudged_elements']} unjudged elements differ")
+        if r.get("max_fraction_of_bound") is not None:
+            notes.append(f"hardware-sum bound, at most {r['max_fraction_of_bound']:.2g} of it used")
+        if r.get("differing_elements") and ulps == "bits":
+            notes.append(f"{r['differing_elements']} elements differ")
         if r.get("outside_bound"):
             notes.append("out of bound (index, emu, gpu): " + ", ".join(f"({i}, {a:.6g}, {b:.6g})"
                                                                    for i, a, b in r["outside_bound"][:3]))

@@ -1,7 +1,9 @@
 """Integer, floating-point, bit and comparison instructions (conversions are in convert.py).
 
 Integer arithmetic wraps as PTX does (NumPy arrays wrap silently); shifts clamp their amount;
-float32 add/sub/mul/fma/div honour the rounding modifier (:mod:`porter.emu.fp`) and ``.ftz``;
+float32 add/sub/mul/fma/div honour the rounding modifier (:mod:`porter.emu.fp`) and ``.ftz``,
+and write a NaN result as the GPU's canonical NaN 0x7FFFFFFF (as do sqrt, rcp, the other
+``.approx`` functions and min/max);
 the ``.approx`` functions (ex2, lg2, rcp, rsqrt, sqrt, sin, cos, tanh) are computed in float64
 and rounded once, which lies inside every documented ``.approx`` error bound (the GPU's results
 differ from them within that bound, not bit for bit).
@@ -17,7 +19,7 @@ from porter.emu import half_alu, ptxtypes
 from porter.emu.carry import product_halves
 from porter.emu.context import Context, Exec, bool_op, builder, pred_pair_writers, type_suffix, types_of
 from porter.emu.decode import Op
-from porter.emu.fp import add_f32, fma_f32, ftz, mul_f32, round_f32, saturate
+from porter.emu.fp import add_f32, canonical_nan, fma_f32, ftz, mul_f32, round_f32, saturate
 from porter.emu.fp64 import directed_f64, fma_f64
 from porter.emu.state import Cta
 
@@ -112,7 +114,7 @@ def _float_binary(op: Op, ctx: Context, kind: str) -> Exec:
 
     def out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            r = fz(fn(a, b))
+            r = canonical_nan(fz(fn(a, b)))
         return saturate(r) if sat else r
 
     return _binary(op, ctx, out, t)
@@ -191,7 +193,7 @@ def _fma(op: Op, ctx: Context) -> Exec:
         return _ternary(op, ctx, f64, (t, t, t), t)
 
     def f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        r = fz(fma_f32(fz(a), fz(b), fz(c), mode))
+        r = canonical_nan(fz(fma_f32(fz(a), fz(b), fz(c), mode)))
         return saturate(r) if sat else r
 
     return _ternary(op, ctx, f32, (t, t, t), t)
@@ -206,7 +208,7 @@ def _div(op: Op, ctx: Context) -> Exec:
         def fdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             with np.errstate(all="ignore"):
                 q = fz(a).astype(np.float64) / fz(b).astype(np.float64)
-            return fz(round_f32(q, 0.0, mode) if mode != "rn" else q.astype(np.float32))
+            return canonical_nan(fz(round_f32(q, 0.0, mode) if mode != "rn" else q.astype(np.float32)))
 
         return _binary(op, ctx, fdiv)
     if t == "f64":
@@ -262,7 +264,7 @@ def _fminmax(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], nan: bool, fz: 
             r = np.where(zero, np.where(neg, -np.abs(r), np.abs(r)), r)
         if nan:
             r = np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), r)
-        return r.astype(a.dtype)
+        return canonical_nan(r.astype(a.dtype))
 
     return out
 
@@ -726,8 +728,8 @@ def _special_fn(op: Op, ctx: Context) -> Exec:
             if t == "f64":
                 return r
             if "approx" in op.parts or mode == "rn":
-                return fz(r.astype(np.float32))
-            return fz(round_f32(r, 0.0, mode))
+                return canonical_nan(fz(r.astype(np.float32)))
+            return canonical_nan(fz(round_f32(r, 0.0, mode)))
 
     return unary(op, ctx, run, t)
 

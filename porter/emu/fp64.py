@@ -80,7 +80,8 @@ def directed_f64(kind: str, mode: str, *operands: np.ndarray) -> np.ndarray:
     or up (``rp``): the exact result (Python's rationals, element by element: directed f64 rounding
     is rare in kernels) and the neighbour on the mode's side of it. Elements with an infinite or
     NaN operand, a zero divisor or a zero result take IEEE 754's value, as the plain operation gives
-    it (their rounding does not depend on the mode, the sign of a zero sum aside)."""
+    it (their rounding does not depend on the mode), but for an exact zero sum under ``.rm``: -0
+    unless both addends are +0 (IEEE 754 6.3; the plain sum, rounded to nearest, is +0)."""
     ops = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in operands))
     with np.errstate(all="ignore"):
         plain = _OPS[kind](*ops, *([None] if len(ops) == 2 else []))
@@ -92,6 +93,10 @@ def directed_f64(kind: str, mode: str, *operands: np.ndarray) -> np.ndarray:
         q = _OPS[kind](*map(Fraction, values), *([None] if len(values) == 2 else []))
         if q != 0:
             out.flat[i] = _round_exact(q, mode)
+        elif mode == "rm" and kind != "mul" and kind != "div":
+            x, y = values[:2]
+            addends = (x * y, values[2]) if kind == "fma" else (x, -y if kind == "sub" else y)
+            out.flat[i] = 0.0 if all(x == 0 and not np.signbit(x) for x in addends) else -0.0
     return out
 
 

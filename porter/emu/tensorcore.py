@@ -3,9 +3,14 @@
 Products of f16/bf16/tf32/fp8 inputs are exact in float64; each output element is the float64
 sum of its products and the accumulator, rounded once to the accumulator's type (f32, or f16
 directly from float64). Integer MMAs (s8/u8) are exact in int64, then wrapped to s32 or, with
-``.satfinite``, clamped. f64 MMAs (m8n8k4) round each product and sum in float64. PTX leaves the
-accumulation order and intermediate rounding of the tensor cores unspecified, so the GPU may
-differ from this in the last bits; the calibration (tools/emu_calibrate.py) measures by how much.
+``.satfinite``, clamped. f64 MMAs (m8n8k4) are a chain of fmas rounded to nearest, in k order:
+d = fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, c)))), which is what an H100 computes (every
+element of the corpus case bit for bit, 2026-12-05; a float64 matmul plus c differed in 6 of 128).
+PTX leaves the accumulation order and intermediate rounding of the tensor cores unspecified, and
+for the other float types the hardware does not round to nearest: it truncates, keeping 24
+significant bits (mma.sync with f32 accumulators on an H100) or about 14 (wgmma with fp8
+inputs), so the GPU differs from the exact sum by up to :func:`hardware_sum_bound`, which the
+calibration (tools/emu_calibrate.py) holds it to.
 
 Fragments (PTX ISA "Matrix fragments for mma.m16n8kK"; async-tensor-core reference §2.4 for
 wgmma): with lane l, g = l / 4, t = l % 4 and p elements per 32-bit register (1 tf32, 2 16-bit,
@@ -25,6 +30,7 @@ from porter.emu import minifloat, ptxtypes, smemdesc
 from porter.emu.context import Context, Exec, Reader, builder, trap
 from porter.emu.decode import Imm, Op, Vec
 from porter.emu.diagnostics import Diagnostic
+from porter.emu.fp64 import fma_f64
 from porter.emu.memory import SHARED_START
 from porter.emu.state import Cta
 
@@ -123,8 +129,8 @@ def _frag_c(m: int, per: int) -> list[tuple[np.ndarray, np.ndarray]]:
 @builder("mma")
 def _mma(op: Op, ctx: Context) -> Exec:
     """mma.sync: each warp's fragments gathered into matrices, D = A B + C formed exactly (floats:
-    float64 sum of exact products, rounded once; f64: float64 matmul; integers: int64, then wrapped
-    to s32 or, with .satfinite, clamped), and scattered back."""
+    float64 sum of exact products, rounded once; f64: fmas in k order from C; integers: int64,
+    then wrapped to s32 or, with .satfinite, clamped), and scattered back."""
     shape = next(p for p in op.parts if p.startswith("m") and "n" in p and "k" in p)
     m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
     ts = mma_types(op)
@@ -161,11 +167,45 @@ def _mma(op: Op, ctx: Context) -> Exec:
         a = gather(cta, idx, ar, fa, at, np.zeros((nw, m, k), num))
         b = gather(cta, idx, br, fb, bt, np.zeros((nw, k, n), num))
         c = gather(cta, idx, cr, fc, ct, np.zeros((nw, m, n), num))
-        dmat = a @ b + c
+        if at == "f64":  # fmas in k order, each rounded (the H100's order: see the module's text)
+            dmat = c
+            for j in range(k):
+                dmat = fma_f64(a[:, :, j:j + 1], b[:, j:j + 1, :], dmat)
+        else:
+            dmat = a @ b + c
         for write, (rows, cols) in zip(dw, fd, strict=True):
             write(cta, idx, _pack(dmat[:, rows, cols], dt, sat).reshape(-1))
 
     return run
+
+
+# Significant bits the GPU's tensor cores keep while summing an instruction's products and its
+# accumulator (docs/emulator.md, "Calibration"; an H100, 2026-12-05): mma.sync with f32
+# accumulators keeps f32's 24 bits but truncates (tf32 and fp8 inputs: results up to 13 ulps from
+# the sum rounded to nearest; all 20 recorded differences toward zero); wgmma with fp8 inputs
+# keeps about 14 (every recorded result's low 10 bits zero; DeepSeek-V3's technical report,
+# section 3.3.2, found about 14 bits for FP8 GEMMs on the H800); f16 accumulators are taken at
+# f16's 11. Keys: (instruction, accumulator type).
+HARDWARE_BITS: dict[tuple[str, str], int] = {
+    ("mma.sync", "f32"): 24, ("mma.sync", "f16"): 11, ("wgmma.fp8", "f32"): 14, ("wgmma.fp8", "f16"): 11,
+}
+
+
+def hardware_sum_bound(magnitude: np.ndarray, terms: int, bits: int) -> np.ndarray:
+    """How far a tensor core's sum of ``terms`` values may be from the exact sum, where
+    ``magnitude`` is the sum of their absolute values (per element: |c| plus the |a_j b_j|) and
+    the hardware keeps ``bits`` significant bits with truncation: gamma_n(u) * magnitude, with
+    u = 2^(1 - bits) (the unit roundoff of truncation to that many bits) and
+    gamma_n(u) = n u / (1 - n u) for n = ``terms``: the bound of summation in any order and
+    grouping where each addition (and the final conversion) is rounded with error at most u
+    (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2). It holds
+    whatever alignment and order the hardware uses, provided it keeps ``bits`` bits at each step
+    (Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
+    Computer Science 7:e330, 2021, describe the products as exact, aligned and truncated)."""
+    nu = terms * 2.0 ** (1 - bits)
+    if nu >= 1:
+        raise ValueError(f"{terms} terms at {bits} bits: no bound")
+    return np.asarray(magnitude, np.float64) * (nu / (1 - nu))
 
 
 def rounded(v: np.ndarray, t: str, sat: bool) -> np.ndarray:

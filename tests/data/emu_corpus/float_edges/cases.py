@@ -5,7 +5,15 @@ float destination clamps to [0, 1] with NaN to +0), div/sqrt/rcp .rn (IEEE 754, 
 rounded) and with directed modes, min/max (a NaN operand yields the other; .NaN yields NaN),
 fma (one rounding), setp's unordered and numeric compares. Exact values are worked out with
 Python's Fraction and rounded once. min and max are not given a +0/-0 pair, which the ISA's text
-leaves open."""
+leaves open.
+
+``arith`` stores the f32 results' bits, so two details count that IEEE 754 or the GPU fix and
+NumPy does not follow (an H100, 2026-12-05: 75 of 896 words differed from NumPy's way, the 73
+NaNs and the two x + (-x) under ``.rm``; the first five, NaNs, recorded): an exact zero sum under
+``.rm`` is -0 unless both addends are +0 (IEEE 754 6.3), and a NaN result is the GPU's canonical
+NaN 0x7FFFFFFF (NumPy writes 0x7FC00000, and 0xFFC00000 for the square root of a negative).
+Conversions keep a NaN's payload: ``cvt.f32.f64`` of NumPy's NaN gave 0x7FC00000 on the GPU
+(``to_float``, bit for bit)."""
 
 from __future__ import annotations
 
@@ -139,8 +147,10 @@ def _ieee(a: np.float32, b: np.float32, op: str, mode: str) -> np.float32:
     if op == "div" and qb == 0:
         return plain
     q = {"add": qa + qb, "mul": qa * qb, "div": qa / qb if qb else Fraction(0)}[op]
-    if q == 0:
-        return plain  # the zero's sign, as IEEE 754 gives it
+    if q == 0:  # the zero's sign, as IEEE 754 6.3 gives it: an exact zero sum is -0 under rm, unless
+        if op == "add" and mode == "rm" and not (qa == 0 and qb == 0 and not np.signbit(a) and not np.signbit(b)):
+            return F32(-0.0)  # both addends are +0
+        return plain  # under rn (and for products and quotients, in every mode) NumPy's
     return _directed(q, mode)
 
 
@@ -186,7 +196,7 @@ def _arith_expect(args: list[Any]) -> dict[int, np.ndarray]:
             row = [_ieee(a, b, "div", "rn"), _sqrt(a, "rn"), _ieee(F32(1), b, "div", "rn"), _fmin(a, b, False),
                    _fmin(a, b, True), F32(np.nan) if np.isnan(a) or np.isnan(b) else min(a, b), fma,
                    _ieee(a, b, "mul", "rz"), _ieee(a, b, "add", "rm"), _ieee(a, b, "div", "rz"), _sqrt(b, "rp"), sat]
-        out[i, :12] = np.array(row, F32).view(np.uint32)
+        out[i, :12] = np.where(np.isnan(row), np.uint32(0x7FFFFFFF), np.array(row, F32).view(np.uint32))
         unordered = bool(np.isnan(a) or np.isnan(b))
         out[i, 12] = int(unordered or a < b)
         out[i, 13] = int(not unordered)

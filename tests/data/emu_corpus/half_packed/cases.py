@@ -74,12 +74,31 @@ def _f64(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64)
 
 
+def _nearest(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """float64 values rounded once, to nearest even, to dt (overflow: infinity).
+
+    Not ``x.astype(dt)``: ml_dtypes (before jax-ml/ml_dtypes#401) converts a float64 to bfloat16
+    through float32, rounding twice, so a value just off a bf16 tie lands on it and goes to even.
+    On the H100 run of 2026-12-05 the model of ``arith_bf16`` disagreed with the GPU and the
+    emulator, which agreed bit for bit; rounding twice explains it (its fma ties). Here the
+    rounding is NumPy's ``rint`` (ties to even, exact) on the value scaled to units of dt's last
+    place."""
+    info = ml_dtypes.finfo(dt)
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(x) & (x != 0)
+        lead = np.frexp(np.where(finite, x, 1.0))[1] - 1  # x = 1.f * 2^lead
+        unit = np.maximum(lead, int(info.minexp)) - int(info.nmant)  # the exponent of dt's ulp there
+        y = np.ldexp(np.rint(np.ldexp(x, -unit)), unit)  # exactly a value of dt, or 2^(maxexp)
+        y = np.where(np.abs(y) > float(info.max), np.copysign(np.inf, x), y)
+        return np.where(finite, y, x).astype(dt)  # exact: no rounding left to do
+
+
 def _round(exact: np.ndarray, error: np.ndarray, dt: np.dtype) -> np.ndarray:
     """``exact + error`` rounded once to dt: a float64 sum with its error nudged one float64 step
     toward the error, so that a float64 value on a tie of dt no longer is one."""
     nudged = np.where(error > 0, np.nextafter(exact, np.inf), np.where(error < 0, np.nextafter(exact, -np.inf), exact))
-    with np.errstate(over="ignore"):
-        return nudged.astype(dt)
+    return _nearest(nudged, dt)
 
 
 def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -241,7 +260,7 @@ def _exact(kind: str, a: np.ndarray, b: np.ndarray, dt: np.dtype) -> np.ndarray:
         fa, fb = _f64(a), _f64(b)
         # sums and products of two halves: exact in float64 but for sums of values > 2^53 apart,
         # where the smaller one cannot move the rounding
-        return {"add": fa + fb, "sub": fa - fb, "mul": fa * fb}[kind].astype(dt)
+        return _nearest({"add": fa + fb, "sub": fa - fb, "mul": fa * fb}[kind], dt)
 
 
 def _scalar_pair(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -343,7 +362,7 @@ def _twice(fn: Callable[[np.ndarray], np.ndarray], dt: np.dtype, ftz: bool = Fal
             r = fn(v)
             if ftz:
                 r = np.where(np.abs(r) < float(ml_dtypes.finfo(dt).tiny), 0.0, r)
-            r = r.astype(dt)
+            r = _nearest(r, dt)
         return {1: np.stack([_pairs(r), _pairs(r)], axis=1).reshape(-1)}
 
     return expect

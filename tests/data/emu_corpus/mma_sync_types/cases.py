@@ -3,18 +3,32 @@ multiply-accumulate": tf32, s8/u8 with and without .satfinite, e4m3/e5m2, f16 ac
 
 The kernels load each warp's A (16 x K), B (K x 8, stored as Bt) and C (16 x 8) into fragments and
 store D, so the model is the plain product D = A B + C of the loaded matrices: float sums exact in
-float64 (every input is chosen so) rounded once to the accumulator type, integer sums in int64
-wrapped to s32, or clamped with .satfinite.
+float64 (products of tf32, fp8 and f16 inputs are exact, and so are their sums with an f16 or f32
+C) rounded once to nearest in the accumulator type (an f16 sum past 65504 is infinity), integer
+sums in int64 wrapped to s32, or clamped with .satfinite. f64 (m8n8k4) is a chain of fmas in k
+order, d = fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, c)))), each rounded to nearest: the
+order an H100 uses (2026-12-05: every element; the float64 matmul plus C of before differed in 6
+of 128).
+
+The GPU's tensor cores do not round the float sums to nearest: they truncate, keeping a limited
+number of bits (docs/emulator.md, "Calibration"). ``BOUNDS`` gives, per case whose sums are not
+exact in the accumulator type, how far the GPU may be from the exact sum per element
+(porter.emu.tensorcore.hardware_sum_bound); tools/emu_calibrate.py holds the GPU to it, and the
+emulator to the model bit for bit. D is stored in its own type (f32, f16, f64 or s32 elements), so
+differences are counted in that type's ulps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 from emu_corpus import CorpusCase
+
+from porter.emu.tensorcore import HARDWARE_BITS, hardware_sum_bound
 
 WARPS = 2
 E4M3, E5M2 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
@@ -51,23 +65,38 @@ def _inputs(k: int, a_t: str, b_t: str, c_t: str, rng: np.random.Generator) -> l
     return [matrix(a_t, (WARPS, 16, k)), matrix(b_t, (WARPS, 8, k)), matrix(c_t, (WARPS, 16, 8))]
 
 
+D_TYPES: dict[str, Any] = {"f32": np.float32, "f16": np.float16, "s32": np.int32}
+BOUNDS: dict[str, Callable[[list[Any]], dict[int, np.ndarray]]] = {}
+
+
 def _case(entry: str, k: int, types: str, sat: bool = False) -> CorpusCase:
     d_t, a_t, b_t, c_t = types.split(".")
 
     def make(rng: np.random.Generator) -> list[Any]:
         a, bt, c = _inputs(k, a_t, b_t, c_t, rng)
-        return [_words(a), _words(bt), _words(c), np.zeros(_words(c).size, np.uint32)]
+        return [_words(a), _words(bt), _words(c), np.zeros(WARPS * 16 * 8, D_TYPES[d_t])]
+
+    def matrices(args: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a, bt, c = (_unwords(w, t) for w, t in zip(args[:3], (a_t, b_t, c_t), strict=True))
+        return a.reshape(WARPS, 16, k), bt.reshape(WARPS, 8, k), c.reshape(WARPS, 16, 8)
 
     def expect(args: list[Any]) -> dict[int, np.ndarray]:
-        a, bt, c = (_unwords(w, t) for w, t in zip(args[:3], (a_t, b_t, c_t), strict=True))
-        a, bt, c = a.reshape(WARPS, 16, k), bt.reshape(WARPS, 8, k), c.reshape(WARPS, 16, 8)
+        a, bt, c = matrices(args)
         d = a @ bt.transpose(0, 2, 1) + c
         if d_t == "s32":
             d = np.clip(d, -(2**31), 2**31 - 1).astype(np.int32) if sat else d.astype(np.int32)
         else:
-            d = d.astype(np.float32 if d_t == "f32" else np.float16)
-        return {3: d.reshape(-1).view(np.uint32)}
+            with np.errstate(over="ignore"):  # an f16 sum past 65504 is infinity
+                d = d.astype(D_TYPES[d_t])
+        return {3: d.reshape(-1)}
 
+    def bound(args: list[Any]) -> dict[int, np.ndarray]:
+        a, bt, c = matrices(args)
+        magnitude = np.abs(a) @ np.abs(bt).transpose(0, 2, 1) + np.abs(c)
+        return {3: hardware_sum_bound(magnitude, k + 1, HARDWARE_BITS["mma.sync", d_t]).reshape(-1)}
+
+    if d_t != "s32" and a_t != "f16":  # f16 inputs here make sums exact in f16
+        BOUNDS[entry] = bound
     return CorpusCase(entry, 1, 32 * WARPS, make, (3,), expect, arch="sm_89" if "e" in a_t else "sm_80")
 
 
@@ -95,8 +124,16 @@ def _f64_make(rng: np.random.Generator) -> list[Any]:
 
 
 def _f64_expect(args: list[Any]) -> dict[int, np.ndarray]:
+    """fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, c)))) per element, each fma rounded once
+    (Python's rationals, whose conversion to float rounds to nearest even)."""
     a, bt, c = args[0].reshape(WARPS, 8, 4), args[1].reshape(WARPS, 8, 4), args[2].reshape(WARPS, 8, 8)
-    return {3: (a @ bt.transpose(0, 2, 1) + c).reshape(-1)}
+    d = np.zeros((WARPS, 8, 8))
+    for w, i, j in np.ndindex(d.shape):
+        acc = float(c[w, i, j])
+        for kk in range(4):
+            acc = float(Fraction(float(a[w, i, kk])) * Fraction(float(bt[w, j, kk])) + Fraction(acc))
+        d[w, i, j] = acc
+    return {3: d.reshape(-1)}
 
 
 CASES = [
