@@ -57,7 +57,7 @@ def ascontiguousarray(a: Any) -> ndarray:
 
 flatnonzero, count_nonzero = np.flatnonzero, np.count_nonzero
 abs, isnan, isinf, isfinite, where, dtype = np.abs, np.isnan, np.isinf, np.isfinite, np.where, np.dtype  # CuPy's names
-median = np.median  # CuPy has it too (a reduction's scale: porter.gate.summary.reference_scale)
+sort = np.sort  # CuPy's too (a reduction's scale: porter.gate.summary.reference_scale)
 uint8, uint16, uint32, uint64, int32 = np.uint8, np.uint16, np.uint32, np.uint64, np.int32
 float16, float32, float64 = np.float16, np.float32, np.float64
 

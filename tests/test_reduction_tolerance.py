@@ -4,7 +4,7 @@ values) and the judgement every case gets (``output_terms`` with ``reference_sca
 
 On the H100 (2026-12-05) the honest Triton GEMM fixture failed its large case (M = N = 16 and K near
 1.8M): the tensor core's f32 accumulator truncates at each k-step, and its drift (up to 5 where the
-reference's median magnitude was 320) passed the old atol (1e-3 x sqrt(K / 128) = 0.12) wherever the sum
+reference's typical magnitude was 320) passed the old atol (1e-3 x sqrt(K / 128) = 0.12) wherever the sum
 cancelled to near 0. A model of that accumulator fails the old rule and passes the new; a kernel that
 accumulates in f16 or drops a k-tile still fails at the sweep's sizes."""
 
@@ -42,7 +42,7 @@ def _accumulated(a: np.ndarray, b: np.ndarray, dtype: type, truncate: bool, skip
             k1 = min(k0 + STEP, a.shape[1] - skip)
             total = acc.astype(np.float64) + a[:, k0:k1] @ b[k0:k1, :]
             acc = _truncated(total) if truncate else total.astype(dtype)
-    return acc.astype(np.float16)
+        return acc.astype(np.float16)  # beyond f16's range: inf, as the kernel's cvt gives
 
 
 def _judged(sizes: dict[str, int], seed: int, got: np.ndarray, ref: np.ndarray, *, old: bool = False) -> bool:
@@ -58,7 +58,10 @@ def _case(sizes: dict[str, int], seed: int) -> tuple[np.ndarray, np.ndarray, np.
         return a, b, a @ b
 
 
-@settings(max_examples=4, deadline=None)
+# The model tests draw their examples from a fixed sequence (derandomize): the bound holds for a
+# drawn case with high probability, not as a theorem (140 drawn large cases passed, 2026-12-05),
+# and a test suite that fails one run in a hundred on a correct tree teaches nothing.
+@settings(max_examples=4, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**40), k=st.integers(2**20 // STEP, 2**21 // STEP).map(lambda n: n * STEP))
 def test_an_honest_truncating_accumulator_passes_a_long_reduction(seed: int, k: int) -> None:
     sizes = {"M": 16, "N": 16, "K": k}
@@ -77,7 +80,7 @@ def test_the_old_rule_failed_the_honest_truncating_accumulator() -> None:
     assert failed >= 2
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**40))
 def test_a_lower_precision_or_short_reduction_still_fails_at_the_sweep_sizes(seed: int) -> None:
     sizes = {"M": 64, "N": 64, "K": 1008}  # the sweep's longest reduction, fewer rows
@@ -96,7 +99,16 @@ def test_the_reduction_term_is_the_length_times_float32s_unit_times_the_scale(k:
     assert rtol == MATMUL.tolerances["c_ptr"].rtol
 
 
-def test_the_scale_is_the_median_magnitude_of_the_judged_reference_elements() -> None:
-    ref = np.array([3.0, -4.0, np.nan, np.inf, 1e9, 0.0, 6e4, 5.0])  # 1e9 is past f16's 65504: left out, as NaN and inf
-    assert reference_scale(np, MATMUL, "c_ptr", ref) == 4.0  # 6e4, one huge row, moves it no further
-    assert reference_scale(np, MATMUL, "c_ptr", np.tile(ref, 40000)) == 4.0  # read from a sample
+def test_the_scale_is_the_90th_percentile_magnitude_of_the_judged_reference_elements() -> None:
+    # 1e9 is past f16's 65504: left out, as NaN and inf are; 6e4 is one of the few huge rows
+    ref = np.array([3.0, -4.0, np.nan, np.inf, 1e9, 0.0, 6e4, *range(5, 12)])
+    assert reference_scale(np, MATMUL, "c_ptr", ref) == 11.0  # the 10th of 11 judged magnitudes, not 6e4
+    assert reference_scale(np, MATMUL, "c_ptr", np.tile(ref, 40000)) == 11.0  # read from a sample
+
+
+def test_a_sum_that_cancels_in_a_row_made_huge_passes() -> None:
+    """The case the median scale failed (found over 40 drawn large cases): row 0 holds one of the
+    mixture's huge inputs, and its element 7 (477) passed through partial sums near 1e4 on its way."""
+    sizes = {"M": 16, "N": 16, "K": 1375552}
+    a, b, ref = _case(sizes, 465452352990)
+    assert _judged(sizes, 465452352990, _accumulated(a, b, np.float32, truncate=True), ref)

@@ -328,7 +328,7 @@ class Spec:
         """``(atol, rtol)`` for an output at these sizes. With a reduction of length L, atol is
         scaled by max(1, sqrt(L / 128)) (the error of a sum in another order grows with its
         length, in absolute terms) and grows by L x the accumulator's unit roundoff x ``scale``
-        (the reference's median magnitude: :func:`porter.gate.summary.reference_scale`),
+        (the reference's 90th-percentile magnitude: :func:`porter.gate.summary.reference_scale`),
         what an accumulator that truncates at each step (a tensor core's) may lose at the
         magnitude its partial sums run at; near a sum that cancels to 0 the output's own scale
         is the one that counts. rtol, the output's own rounding, does not grow."""
