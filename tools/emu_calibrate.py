@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from porter.emu import EmuResult, emulate  # noqa: E402
 from porter.gate.emulated import Case, emu_case, outputs, reference, run_emulated, within  # noqa: E402
-from porter.gate.summary import output_terms  # noqa: E402
+from porter.gate.summary import output_limit  # noqa: E402
 
 # ----------------------------------------------------------------------------- the GPU side
 
@@ -224,7 +224,7 @@ def agreement(emu: np.ndarray, gpu: np.ndarray, atol: float, rtol: float,
 def judged_elements(case: Case, name: str, ref: np.ndarray) -> np.ndarray:
     """The elements of output ``name`` the gate judges: its reference finite and inside the
     output's dtype (the rest are left out of every comparison: docs/spec.md, "Values")."""
-    limit = output_terms(case.spec, name, case.sizes, "")[2]
+    limit = output_limit(case.spec, name)
     with np.errstate(invalid="ignore"):
         r = np.asarray(ref, dtype=np.float64).reshape(-1)
         return np.isfinite(r) & (np.abs(r) <= (np.inf if limit is None else limit))

@@ -29,7 +29,7 @@ from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
 from porter.gate.spec import Spec, declared_spec, load_spec
-from porter.gate.summary import output_terms, reference_scale
+from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
 from porter.gate.verdict import CaseResult, Gate, OutputCheck, Status, size_label
 
@@ -181,8 +181,7 @@ def reference(case: Case) -> dict[str, np.ndarray]:
 def judged(case: Case, name: str, got: np.ndarray, ref: np.ndarray) -> OutputCheck:
     """``got`` against ``ref`` for output ``name`` as the gate judges a GPU case: the spec's tolerance,
     and elements whose reference the output's dtype cannot hold left out."""
-    scale = reference_scale(np, case.spec, name, np.asarray(ref).reshape(-1))
-    atol, rtol, limit = output_terms(case.spec, name, case.sizes, case.value_case, scale)
+    atol, rtol, limit = output_terms(np, case.spec, name, case.sizes, case.value_case, np.asarray(ref).reshape(-1))
     return compare(name, got, ref, atol=atol, rtol=rtol, limit=limit)
 
 

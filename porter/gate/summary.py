@@ -57,14 +57,15 @@ class OutputSummary:
     warnings: tuple[str, ...]
 
 
-def output_terms(spec: Spec, name: str, sizes: dict[str, int], values: str,
-                 scale: float = 0.0) -> tuple[float, float, float | None]:
-    """(atol, rtol, limit) an output is judged with: the spec's tolerance at these sizes (atol
-    grown over a reduction by ``scale``, the reference's :func:`reference_scale`, and by the
-    value case's factor) and, for a float output, its dtype's largest finite value: where the
-    reference is not finite or beyond it (inputs span the whole domain), the reference says
-    nothing and the element is left out."""
-    atol, rtol = spec.tolerance(name, sizes, scale=scale)
+def output_terms(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, ref: Any, *,
+                 decode: Callable[[Any], Any] | None = None) -> tuple[float, float, float | None]:
+    """(atol, rtol, limit) an output is judged with against its reference ``ref`` (flat; its
+    elements as ``decode`` reads them): the spec's tolerance at these sizes (atol grown over a
+    reduction by the reference's :func:`reference_scale`, and by the value case's factor) and,
+    for a float output, its dtype's largest finite value: where the reference is not finite or
+    beyond it (inputs span the whole domain), the reference says nothing and the element is left
+    out."""
+    atol, rtol = spec.tolerance(name, sizes, scale=reference_scale(xp, spec, name, ref, decode=decode))
     if values:
         atol *= spec.value_case(values).atol_scale
     return atol, rtol, output_limit(spec, name)
@@ -76,8 +77,8 @@ def output_limit(spec: Spec, name: str) -> float | None:
     return dtype.max_finite if dtype is not None and dtype.is_float else None
 
 
-def reference_scale(xp: Any, spec: Spec, name: str, ref: Any, *, decode: Callable[[Any], Any] | None = None,
-                    chunk: int = CHUNK) -> float:
+def reference_scale(xp: Any, spec: Spec, name: str, ref: Any, *,
+                    decode: Callable[[Any], Any] | None = None) -> float:
     """The :data:`SCALE_QUANTILE` quantile of the magnitudes of the judged elements (finite,
     within the output's limit) of ``ref`` (flat), over an evenly spaced sample of at most
     :data:`SCALE_SAMPLE`, where output ``name``'s tolerance declares a reduction: the magnitude an
@@ -106,8 +107,7 @@ def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], valu
     """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
     judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
     of the output's dtype), ``ref`` flat."""
-    scale = reference_scale(xp, spec, name, ref, decode=decode_reference, chunk=chunk)
-    atol, rtol, limit = output_terms(spec, name, sizes, values, scale)
+    atol, rtol, limit = output_terms(xp, spec, name, sizes, values, ref, decode=decode_reference)
     p = spec.param(name)
     assert p.dtype is not None  # an output buffer has a dtype
     dtype = np.dtype(p.dtype.numpy)
