@@ -7,7 +7,9 @@ find what porter used to give them (over-aligned pointers) or that remember an e
 
 from __future__ import annotations
 
+import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -325,8 +327,6 @@ def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path:
     reference goes up only inside the scrubbed block of each comparison (its memory zeroed and
     freed when the block ends), and no candidate launch runs inside one: a kernel never shares the
     device with the reference, so it can neither make the reference match nor copy it."""
-    import shutil
-    from contextlib import contextmanager
 
     folder = tmp_path / "va"
     shutil.copytree(VECTOR_ADD.parent, folder)
@@ -376,6 +376,58 @@ def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path:
     uploads = [where for what, where in events if what == "reference up"]
     launches = [where for what, where in events if what == "launch"]
     assert uploads and all(uploads) and launches and not any(launches)
+
+
+def test_a_python_reference_on_the_gpu_computes_inside_the_scrubbed_pool(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference that computes on the device (CuPy, as examples/gemm_bf16's does) allocates only
+    inside a judgement's scrubbed pool, so nothing of it is left where a candidate's next launch
+    could read it; the CuPy arrays it returns are taken as its outputs, equal to NumPy's."""
+    folder = tmp_path / "va"
+    shutil.copytree(VECTOR_ADD.parent, folder)
+    (folder / "ref.py").write_text(
+        "import sys\n"
+        "import numpy as np\n"
+        "def vector_add(args, sizes):\n"
+        "    cp = sys.modules['fake_cupy']\n"
+        "    n = int(sizes['n'])\n"
+        "    x = cp.asarray(np.asarray(args['x'], dtype=np.float64)[:n])\n"
+        "    return {'out': float(args['alpha']) * x + cp.asarray(np.asarray(args['y'], dtype=np.float64)[:n])}\n")
+    inside = [False]
+    uploads: list[bool] = []
+
+    @contextmanager
+    def watched(allocator: Any) -> Any:
+        inside[0] = True
+        try:
+            yield
+        finally:
+            inside[0] = False
+
+    real_asarray = fake_cupy.asarray
+
+    def uploading(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size == 1000:
+            uploads.append(inside[0])
+        return real_asarray(value, *args, **kwargs)
+
+    monkeypatch.setattr(fake_cupy.cuda, "using_allocator", watched)
+    monkeypatch.setattr(fake_cupy, "asarray", uploading)
+    state = _state(_vector_add())
+    spec_path = folder / "porter.toml"
+    try:
+        on_device = job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(spec_path),
+                                            sizes={"n": 1000}, seed=5,
+                                            reference=Reference("python", key="gpu", path=str(folder / "ref.py"),
+                                                                function="vector_add")))
+        state.drop_case_launch()
+        on_host = _case(state, 5)
+    finally:
+        state.close()
+    assert uploads and all(uploads)  # the reference's own device arrays: each made inside the pool
+    assert on_device.reference is not None and on_host.reference is not None
+    assert type(on_device.reference["out"]) is np.ndarray
+    assert np.array_equal(on_device.reference["out"], on_host.reference["out"], equal_nan=True)
 
 
 @settings(max_examples=40, deadline=None)

@@ -11,6 +11,7 @@ import numpy as np
 
 from porter.gate.runner import judge, rounds
 from porter.gate.runner.launch import Launch, output_digests
+from porter.gate.runner.memory import scrubbed
 from porter.gate.runner.protocol import (
     CaseJob,
     CaseReply,
@@ -34,12 +35,13 @@ def _same_bytes(run: dict[str, np.ndarray], first: dict[str, np.ndarray]) -> boo
         and np.array_equal(run[k].reshape(-1).view(np.uint8), first[k].reshape(-1).view(np.uint8)) for k in run)
 
 
-def _reference_array(result: dict[str, Any], p: Any) -> np.ndarray:
-    """One output of a Python reference. For outputs of 16 bits or fewer, float32 holds the
-    reference far beyond the output's own rounding and halves what crosses the pipe."""
+def _reference_array(cp: Any, result: dict[str, Any], p: Any) -> np.ndarray:
+    """One output of a Python reference, on the host (a CuPy array is copied down). For outputs of
+    16 bits or fewer, float32 holds the reference far beyond the output's own rounding and halves
+    what crosses the pipe."""
     if p.name not in result:
         raise RuntimeError(f"the reference returned no output {p.name!r}")
-    ref = np.asarray(result[p.name])
+    ref = np.asarray(cp.asnumpy(result[p.name]))
     if p.dtype.is_float and p.dtype.itemsize <= 2 and ref.dtype == np.float64:
         return ref.astype(np.float32)
     return ref
@@ -55,8 +57,14 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
     if kind == "python":
         fn = load_callable(reference.path, reference.function)
         inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
-        result = fn(inputs, dict(sizes))
-        outs = {p.name: _reference_array(result, p) for p in spec.outputs}
+        # A reference that runs on the GPU through CuPy allocates from the judgement's scrubbed
+        # pool: nothing it computed is left in device memory that a later launch of a candidate
+        # (this case's next run, a timed launch on these inputs) could read. It may return CuPy
+        # arrays; they are copied down inside the block.
+        with scrubbed(state.cp):
+            result = fn(inputs, dict(sizes))
+            outs = {p.name: _reference_array(state.cp, result, p) for p in spec.outputs}
+            del result
     elif kind == "source":
         # A source that is itself a port declares its own launch; the source's entry is launched.
         spec = state.spec(str(spec.path), reference.launch, reference.entry or None)
