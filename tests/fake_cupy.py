@@ -28,8 +28,15 @@ class ndarray(np.ndarray):  # CuPy's name
     def data(self) -> Any:  # type: ignore[override]
         return SimpleNamespace(ptr=self.__array_interface__["data"][0])
 
-    def get(self) -> np.ndarray:
-        return np.array(self).view(np.ndarray)
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:  # what marks a device array
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False), "version": 3}
+
+    def get(self, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            return np.array(self).view(np.ndarray)
+        out[...] = np.asarray(self).view(np.ndarray)
+        return out
 
     def set(self, host: np.ndarray) -> None:
         self[...] = np.asarray(host).reshape(self.shape)
@@ -162,6 +169,16 @@ def _using_allocator(allocator: Any) -> Iterator[None]:
     yield
 
 
+class _PinnedPool:
+    def free_all_blocks(self) -> None:
+        pass
+
+
+def get_pinned_memory_pool() -> _PinnedPool:
+    return _PinnedPool()
+
+
+cuda.alloc_pinned_memory = bytearray  # host memory the arrays are made in, as CuPy's pinned blocks
 cuda.MemoryPool = _MemoryPool
 cuda.using_allocator = _using_allocator
 cuda.runtime = SimpleNamespace(memset=lambda ptr, value, nbytes: None, memGetInfo=lambda: (1 << 36, 1 << 36))

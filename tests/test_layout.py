@@ -290,9 +290,9 @@ def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkey
     drawn: list[tuple[int, str]] = []
     real = inputs.make_args
 
-    def counted(spec: Any, sizes: Any, seed: int, values: str = "") -> Any:
+    def counted(spec: Any, sizes: Any, seed: int, values: str = "", **kwargs: Any) -> Any:
         drawn.append((seed, threading.current_thread().name))
-        return real(spec, sizes, seed, values)
+        return real(spec, sizes, seed, values, **kwargs)
 
     monkeypatch.setattr(inputs, "make_args", counted)
     reference = Reference("python", path=str(VECTOR_ADD.parent / "ref.py"), function="vector_add")

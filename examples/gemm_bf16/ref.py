@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 
 
-def _product64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _product64(a: np.ndarray, b: np.ndarray) -> Any:
     """a @ b in float64 for bf16 a and b: on the GPU (cuBLAS DGEMM) where CuPy finds one, since
-    porter also verifies the timed size (4096^3: seconds in NumPy), else in NumPy (a machine
-    without a GPU, or with CuPy and no driver: the simulated GPU of tools/bench_throughput.py)."""
+    porter also verifies the timed size (4096^3: seconds in NumPy), returned there (porter copies
+    a CuPy array down itself, into page-locked memory); else in NumPy (a machine without a GPU, or
+    with CuPy and no driver: the simulated GPU of tools/bench_throughput.py)."""
     try:
         import cupy
 
@@ -24,7 +25,7 @@ def _product64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         bits = cupy.asarray(np.ascontiguousarray(x).view(np.uint16)).astype(cupy.uint32) << 16
         return bits.view(cupy.float32).astype(cupy.float64)
 
-    return cupy.asnumpy(widen(a) @ widen(b))
+    return widen(a) @ widen(b)
 
 
 def gemm(args: dict[str, Any], sizes: dict[str, int]) -> dict[str, np.ndarray]:
@@ -35,7 +36,7 @@ def gemm(args: dict[str, Any], sizes: dict[str, int]) -> dict[str, np.ndarray]:
     if incoming.shape == product.shape:  # no padding columns: nothing of the incoming C is kept
         return {"C": product}
     c = incoming.astype(np.float64)  # a copy, with the caller's padding columns
-    c[:m, :n] = product
+    c[:m, :n] = product.get() if hasattr(product, "get") else product
     return {"C": c}
 
 

@@ -69,11 +69,13 @@ def stream(seed: int, tag: int, sizes: Mapping[str, int], *keys: int | str) -> n
     return np.random.default_rng([seed, digest])
 
 
-def make_args(spec: Spec, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
+def make_args(spec: Spec, sizes: dict[str, int], seed: int, values: str = "", *,
+              empty: Callable[[int, Any], np.ndarray] = np.empty) -> dict[str, Any]:
     """Every input buffer (numpy, the param's dtype and shape), every scalar and every ``[values]``
     entry, by name; ``values`` names a value case of the spec ("" for the default fills). Float
     scalars and values are numpy scalars of their dtype (``np.float32``): what the kernel gets.
-    Derived inputs are computed last, from all the others."""
+    Derived inputs are computed last, from all the others. ``empty(count, dtype)`` makes the
+    drawn buffers' flat arrays (the worker's are page-locked: ``porter.gate.runner.pinned``)."""
     drawn = draw_values(spec, sizes, seed, values)
     symbols: dict[str, int | float] = {**sizes, **{v.name: (float if v.dtype.is_float else int)(drawn[v.name])
                                                     for v in spec.values}}
@@ -89,11 +91,11 @@ def make_args(spec: Spec, sizes: dict[str, int], seed: int, values: str = "") ->
             a, b = spec.fill_bounds(p, symbols, values=values)
             blocks = partial(_blocks, keys=(index, values), seed=seed, sizes=sizes)
             if fill.kind == "randint":
-                args[p.name] = _integers(int(a), int(b), shape, p.dtype, blocks)
+                args[p.name] = _integers(int(a), int(b), shape, p.dtype, blocks, empty)
                 continue
             if values == WIDE and fill.kind == "uniform":
                 a, b = _shifted(rng, spec.fill_bounds(p, symbols), (a, b))
-            drawn_array = _fill(fill.kind, float(a), float(b), shape, p.dtype, p.domain, blocks)
+            drawn_array = _fill(fill.kind, float(a), float(b), shape, p.dtype, p.domain, blocks, empty)
             floats = [q.name for q in spec.inputs if q.derive is None and q.dtype is not None and q.dtype.is_float]
             _mix(rng, drawn_array.reshape(-1), p.dtype, p.domain, floats.index(p.name), len(floats))
             args[p.name] = drawn_array
@@ -182,12 +184,13 @@ def _drawers() -> ThreadPoolExecutor:
 
 
 def _fill(kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType, domain: Domain,
-          blocks: Callable[[int, Callable[[int, np.random.Generator], None]], None]) -> np.ndarray:
+          blocks: Callable[[int, Callable[[int, np.random.Generator], None]], None],
+          empty: Callable[[int, Any], np.ndarray] = np.empty) -> np.ndarray:
     """A float fill, drawn in float64 a block at a time and rounded to the dtype (by way of
     float32 for the narrow ones, which NumPy converts fast): every mantissa bit varies, and the
     values stay inside the domain."""
     wide = np.float64 if dtype.numpy.itemsize > 4 else np.float32
-    out = np.empty(int(np.prod(shape)), dtype=dtype.numpy)
+    out = empty(int(np.prod(shape)), dtype.numpy)
     lo, hi = max(domain.lo, -float(dtype.max_finite)), min(domain.hi, float(dtype.max_finite))
 
     def draw(start: int, rng: np.random.Generator) -> None:
@@ -207,9 +210,10 @@ def _fill(kind: str, a: float, b: float, shape: tuple[int, ...], dtype: DType, d
 
 
 def _integers(a: int, b: int, shape: tuple[int, ...], dtype: DType,
-              blocks: Callable[[int, Callable[[int, np.random.Generator], None]], None]) -> np.ndarray:
+              blocks: Callable[[int, Callable[[int, np.random.Generator], None]], None],
+              empty: Callable[[int, Any], np.ndarray] = np.empty) -> np.ndarray:
     """A ``randint(a, b)`` fill (b excluded), a block at a time."""
-    out = np.empty(int(np.prod(shape)), dtype=dtype.numpy)
+    out = empty(int(np.prod(shape)), dtype.numpy)
 
     def draw(start: int, rng: np.random.Generator) -> None:
         out[start:start + BLOCK] = rng.integers(a, b, size=min(BLOCK, out.size - start), dtype=np.int64)

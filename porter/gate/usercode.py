@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 _IMPORTING = threading.RLock()  # one import of a user's file at a time (a pool's checks call in threads)
 
 
@@ -40,6 +42,19 @@ def load_callable(path: str, function: str) -> Any:
     if fn is None:
         raise RuntimeError(f"{path} has no function {function!r}")
     return fn
+
+
+def on_host(value: Any, empty: Any = None) -> Any:
+    """What a reference returned for one output, as a NumPy array: a device array (CuPy's, or any
+    with ``get``) copied down, into ``empty(count, dtype)``'s array where given (the worker's are
+    page-locked)."""
+    if not hasattr(value, "__cuda_array_interface__"):
+        return np.asarray(value)
+    if empty is None:
+        return np.asarray(value.get())
+    host = empty(value.size, value.dtype).reshape(value.shape)
+    value.get(out=host)
+    return host
 
 
 def callable_problem(path: Path, function: str) -> str:

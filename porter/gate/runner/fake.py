@@ -194,12 +194,12 @@ class FakeGpu:
 
     def _reference(self, spec: Any, sizes: dict[str, int], seed: int, values: str) -> dict[str, np.ndarray]:
         from porter.gate.inputs import make_args
-        from porter.gate.usercode import load_callable
+        from porter.gate.usercode import load_callable, on_host
 
         ref = spec.reference.callable
         args = make_args(spec, sizes, seed, values)
         result = load_callable(str(ref.path), ref.function)(args, dict(sizes))
-        return {p.name: np.asarray(result[p.name], dtype=np.float64) for p in spec.outputs}
+        return {p.name: on_host(result[p.name]).astype(np.float64) for p in spec.outputs}
 
     def _kernel(self, spec: Any, sizes: dict[str, int], seed: int, values: str, wrong: bool) -> dict[str, np.ndarray]:
         key = (str(spec.path), tuple(sorted(sizes.items())), seed, values, wrong)

@@ -12,6 +12,7 @@ import numpy as np
 from porter.gate.runner import judge, rounds
 from porter.gate.runner.launch import Launch, output_digests
 from porter.gate.runner.memory import scrubbed
+from porter.gate.runner.pinned import host_empty, pinned_copy, release_idle
 from porter.gate.runner.protocol import (
     CaseJob,
     CaseReply,
@@ -25,7 +26,7 @@ from porter.gate.runner.protocol import (
 )
 from porter.gate.runner.state import LoadedModule, WorkerState
 from porter.gate.summary import OutputSummary
-from porter.gate.usercode import load_callable
+from porter.gate.usercode import load_callable, on_host
 
 
 def _same_bytes(run: dict[str, np.ndarray], first: dict[str, np.ndarray]) -> bool:
@@ -36,15 +37,36 @@ def _same_bytes(run: dict[str, np.ndarray], first: dict[str, np.ndarray]) -> boo
 
 
 def _reference_array(cp: Any, result: dict[str, Any], p: Any) -> np.ndarray:
-    """One output of a Python reference, on the host (a CuPy array is copied down). For outputs of
-    16 bits or fewer, float32 holds the reference far beyond the output's own rounding and halves
-    what crosses the pipe."""
+    """One output of a Python reference, on the host (a CuPy array is copied down), page-locked:
+    the judgement uploads it once a run (:mod:`porter.gate.runner.pinned`). For outputs of 16 bits
+    or fewer, float32 holds the reference far beyond the output's own rounding and halves what
+    crosses the pipe."""
     if p.name not in result:
         raise RuntimeError(f"the reference returned no output {p.name!r}")
-    ref = np.asarray(cp.asnumpy(result[p.name]))
+    value = result[p.name]
+    ref = on_host(value, host_empty(cp))  # a device array is copied down into page-locked memory
     if p.dtype.is_float and p.dtype.itemsize <= 2 and ref.dtype == np.float64:
-        return ref.astype(np.float32)
-    return ref
+        return pinned_copy(cp, ref, np.float32)
+    return ref if hasattr(value, "__cuda_array_interface__") else pinned_copy(cp, ref)
+
+
+def _read_only(value: Any) -> Any:
+    if not isinstance(value, np.ndarray):
+        return value
+    view = value.view()
+    view.flags.writeable = False
+    return view
+
+
+def _python_reference(fn: Any, host_args: dict[str, Any], sizes: dict[str, int]) -> Any:
+    """``fn`` on the case's inputs: read-only views of the arrays the worker keeps (no copy of a
+    4096^2 input a case), or, for a reference that writes into its inputs, copies."""
+    try:
+        return fn({k: _read_only(v) for k, v in host_args.items()}, dict(sizes))
+    except ValueError as err:
+        if "read-only" not in str(err):
+            raise
+    return fn({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}, dict(sizes))
 
 
 def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, values: str,
@@ -56,13 +78,12 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
     kind = reference.kind
     if kind == "python":
         fn = load_callable(reference.path, reference.function)
-        inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
         # A reference that runs on the GPU through CuPy allocates from the judgement's scrubbed
         # pool: nothing it computed is left in device memory that a later launch of a candidate
         # (this case's next run, a timed launch on these inputs) could read. It may return CuPy
         # arrays; they are copied down inside the block.
         with scrubbed(state.cp):
-            result = fn(inputs, dict(sizes))
+            result = _python_reference(fn, host_args, sizes)
             outs = {p.name: _reference_array(state.cp, result, p) for p in spec.outputs}
             del result
     elif kind == "source":
@@ -114,6 +135,7 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     module = state.module(job.cubin)
     if job.first:  # a check starts from the module as loaded, whatever an earlier check left in it
         module.restore()
+        release_idle(state.cp)
     kernel_key = (job.cubin, job.entry, repr(job.launch))
     judging = _Judging(state, job, source_spec, host_args) if job.judge == "device" else None
     per_run: list[dict[str, np.ndarray] | None] = []
@@ -203,7 +225,10 @@ class _Judging:
             if job.reference.kind == "held":
                 if job.reference.outputs is None:
                     raise RuntimeError("a held reference reached a case judged on the device without its arrays")
-                self._reference = job.reference.outputs
+                # Mapped from the parent's parking file: copied once into page-locked memory, from
+                # which each run's judgement uploads it.
+                cp = self.state.cp
+                self._reference = {k: pinned_copy(cp, np.asarray(v)) for k, v in job.reference.outputs.items()}
             else:
                 self._reference = _reference(self.state, self.spec, job.sizes, job.seed, job.values, self.host_args,
                                              job.reference)

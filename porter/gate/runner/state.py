@@ -16,6 +16,7 @@ import numpy as np
 from porter.gate import layout
 from porter.gate.layout import Placement
 from porter.gate.runner.launch import Launch
+from porter.gate.runner.pinned import host_empty
 
 # A size set as a key: its (name, value) pairs, sorted.
 SizesKey = tuple[tuple[str, int], ...]
@@ -165,7 +166,8 @@ class WorkerState:
             return
         if self._drawer is None:
             self._drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-inputs")
-        self._drawing = {key: self._drawer.submit(make_args, spec, dict(sizes), seed, values)}
+        self._drawing = {key: self._drawer.submit(make_args, spec, dict(sizes), seed, values,
+                                                  empty=host_empty(self.cp))}
 
     def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
         """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
@@ -179,7 +181,8 @@ class WorkerState:
         found = self._inputs.pop(key, None)
         if found is None:
             pending = self._drawing.pop(key, None)
-            found = pending.result() if pending is not None else make_args(spec, sizes, seed, values)
+            found = (pending.result() if pending is not None
+                     else make_args(spec, sizes, seed, values, empty=host_empty(self.cp)))
         self._inputs[key] = found  # now the newest
         held = sum(_nbytes(args) for args in self._inputs.values())
         while held > INPUT_CACHE_BYTES and len(self._inputs) > 1:
