@@ -109,3 +109,18 @@ def test_a_reference_reads_the_kept_inputs_and_cannot_change_them(tmp_path: Path
     assert np.array_equal(reply.reference["out"], expected, equal_nan=True)
     assert kept["x"].tobytes() == drawn["x"].tobytes() and _pinned(kept["x"])
     assert reply.guards == [] and reply.modified == []
+
+
+def test_live_pinned_arrays_stay_under_the_cap_and_free_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PINNED_MAX_BYTES of live pinned arrays an array is pageable; an array's share comes
+    back when the array (and every view of it) is gone."""
+    monkeypatch.setattr(pinned, "PINNED_MAX_BYTES", pinned.live_bytes() + (3 << 20))
+    empty = pinned.host_empty(fake_cupy)
+    first, second = empty(1 << 20, np.uint8), empty(2 << 20, np.uint8)
+    view = second[10:].reshape(-1, 2)
+    assert _pinned(first) and _pinned(second)
+    assert not _pinned(empty(1 << 20, np.uint8))  # 4 MiB would pass the cap
+    del second
+    assert not _pinned(empty(1 << 20, np.uint8))  # its view still holds it
+    del view
+    assert _pinned(empty(1 << 20, np.uint8))

@@ -9,19 +9,28 @@ of a GEMM check, about 0.3 s of 1.76 s.
 Pinned blocks come from CuPy's pinned pool, which reuses a freed block for a request of its size
 (the sweep's size sets recur check after check); :func:`release_idle` hands the pool's unused
 blocks back to the driver, so page-locked memory no array uses does not pile up across checks.
-Small arrays stay pageable (pinning costs more than it saves there), and so does any array where
-pinning fails. ``PORTER_PINNED=0`` turns it off (for comparison: tools/bench_gate.py).
+Small arrays stay pageable (pinning costs more than it saves there), and so does any array past
+:data:`PINNED_MAX_BYTES` of live pinned arrays (page-locked memory is taken from the whole
+machine) and any array where pinning fails: at worst the worker copies as it did before.
+``PORTER_PINNED=0`` turns it off (for comparison: tools/bench_gate.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 PINNED_MIN_BYTES = 1 << 20  # smaller arrays stay pageable
+PINNED_MAX_BYTES = 4 << 30  # live pinned arrays of a worker, at most (inputs kept: 1 GiB; references)
+
+_live = [0]  # bytes of the pinned arrays alive now
+_counting = threading.Lock()
 
 # (count, dtype) -> a flat, writable, uninitialised host array
 Empty = Callable[[int, Any], np.ndarray]
@@ -37,15 +46,35 @@ def host_empty(cp: Any) -> Empty:
     def empty(count: int, dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
         nbytes = int(count) * dtype.itemsize
-        if nbytes < PINNED_MIN_BYTES or not enabled():
+        if nbytes < PINNED_MIN_BYTES or not enabled() or not _take(nbytes):
             return np.empty(int(count), dtype)
         try:
-            memory = cp.cuda.alloc_pinned_memory(nbytes)
+            array = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), dtype, int(count))
         except Exception:  # page-locked memory exhausted, or none on this machine: pageable
+            _give_back(nbytes)
             return np.empty(int(count), dtype)
-        return np.frombuffer(memory, dtype, int(count))
+        weakref.finalize(array, _give_back, nbytes)  # its views keep it, and the block, alive
+        return array
 
     return empty
+
+
+def _take(nbytes: int) -> bool:
+    with _counting:
+        if _live[0] + nbytes > PINNED_MAX_BYTES:
+            return False
+        _live[0] += nbytes
+        return True
+
+
+def _give_back(nbytes: int) -> None:
+    with _counting:
+        _live[0] -= nbytes
+
+
+def live_bytes() -> int:
+    """Bytes of the pinned arrays :func:`host_empty` made that are still alive."""
+    return _live[0]
 
 
 def pinned_copy(cp: Any, array: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -61,4 +90,5 @@ def release_idle(cp: Any) -> None:
     """Hand the pinned pool's unused blocks back to the driver (a check's start: what the last
     check freed and this one has not reused)."""
     if enabled():
-        cp.get_pinned_memory_pool().free_all_blocks()
+        with contextlib.suppress(Exception):  # no pinned pool here: nothing is held
+            cp.get_pinned_memory_pool().free_all_blocks()
