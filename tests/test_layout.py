@@ -321,6 +321,32 @@ def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkey
                                   + expected["y"].astype(np.float64))
 
 
+class _PoolWatch:
+    """On the fake device: whether a scrubbed pool is open now (``inside``), and for each float64
+    array of ``size`` elements that goes up to the device, whether one was open then (``uploads``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+        self.inside = False
+        self.uploads: list[bool] = []
+        real_asarray = fake_cupy.asarray
+
+        @contextmanager
+        def watched(allocator: Any) -> Any:
+            self.inside = True
+            try:
+                yield
+            finally:
+                self.inside = False
+
+        def uploading(value: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size == size:
+                self.uploads.append(self.inside)
+            return real_asarray(value, *args, **kwargs)
+
+        monkeypatch.setattr(fake_cupy.cuda, "using_allocator", watched)
+        monkeypatch.setattr(fake_cupy, "asarray", uploading)
+
+
 def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """An output declared nondeterministic is held to its reference after every timed launch. The
@@ -333,39 +359,22 @@ def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path:
     spec_path = folder / "porter.toml"
     text = spec_path.read_text()
     spec_path.write_text(text.replace('name = "out"\nkind = "buffer"', 'name = "out"\nkind = "buffer"\ndeterministic = false', 1))
-    events: list[tuple[str, bool]] = []
-    inside = [False]
-
-    @contextmanager
-    def watched(allocator: Any) -> Any:
-        inside[0] = True
-        try:
-            yield
-        finally:
-            inside[0] = False
-
-    real_asarray = fake_cupy.asarray
-
-    def uploading(value: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size == 4097:
-            events.append(("reference up", inside[0]))
-        return real_asarray(value, *args, **kwargs)
-
+    watch = _PoolWatch(monkeypatch, 4097)
     body = _vector_add()
+    launches: list[bool] = []
 
     def launched(*args: Any) -> None:
-        events.append(("launch", inside[0]))
+        launches.append(watch.inside)
         body(*args)
 
-    monkeypatch.setattr(fake_cupy.cuda, "using_allocator", watched)
-    monkeypatch.setattr(fake_cupy, "asarray", uploading)
     state = _state(launched)
     reference = Reference("python", key="ref", path=str(folder / "ref.py"), function="vector_add")
     try:
         for seed in (11, 12):
             job_case(state, CaseJob(cubin=b"fake", entry="vector_add", spec_path=str(spec_path), sizes={"n": 4097},
                                     seed=seed, reference=reference))
-        events.clear()
+        watch.uploads.clear()
+        launches.clear()
         reply = job_time(state, TimeJob(spec_path=str(spec_path), sizes={"n": 4097}, seeds=(11, 12),
                                         contenders=(Contender("candidate", "kernel", cubin=b"fake",
                                                               entry="vector_add"),), budget_s=0.0, min_reps=4,
@@ -373,9 +382,7 @@ def test_a_held_reference_is_on_the_device_only_between_timed_launches(tmp_path:
     finally:
         state.close()
     assert reply.digests[0] is not None and set(reply.digests[0]) == {0}  # every timed launch within tolerance
-    uploads = [where for what, where in events if what == "reference up"]
-    launches = [where for what, where in events if what == "launch"]
-    assert uploads and all(uploads) and launches and not any(launches)
+    assert watch.uploads and all(watch.uploads) and launches and not any(launches)
 
 
 def test_a_python_reference_on_the_gpu_computes_inside_the_scrubbed_pool(tmp_path: Path,
@@ -393,26 +400,7 @@ def test_a_python_reference_on_the_gpu_computes_inside_the_scrubbed_pool(tmp_pat
         "    n = int(sizes['n'])\n"
         "    x = cp.asarray(np.asarray(args['x'], dtype=np.float64)[:n])\n"
         "    return {'out': float(args['alpha']) * x + cp.asarray(np.asarray(args['y'], dtype=np.float64)[:n])}\n")
-    inside = [False]
-    uploads: list[bool] = []
-
-    @contextmanager
-    def watched(allocator: Any) -> Any:
-        inside[0] = True
-        try:
-            yield
-        finally:
-            inside[0] = False
-
-    real_asarray = fake_cupy.asarray
-
-    def uploading(value: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size == 1000:
-            uploads.append(inside[0])
-        return real_asarray(value, *args, **kwargs)
-
-    monkeypatch.setattr(fake_cupy.cuda, "using_allocator", watched)
-    monkeypatch.setattr(fake_cupy, "asarray", uploading)
+    watch = _PoolWatch(monkeypatch, 1000)
     state = _state(_vector_add())
     spec_path = folder / "porter.toml"
     try:
@@ -424,7 +412,7 @@ def test_a_python_reference_on_the_gpu_computes_inside_the_scrubbed_pool(tmp_pat
         on_host = _case(state, 5)
     finally:
         state.close()
-    assert uploads and all(uploads)  # the reference's own device arrays: each made inside the pool
+    assert watch.uploads and all(watch.uploads)  # the reference's own device arrays: each made inside the pool
     assert on_device.reference is not None and on_host.reference is not None
     assert type(on_device.reference["out"]) is np.ndarray
     assert np.array_equal(on_device.reference["out"], on_host.reference["out"], equal_nan=True)
