@@ -55,7 +55,7 @@ def on_host(value: Any, empty: Any = None) -> Any:
     host = empty(value.size, value.dtype).reshape(value.shape)
     try:
         value.get(out=host)
-    except (TypeError, ValueError):  # an array type whose get takes no out (or not this one)
+    except Exception:  # an array type whose get takes no out, or not this one (a strided view)
         return np.asarray(value.get())
     return host
 
