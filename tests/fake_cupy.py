@@ -50,10 +50,6 @@ def asarray(a: Any, dtype: Any = None) -> ndarray:
     return _device(np.array(a, dtype=dtype))
 
 
-def asnumpy(a: Any) -> np.ndarray:
-    return np.array(a).view(np.ndarray)
-
-
 def empty(shape: Any, dtype: Any = float) -> ndarray:
     return _device(np.empty(shape, dtype=dtype))
 

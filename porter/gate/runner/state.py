@@ -167,9 +167,8 @@ class WorkerState:
         if self._drawer is None:
             # The thread allocates page-locked memory (porter.gate.runner.pinned): on the worker's own
             # GPU, not in a context it would otherwise make on device 0.
-            device = self.cp.cuda.Device(self.cp.cuda.Device().id)
             self._drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-inputs",
-                                              initializer=device.use)
+                                              initializer=self.cp.cuda.Device().use)
         self._drawing = {key: self._drawer.submit(make_args, spec, dict(sizes), seed, values,
                                                   empty=host_empty(self.cp))}
 
