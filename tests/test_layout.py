@@ -221,6 +221,41 @@ def test_a_case_judged_on_the_device_sends_summaries_and_a_wrong_one_its_outputs
         picky.close()
 
 
+def test_runs_that_repeat_the_first_runs_bytes_are_judged_once_and_a_differing_one_goes_to_the_host(monkeypatch: Any) -> None:
+    """The reference goes up (and the comparison runs) once for a case whose later runs repeat the
+    first run's bytes: they have its summaries. A later run that differs, even by one element within
+    tolerance, is not taken for the first: its outputs go to the host."""
+    from porter.gate.runner import judge
+
+    compared: list[int] = []
+    real = judge.summaries
+    monkeypatch.setattr(judge, "summaries", lambda *a, **k: compared.append(1) or real(*a, **k))
+    honest = _state(_vector_add())
+    try:
+        reply = _device_case(honest, 3)
+    finally:
+        honest.close()
+    assert len(compared) == 1 and len(reply.summaries) == len(INITIAL_STATES) and reply.outputs == []
+    assert all(s == reply.summaries[0] for s in reply.summaries)
+
+    launches: list[int] = []
+
+    def drifting(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        count = int(n)
+        launches.append(1)
+        result = (np.float32(alpha) * at(x, count, np.float32) + at(y, count, np.float32)).astype(np.float32)
+        result[:1] = np.nextafter(result[:1], np.float32(np.inf)) if len(launches) > 1 else result[:1]
+        at(out, count, np.float32)[:] = result
+
+    compared.clear()
+    state = _state(drifting)
+    try:
+        reply = _device_case(state, 3)
+    finally:
+        state.close()
+    assert reply.outputs and reply.outputs[1] is not None and reply.summaries == []
+
+
 def test_an_input_written_by_the_kernel_is_found_on_the_device() -> None:
     def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
         count = int(n)

@@ -213,6 +213,11 @@ class _Judging:
         self._launches.append((launch, bits))
         if any(p.deterministic and a != b for p, a, b in zip(self.spec.outputs, bits, first, strict=True)):
             return False
+        if self.summaries and bits == first:
+            # Every output's bytes those of the first run, which passed: the same comparison with the
+            # same reference comes to the same summaries, so the reference does not go up again.
+            self.summaries.append(self.summaries[0])
+            return True
         found = judge.summaries(self.state, launch, self.spec, self.job.sizes, self.job.values, self.reference())
         if found is None or not all(s.passed for s in found.values()):
             return False

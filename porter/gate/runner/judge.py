@@ -10,7 +10,9 @@ its kernels runs is within reach of a wild write (or read) at a guessed address.
 
 - the reference reaches the device only once the run's last launch has completed (the device is
   synchronised), and each run is judged before the next one launches, so neither the reference nor
-  a run's outputs are on the device while a candidate kernel that could rewrite them runs;
+  a run's outputs are on the device while a candidate kernel that could rewrite them runs (a later
+  run whose every output has the first run's digest has the first run's summaries: the reference
+  goes up once a case);
 - everything the judgement allocates (the reference, its float64 chunks, every temporary) comes
   from a memory pool of its own (never the launches' pool) whose every byte is zeroed when the judgement
   ends (:func:`~porter.gate.runner.memory.scrubbed`): nothing of a reference is left for a later kernel (the next case, the
