@@ -61,8 +61,9 @@ def test_where_pinning_fails_the_array_is_pageable(monkeypatch: pytest.MonkeyPat
         raise MemoryError("no page-locked memory left")
 
     monkeypatch.setattr(fake_cupy.cuda, "alloc_pinned_memory", exhausted)
-    array = pinned.host_empty(fake_cupy)(1 << 22, np.float32)
-    assert array.size == 1 << 22 and not _pinned(array)
+    count = (37 << 20) // 4  # a size class no other test frees a block of
+    array = pinned.host_empty(fake_cupy)(count, np.float32)
+    assert array.size == count and not _pinned(array)
 
 
 def _state() -> WorkerState:
@@ -124,3 +125,36 @@ def test_live_pinned_arrays_stay_under_the_cap_and_free_their_share(monkeypatch:
     assert not _pinned(empty(1 << 20, np.uint8))  # its view still holds it
     del view
     assert _pinned(empty(1 << 20, np.uint8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(nbytes=st.integers(1, 1 << 40))
+def test_a_size_class_holds_the_request_and_wastes_at_most_an_eighth(nbytes: int) -> None:
+    size = pinned.size_class(nbytes)
+    assert nbytes <= size <= max(nbytes + nbytes // 8, 4096 * (1 + nbytes // 4096))
+    assert pinned.size_class(size) == size and pinned.size_class(nbytes + 1) >= size
+
+
+def _block(array: np.ndarray) -> Any:
+    base: Any = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base.obj
+
+
+def test_a_freed_block_serves_the_next_array_of_its_class_and_the_kept_ones_are_capped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An array's block outlives it (up to IDLE_MAX_BYTES of kept blocks) and the next request of
+    its size class gets it, written over: a check's inputs land where the last check's lay."""
+    empty = pinned.host_empty(fake_cupy)
+    first = empty(3_000_000, np.uint8)
+    first[:] = 7
+    block = _block(first)
+    del first
+    again = empty(2_900_000, np.float32)[:10]  # 11.6 MB: another class
+    assert _block(again) is not block
+    second = empty(2_990_000, np.uint8)  # the same class as 3 MB
+    assert _block(second) is block and second.size == 2_990_000
+    monkeypatch.setattr(pinned, "IDLE_MAX_BYTES", pinned.idle_bytes())
+    del second
+    assert _block(empty(2_990_000, np.uint8)) is not block  # past the cap: not kept

@@ -1,18 +1,21 @@
 """Host arrays in page-locked (pinned) memory, for what the worker copies to the device again and
 again: a case's inputs (uploaded as the pristine image, then once a run for the integrity check,
-and by a reference that computes on the GPU) and its reference (uploaded once a run for the
-judgement, which may not keep it on the device while a candidate runs). From pageable memory the
+and by a reference that computes on the GPU) and its reference (uploaded for the judgement, which
+may not keep it on the device while a candidate runs). From pageable memory the
 driver stages every copy through a buffer of its own; from pinned memory the copy engine reads
 the array directly. On the H100 (2026-12-06) these uploads were the worker's largest single cost
 of a GEMM check, about 0.3 s of 1.76 s.
 
-Pinned blocks come from CuPy's pinned pool, which reuses a freed block for a request of its size
-(the sweep's size sets recur check after check); :func:`release_idle` hands the pool's unused
-blocks back to the driver, so page-locked memory no array uses does not pile up across checks.
-Small arrays stay pageable (pinning costs more than it saves there), and so does any array past
-:data:`PINNED_MAX_BYTES` of live pinned arrays (page-locked memory is taken from the whole
-machine) and any array where pinning fails: at worst the worker copies as it did before.
-``PORTER_PINNED=0`` turns it off (for comparison: tools/bench_gate.py).
+Blocks are requested in size classes (eight to each doubling, so at most 1/8 larger than asked)
+and a block no array uses any more is kept, up to :data:`IDLE_MAX_BYTES`, for the next request of
+its class: the sweep's size sets recur check after check with new seeds, and pinning a block anew
+costs about as much as the copy it saves (on the H200, 2026-12-06: 158 fresh blocks, 0.4 s over
+four checks). A block past that cap goes back to CuPy's pinned pool, and :func:`release_idle`, at
+a check's start, hands what that pool holds unused back to the driver: page-locked memory does not
+pile up across checks. Small arrays stay pageable (pinning costs more than it saves there), and so
+does any array past :data:`PINNED_MAX_BYTES` of live pinned arrays (page-locked memory is taken
+from the whole machine) and any array where pinning fails: at worst the worker copies as it did
+before. ``PORTER_PINNED=0`` turns it off (for comparison: tools/bench_gate.py).
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ import numpy as np
 
 PINNED_MIN_BYTES = 1 << 20  # smaller arrays stay pageable
 PINNED_MAX_BYTES = 4 << 30  # live pinned arrays of a worker, at most (inputs kept: 1 GiB; references)
+IDLE_MAX_BYTES = 1 << 30  # blocks kept for reuse with no array in them, at most
 
-_live = [0]  # bytes of the pinned arrays alive now
+_live = [0]  # bytes of the blocks pinned arrays use now
+_idle: dict[int, list[Any]] = {}  # size class -> blocks kept for reuse
+_idle_bytes = [0]
 _counting = threading.Lock()
 
 # (count, dtype) -> a flat, writable, uninitialised host array
@@ -46,17 +52,29 @@ def host_empty(cp: Any) -> Empty:
     def empty(count: int, dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
         nbytes = int(count) * dtype.itemsize
-        if nbytes < PINNED_MIN_BYTES or not enabled() or not _take(nbytes):
+        if nbytes < PINNED_MIN_BYTES or not enabled():
             return np.empty(int(count), dtype)
-        try:
-            array = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), dtype, int(count))
-        except Exception:  # page-locked memory exhausted, or none on this machine: pageable
-            _give_back(nbytes)
+        size = size_class(nbytes)
+        if not _take(size):
             return np.empty(int(count), dtype)
-        weakref.finalize(array, _give_back, nbytes)  # its views keep it, and the block, alive
+        block = _reuse(size)
+        if block is None:
+            try:
+                block = cp.cuda.alloc_pinned_memory(size)
+            except Exception:  # page-locked memory exhausted, or none on this machine: pageable
+                _give_back(size)
+                return np.empty(int(count), dtype)
+        array = np.frombuffer(block, dtype, int(count))
+        weakref.finalize(array, _recycle, size, block)  # its views keep it, and the block, alive
         return array
 
     return empty
+
+
+def size_class(nbytes: int) -> int:
+    """``nbytes`` rounded up to one of eight steps between two powers of two (4 KiB at least)."""
+    step = max(1 << max(nbytes.bit_length() - 4, 0), 4096)
+    return -(-nbytes // step) * step
 
 
 def _take(nbytes: int) -> bool:
@@ -72,9 +90,33 @@ def _give_back(nbytes: int) -> None:
         _live[0] -= nbytes
 
 
+def _reuse(size: int) -> Any:
+    """A kept block of class ``size``, or None."""
+    with _counting:
+        kept = _idle.get(size)
+        if not kept:
+            return None
+        _idle_bytes[0] -= size
+        return kept.pop()
+
+
+def _recycle(size: int, block: Any) -> None:
+    """An array's block, its array gone: kept for reuse while under the cap, else left to CuPy's pool."""
+    with _counting:
+        _live[0] -= size
+        if _idle_bytes[0] + size <= IDLE_MAX_BYTES:
+            _idle.setdefault(size, []).append(block)
+            _idle_bytes[0] += size
+
+
 def live_bytes() -> int:
-    """Bytes of the pinned arrays :func:`host_empty` made that are still alive."""
+    """Bytes of the blocks that pinned arrays :func:`host_empty` made, still alive, use."""
     return _live[0]
+
+
+def idle_bytes() -> int:
+    """Bytes of the blocks kept for reuse."""
+    return _idle_bytes[0]
 
 
 def pinned_copy(cp: Any, array: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -87,8 +129,8 @@ def pinned_copy(cp: Any, array: np.ndarray, dtype: Any = None) -> np.ndarray:
 
 
 def release_idle(cp: Any) -> None:
-    """Hand the pinned pool's unused blocks back to the driver (a check's start: what the last
-    check freed and this one has not reused)."""
+    """Hand CuPy's pinned pool's unused blocks back to the driver (a check's start): those past
+    :data:`IDLE_MAX_BYTES` (the blocks kept for reuse are in use as far as that pool knows)."""
     if enabled():
         with contextlib.suppress(Exception):  # no pinned pool here: nothing is held
             cp.get_pinned_memory_pool().free_all_blocks()
