@@ -314,13 +314,13 @@ def test_a_run_wrong_only_from_zeros_ships_the_first_run_and_its_own_outputs() -
 
 
 def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A case job names the next case of its check: the worker draws that case's inputs in a thread
-    of its own during this job, and the next job takes them (drawn once, the same arrays as a draw
-    made then); a draw named but never asked for is dropped for the next one named."""
+    """A case job names the next cases of its check: the worker draws those cases's inputs in a thread
+    of its own during this job, and the next jobs take them (drawn once, the same arrays as a draw
+    made then); of the draws named and not asked for yet, the newest PREFETCH_DEPTH are kept."""
     import threading
 
     from porter.gate import inputs
-    from porter.gate.runner.protocol import Upcoming
+    from porter.gate.runner.protocol import PREFETCH_DEPTH, Upcoming
 
     drawn: list[tuple[int, str]] = []
     real = inputs.make_args
@@ -341,12 +341,17 @@ def test_the_next_cases_inputs_are_drawn_in_a_thread_while_this_case_runs(monkey
     try:
         first = case(31, 32)
         second = case(32, 33)
-        case(34, 35)  # 33 was drawn ahead but not asked for: dropped for 35
-        third = case(33, None)
+        case(34, 35)  # 33 drawn ahead and not asked for yet: kept beside 35 (PREFETCH_DEPTH)
+        case(33, None)
+        case(36, 37)
+        case(38, 39)  # 37 drawn ahead, then 39: 35, the oldest not asked for, is dropped
+        third = case(35, None)
     finally:
         state.close()
+    assert PREFETCH_DEPTH == 2
     seeds = [seed for seed, _ in drawn]
-    assert seeds.count(31) == seeds.count(32) == seeds.count(34) == 1 and seeds.count(33) == 2
+    assert all(seeds.count(s) == 1 for s in (31, 32, 33, 34, 36, 38))
+    assert not [thread for seed, thread in drawn if seed == 35][-1].startswith("porter-inputs")  # drawn when asked
     threads = dict(drawn)
     assert threads[32].startswith("porter-inputs") and not threads[31].startswith("porter-inputs")
     expected = real(load_spec(VECTOR_ADD), {"n": 1000}, 32)

@@ -18,7 +18,7 @@ from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
-from porter.gate.runner.protocol import CaseJob, CaseReply, Reference, Upcoming
+from porter.gate.runner.protocol import PREFETCH_DEPTH, CaseJob, CaseReply, Reference, Upcoming
 from porter.gate.spec import Spec
 from porter.gate.summary import output_terms
 from porter.gate.verdict import (
@@ -239,7 +239,7 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
                                                 reference=reference, judge=options.judge,
                                                 send_reference=references is not None,
                                                 upcoming=tuple(Upcoming(c.sizes, c.seed, c.values)
-                                                               for c in plan[index + 1:index + 2])),
+                                                               for c in plan[index + 1:index + 1 + PREFETCH_DEPTH])),
                                 options.case_timeout_s)
                 if held is not None:
                     reply = replace(reply, reference=held)

@@ -50,6 +50,9 @@ class Reference:
     outputs: Outputs | None = None
 
 
+PREFETCH_DEPTH = 2  # coming cases a case job names, whose inputs the worker draws ahead (see Upcoming)
+
+
 @dataclass(frozen=True)
 class Upcoming:
     """A case the caller will ask for next (its sizes, seed and value case), whose inputs the

@@ -17,6 +17,7 @@ from porter.gate import layout
 from porter.gate.layout import Placement
 from porter.gate.runner.launch import Launch
 from porter.gate.runner.pinned import host_empty
+from porter.gate.runner.protocol import PREFETCH_DEPTH
 
 # A size set as a key: its (name, value) pairs, sorted.
 SizesKey = tuple[tuple[str, int], ...]
@@ -157,8 +158,9 @@ class WorkerState:
     def prefetch(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> None:
         """Start drawing a coming case's inputs in a thread of the worker's own, so that the draw
         (NumPy's generators release the GIL; a large draw uses every core) overlaps this case's
-        launches, judgement and reference. One draw ahead at most: an earlier one not yet asked
-        for is forgotten (a check that stopped at a fault never asks)."""
+        launches, judgement and reference. :data:`PREFETCH_DEPTH` draws ahead at most, in the order
+        asked: an older one not yet asked for is forgotten (a check that stopped at a fault never
+        asks)."""
         from porter.gate.inputs import make_args
 
         key = self._input_key(spec, sizes, seed, values)
@@ -169,8 +171,9 @@ class WorkerState:
             # GPU, not in a context it would otherwise make on device 0.
             self._drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-inputs",
                                               initializer=self.cp.cuda.Device().use)
-        self._drawing = {key: self._drawer.submit(make_args, spec, dict(sizes), seed, values,
-                                                  empty=host_empty(self.cp))}
+        self._drawing[key] = self._drawer.submit(make_args, spec, dict(sizes), seed, values, empty=host_empty(self.cp))
+        while len(self._drawing) > PREFETCH_DEPTH:
+            self._drawing.pop(next(iter(self._drawing))).cancel()
 
     def inputs(self, spec: Any, sizes: dict[str, int], seed: int, values: str = "") -> dict[str, Any]:
         """``make_args`` for one case, kept for later jobs: the timing run draws the inputs of the
