@@ -26,6 +26,28 @@ def test_parked_arrays_read_back_bit_for_bit_and_their_files_go(tmp_path) -> Non
     assert os.listdir(tmp_path) == []
 
 
+def test_an_array_sent_again_is_written_once_and_the_oldest_kept_file_goes_past_the_cap(tmp_path) -> None:
+    """A kept array's file serves every job that sends it (the receiver reads it and leaves it); a
+    new array of the same contents is written anew; past keep_bytes the oldest kept file goes."""
+    rng = np.random.default_rng(1)
+    first, second = (rng.standard_normal(PARK_BYTES // 8).astype(np.float64) for _ in range(2))
+    parking = Parking(str(tmp_path), prefix="job-", keep_bytes=2 * PARK_BYTES)
+    sent = [parking.park({"C": first}) for _ in range(3)]
+    assert len({p["C"].path for p in sent}) == 1 and all(p["C"].kept for p in sent)
+    for job in sent:  # every job reads it, and it stays
+        assert np.array_equal(unpark(job)["C"], first)
+    assert os.listdir(tmp_path) == [os.path.basename(sent[0]["C"].path)]
+    copy = parking.park({"C": first.copy()})["C"]  # the same bytes, another array: its own file
+    assert copy.path != sent[0]["C"].path
+    newest = parking.park({"C": second})["C"]  # three kept arrays pass the cap of two: the first goes
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p.path) for p in (copy, newest))
+    assert np.array_equal(unpark({"C": newest})["C"], second)
+    too_big = Parking(str(tmp_path), keep_bytes=PARK_BYTES // 2).park(first)
+    assert not too_big.kept
+    unpark(too_big)
+    assert not os.path.exists(too_big.path)
+
+
 def test_without_a_directory_nothing_is_parked() -> None:
     big = np.zeros(PARK_BYTES, dtype=np.uint8)
     assert Parking(None).park({"a": big})["a"] is big

@@ -36,6 +36,8 @@ from porter.gate.runner.protocol import (
 )
 from porter.gate.runner.transfer import Parking, remove_parking, unpark
 
+JOB_PARKING_KEEP_BYTES = 512 << 20  # held references kept parked for a worker's next jobs (RAM file system)
+
 
 class WorkerFault(Exception):
     """The job did not complete: the kernel hung, faulted, or the worker died."""
@@ -149,7 +151,7 @@ class Runner:
             raise WorkerFault(reply.get("error", "the GPU worker could not start"), kind="unavailable")
         self.info = DeviceInfo(**reply["device"])
         self._parking = reply.get("parking")
-        self._job_parking = Parking(self._parking, prefix="job-")
+        self._job_parking = Parking(self._parking, prefix="job-", keep_bytes=JOB_PARKING_KEEP_BYTES)
         if self.info.pci and self._lock is None:
             self._lock = GpuLock(self.info.pci)
         return self.info

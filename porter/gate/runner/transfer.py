@@ -34,11 +34,13 @@ _RAM_FS = "/dev/shm"
 
 @dataclass(frozen=True)
 class Parked:
-    """An array the worker left in a file: where, and how to read it back."""
+    """An array the worker left in a file: where, and how to read it back. ``kept``: the sender
+    keeps the file for the next job that sends the same array (the receiver maps it and leaves it)."""
 
     path: str
     dtype: np.dtype
     shape: tuple[int, ...]
+    kept: bool = False
 
 
 _PREFIX = "porter-worker-"
@@ -87,12 +89,21 @@ def process_alive(pid: int) -> bool:
 class Parking:
     """Replaces large arrays in a reply (the worker's side) or a job (the parent's, ``prefix``
     ``job-``: a held reference for a worker that judges on the device) by handles on files it
-    writes in the worker's directory; the other side's :func:`unpark` reads and unlinks them."""
+    writes in the worker's directory; the other side's :func:`unpark` reads and unlinks them.
 
-    def __init__(self, directory: str | None, prefix: str = "") -> None:
+    With ``keep_bytes``, files are kept for arrays sent again (up to that many bytes, the oldest
+    let go first): a port run's held references go with every candidate's cases, the same arrays
+    each time, so each is written once for the worker rather than once a candidate (at 4096^2,
+    64 MB a case). An array is known by its identity, which the parking holds on to (the caller
+    hands over arrays it no longer changes: :class:`porter.gate.references.ReferenceCache`'s are
+    read-only); the receiver maps a kept file and leaves it."""
+
+    def __init__(self, directory: str | None, prefix: str = "", keep_bytes: int = 0) -> None:
         self.directory = directory
         self.prefix = prefix
+        self.keep_bytes = keep_bytes
         self._names = itertools.count()
+        self._kept: dict[int, tuple[np.ndarray, Parked]] = {}  # id(array) -> (the array, its file)
 
     def __enter__(self) -> Parking:
         return self
@@ -104,6 +115,9 @@ class Parking:
         if self.directory is None:
             return obj
         if isinstance(obj, np.ndarray) and obj.nbytes >= PARK_BYTES and not obj.dtype.hasobject:
+            kept = self._kept.get(id(obj))
+            if kept is not None and kept[0] is obj:
+                return kept[1]
             path = os.path.join(self.directory, f"{self.prefix}{next(self._names)}.bin")
             try:
                 np.ascontiguousarray(obj).tofile(path)
@@ -111,7 +125,11 @@ class Parking:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 return obj
-            return Parked(path, obj.dtype, tuple(obj.shape))
+            keep = obj.nbytes <= self.keep_bytes
+            parked = Parked(path, obj.dtype, tuple(obj.shape), kept=keep)
+            if keep:
+                self._keep(obj, parked)
+            return parked
         if isinstance(obj, dict):
             return {k: self.park(v) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
@@ -121,13 +139,26 @@ class Parking:
         return obj
 
 
+    def _keep(self, array: np.ndarray, parked: Parked) -> None:
+        self._kept[id(array)] = (array, parked)
+        held = sum(a.nbytes for a, _ in self._kept.values())
+        while held > self.keep_bytes:
+            oldest, (old, old_parked) = next(iter(self._kept.items()))
+            del self._kept[oldest]
+            held -= old.nbytes
+            with contextlib.suppress(OSError):
+                os.unlink(old_parked.path)
+
+
 def unpark(obj: Any) -> Any:
-    """The receiving side: every handle in a reply or job replaced by its array (the file is unlinked)."""
+    """The receiving side: every handle in a reply or job replaced by its array (the file is
+    unlinked, unless the sender keeps it)."""
     if isinstance(obj, Parked):
         try:
             array = np.memmap(obj.path, dtype=obj.dtype, mode="c", shape=obj.shape)
         finally:
-            os.unlink(obj.path)
+            if not obj.kept:
+                os.unlink(obj.path)
         return array.view(np.ndarray)
     if isinstance(obj, dict):
         return {k: unpark(v) for k, v in obj.items()}
