@@ -4,8 +4,10 @@ agrees with triton.testing.do_bench.
     PYTHONPATH=$PWD python3 tools/bench_gate.py [examples/gemm_bf16] [--repeats 5] [--profile DIR]
 
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
-   with a warm worker as the repair loop sees it; the first (cold) run, which includes starting
-   the worker, is reported separately.
+   with warm workers as the repair loop sees them; the first (cold) run, which includes starting
+   the workers, is reported separately. ``--lanes`` workers (default 2: the check's own and one
+   beside it, as ``porter check`` borrows the pool's free slot) share the cases; timing stays on
+   the check's own (see porter/gate/lanes.py).
 2. The same checks as a port run's later candidates make them: on the run's seeds, with the
    reference outputs held from its first check (the pace of the repair loop).
 3. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
@@ -83,7 +85,8 @@ class PhaseClock:
         return totals
 
 
-def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tuple[float, list[float], float, float]:
+def full_checks(example: Path, repeats: int, profile: Path | None = None,
+                lanes: int = 2) -> tuple[float, list[float], float, float]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -100,26 +103,34 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
 
         profile.mkdir(parents=True, exist_ok=True)
         os.environ[PROFILE_ENV] = tempfile.mkdtemp(prefix="porter-bench-profile-")
+    helpers = [Runner() for _ in range(lanes - 1)]  # as porter check borrows the pool's free slots
     with Runner() as runner:
         clock = PhaseClock(runner, spec)
+        beside = [PhaseClock(helper, spec) for helper in helpers]
         for repeat in range(repeats + 1):
             os.environ["PORTER_CACHE_DIR"] = tempfile.mkdtemp(prefix="porter-bench-cache-")
             clock.jobs.append(f"-- check {repeat} ({'cold' if repeat == 0 else 'warm'})")
             t0 = time.perf_counter()
             if repeat:
                 parent.enable()
-            verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=clock)
+            verdict = run_check(kernel, spec, CheckOptions(), toolchain=find_toolchain(), runner=clock, helpers=beside)
             parent.disable()
             walls.append(time.perf_counter() - t0)
             if repeat == 0:
                 cold_jobs = clock.count
             phase = clock.take()
-            phase["parent (assemble, compare, judge)"] = walls[-1] - sum(phase.values())
+            phase["parent (assemble, compare, judge; waits for the helpers)"] = walls[-1] - sum(phase.values())
+            helped = [sum(c.take().values()) for c in beside]
+            if helped:
+                phase["cases in the helper workers, beside these (not in the sum)"] = sum(helped)
             phases.append(phase)
             if verdict.status != "passed":
                 raise SystemExit(f"check did not pass: {verdict.reason}")
             median_ms = verdict.timings[0].median_ms
         fresh_jobs = clock.count
+        own_pid = runner.pid
+        for helper in helpers:
+            helper.close()
         loop_walls, loop_phases, loop_first = loop_candidates(kernel, spec, clock, repeats)
         # The candidate alone, as do_bench times it: no library or source kernel interleaved
         # (a cuBLAS run at full power between launches lowers the clocks the candidate sees).
@@ -138,7 +149,8 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None) -> tup
         write_top(parent, profile / "parent.txt")
         # One file a job, numbered in the order the worker ran them: the cold check's first, the
         # timing alone (not a check) last; the warm checks' are those between.
-        jobs = sorted(Path(os.environ[PROFILE_ENV]).glob("job-*.pstats"))
+        # Those of the check's own worker: the helpers' (the cases split off to them) are left out.
+        jobs = sorted(Path(os.environ[PROFILE_ENV]).glob(f"job-{own_pid}-*.pstats"))
         for name, chosen in (("worker.txt", jobs[cold_jobs:fresh_jobs]), ("worker-loop.txt", jobs[loop_first:-1])):
             if chosen:
                 write_top(pstats.Stats(*map(str, chosen)), profile / name)
@@ -251,13 +263,15 @@ def main() -> None:
     parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", type=Path, help="a folder for where the warm checks' seconds went")
+    parser.add_argument("--lanes", type=int, default=2, help="workers a full check's cases are split over "
+                        "(porter check's: the pool's slots on the GPU; 1 for one worker)")
     args = parser.parse_args()
     example = Path(args.example)
-    cold, warm, loop, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile)
+    cold, warm, loop, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile, args.lanes)
     triton_ms = do_bench_ms(example)
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")
-    print(f"full check, warm worker, cold ptxas cache: median {statistics.median(warm):.2f} s "
+    print(f"full check, warm workers ({args.lanes}), cold ptxas cache: median {statistics.median(warm):.2f} s "
           f"(min {min(warm):.2f}, max {max(warm):.2f}, n={len(warm)})")
     print(f"repair-loop candidate (a port run's later candidate: the run's seeds, references held): median "
           f"{statistics.median(loop):.2f} s (min {min(loop):.2f}, max {max(loop):.2f}, n={len(loop)})")

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -181,9 +183,35 @@ def redirected_entry(launch: dict[str, Any] | None, spec_entry: str, module: Ptx
 
 
 def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: Toolchain,
-              runner: GpuRunner | None, references: ReferenceCache | None = None) -> Verdict:
+              runner: GpuRunner | None, references: ReferenceCache | None = None,
+              helpers: Sequence[GpuRunner] = ()) -> Verdict:
     """The gate on one candidate. ``references`` keeps the reference outputs of a port run's
-    cases for the run's other candidates (see :mod:`porter.gate.references`)."""
+    cases for the run's other candidates (see :mod:`porter.gate.references`); ``helpers`` are
+    other workers on ``runner``'s GPU that run some of its cases (see :mod:`porter.gate.lanes`):
+    they start beside the check's own work, and one that cannot start is left out."""
+    if not helpers or runner is None:
+        return _check(candidate, spec, options, toolchain, runner, references, lambda: [])
+    starting = ThreadPoolExecutor(max_workers=len(helpers), thread_name_prefix="porter-helper")
+    started = [starting.submit(helper.start) for helper in helpers]
+
+    def ready() -> list[GpuRunner]:
+        found = []
+        for helper, future in zip(helpers, started, strict=True):
+            error = future.exception()
+            if error is None:
+                found.append(helper)
+            elif not isinstance(error, WorkerFault):
+                raise error
+        return found
+
+    try:
+        return _check(candidate, spec, options, toolchain, runner, references, ready)
+    finally:
+        starting.shutdown(wait=True)  # none is left starting when the caller has them back
+
+
+def _check(candidate: Path, spec: Spec, options: CheckOptions, toolchain: Toolchain, runner: GpuRunner | None,
+           references: ReferenceCache | None, helpers: Callable[[], list[GpuRunner]]) -> Verdict:
     start = time.perf_counter()
     module = read_ptx(candidate)
     source_spec = spec  # the spec describes the source; a candidate may declare its own launch
@@ -299,8 +327,9 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
         key = Case(sizes, seed).key()
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
+    drawn = drawn_timed_sizes(spec, plan, timed, seeds[0]) if options.timing else None
     judging = run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
-                         references)
+                        references, helpers=helpers(), kept=[*timed, *([drawn] if drawn is not None else [])])
     digests = judging.digests
     # Profiling, sanitizing and timing do not wait for the last judgements: the comparisons finish
     # on the CPU while the GPU works. Timing starts only if no case is known to have failed yet, and
@@ -332,7 +361,6 @@ def run_check(candidate: Path, spec: Spec, options: CheckOptions, *, toolchain: 
     speed: dict[str, float | None] = {}
     timed_run = None
     if options.timing and not judging.failed_so_far():
-        drawn = drawn_timed_sizes(spec, plan, timed, seeds[0])
         timed_run = time_candidate(spec, runner, device, run_cubin, entry_name, launch,
                             (source_cubin, source_entry, source_launch), options, seeds, digests,
                             [*timed, *([drawn] if drawn is not None else [])], reference_for)

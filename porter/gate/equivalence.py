@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -14,8 +16,9 @@ import numpy as np
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison, passing_check
 from porter.gate.golden import GoldenCase, Manifest
+from porter.gate.lanes import CASE_OVERHEAD_BYTES, split
 from porter.gate.options import CheckOptions
-from porter.gate.plan import Case, CaseKey
+from porter.gate.plan import Case, CaseKey, total_buffer_bytes
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
 from porter.gate.runner.protocol import PREFETCH_DEPTH, CaseJob, CaseReply, Reference, Upcoming
@@ -213,18 +216,34 @@ class Judging:
 
 
 def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRunner, cubin: bytes, entry: str,
-               launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
-               references: ReferenceCache | None = None) -> Judging:
+              launch: dict[str, Any] | None, warnings: list[str], reference_job: Any,
+              references: ReferenceCache | None = None, *, helpers: Sequence[GpuRunner] = (),
+              kept: Sequence[dict[str, int]] = ()) -> Judging:
     """Run the plan in the worker, judging each case in a thread while the next one runs (the
     comparison is NumPy work that releases the GIL), and stop at the first fault. Returns once
     every case has run; the last judgements may still be under way, so that the GPU work that
     follows (profiling, timing) overlaps them. A reference that ``references`` holds is not asked
     of the worker again (a ``held`` job); one it computes is kept; one that another check is
-    computing at the moment is waited for (see :meth:`ReferenceCache.take`)."""
+    computing at the moment is waited for (see :meth:`ReferenceCache.take`).
+
+    ``helpers``: other workers on the same GPU this check may also use: the cases are split
+    between them and ``runner`` (see :mod:`porter.gate.lanes`), the cases at ``kept`` sizes (those
+    timed next) staying with ``runner``; a fault in any stops every lane after its current case."""
     judging = Judging([], [], {})
+    lanes = [runner, *helpers]
+    costs = [total_buffer_bytes(spec, c.sizes) + CASE_OVERHEAD_BYTES for c in plan]
+    dealt = split(costs, len(lanes), [i for i, c in enumerate(plan) if c.sizes in kept]) if helpers else [
+        list(range(len(plan)))]
     judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
-    try:
-        for index, case in enumerate(plan):
+    pending: dict[int, Future[CaseResult]] = {}
+    stop = threading.Event()
+    noted = threading.Lock()
+
+    def run_lane(lane: GpuRunner, indices: list[int]) -> None:
+        for position, index in enumerate(indices):
+            if stop.is_set():
+                return
+            case = plan[index]
             job = reference_job(index)
             key = ReferenceCache.key(job, str(spec.path), case.key()) if references is not None else None
             held = (references.take(key, options.case_timeout_s) if references is not None and key is not None
@@ -234,30 +253,44 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
             reference = job if held is None else Reference("held", key=job.key,
                                                            outputs=held if options.judge == "device" else None)
             try:
-                reply = run_job(runner, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
-                                                seed=case.seed, values=case.values, launch=launch, first=index == 0,
-                                                reference=reference, judge=options.judge,
-                                                send_reference=references is not None,
-                                                upcoming=tuple(Upcoming(c.sizes, c.seed, c.values)
-                                                               for c in plan[index + 1:index + 1 + PREFETCH_DEPTH])),
+                reply = run_job(lane, CaseJob(cubin=cubin, entry=entry, spec_path=str(spec.path), sizes=case.sizes,
+                                              seed=case.seed, values=case.values, launch=launch, first=position == 0,
+                                              reference=reference, judge=options.judge,
+                                              send_reference=references is not None,
+                                              upcoming=tuple(Upcoming(plan[i].sizes, plan[i].seed, plan[i].values)
+                                                             for i in indices[position + 1:position + 1 + PREFETCH_DEPTH])),
                                 options.case_timeout_s)
                 if held is not None:
                     reply = replace(reply, reference=held)
                 elif references is not None and key is not None and reply.reference is not None:
                     reply = replace(reply, reference=references.put(key, reply.reference))
             except WorkerFault as fault:
-                judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status=Status.FAILED,
-                                                  values=case.values, reason=fault_reason(fault), fault=str(fault)))
-                break
+                stop.set()
+                with noted:
+                    judging.faulted.append(CaseResult(sizes=dict(case.sizes), seed=case.seed, status=Status.FAILED,
+                                                      values=case.values, reason=fault_reason(fault), fault=str(fault)))
+                return
             finally:
                 if references is not None and key is not None and held is None:
                     references.abandon(key)  # put, or never coming from this check: nobody waits on it
-            judging.digests[case.key()] = reply.digests
-            if reply.fence and reply.fence not in warnings:
-                warnings.append(reply.fence)
-            judging.pending.append(judges.submit(judge_case, spec, case, reply))
+            with noted:
+                judging.digests[case.key()] = reply.digests
+                if reply.fence and reply.fence not in warnings:
+                    warnings.append(reply.fence)
+                pending[index] = judges.submit(judge_case, spec, case, reply)
+
+    try:
+        if len(lanes) == 1:
+            run_lane(runner, dealt[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="porter-lane") as pool:
+                running = [pool.submit(run_lane, lane, indices) for lane, indices in zip(lanes, dealt, strict=True)]
+                for future in running:
+                    future.result()
     finally:
+        stop.set()
         judges.shutdown(wait=False)  # the submitted judgements still finish
+    judging.pending = [pending[index] for index in sorted(pending)]
     return judging
 
 

@@ -4,10 +4,13 @@ Each GPU gets ``per_gpu`` worker processes (slots), each one the usual :class:`R
 CUDA context on that GPU, so that a candidate which hangs or faults takes down its own worker only.
 A round's candidates are checked in threads, one slot each: while one candidate's cases run on the
 GPU, another's ptxas run, input draws and comparisons run on the CPU, and correctness cases of
-different candidates share the GPU. The candidates waiting for a slot are assembled ahead. Timing (and ncu or compute-sanitizer) takes the GPU's
+different candidates share the GPU. A lone candidate (``porter check``, the candidate a port run
+confirms) borrows its GPU's free slots too: its cases are split between them (see
+:mod:`porter.gate.lanes`), its timing stays on its own. The candidates waiting for a slot are
+assembled ahead. Timing (and ncu or compute-sanitizer) takes the GPU's
 :class:`~porter.pool.lease.GpuLease` exclusively, so no other candidate's kernel runs on that GPU
 while one is timed. Slots are handed out round-robin over the GPUs, and workers start on first use
-(``porter check`` of one candidate starts one worker, as before).
+(side by side, where a lone candidate borrows slots).
 
 The number of GPUs comes from the first worker (CuPy's device count, in the worker process: the
 parent never imports CuPy), unless ``devices`` is given.
@@ -105,19 +108,37 @@ class LocalPool:
         return len(self._slots)
 
     # -- verifying -------------------------------------------------------------------------------
-    def _one(self, job: CheckJob) -> Verdict:
+    def _one(self, job: CheckJob, *, lend: bool = False) -> Verdict:
         slot = self._free.get()
+        lent = self._idle_on(slot.device) if lend else []
         try:
-            runner = LeasedRunner(slot.runner, self.leases[slot.device], holder=f"{slot.name}:{job.candidate.name}")
+            lease = self.leases[slot.device]
+            runner = LeasedRunner(slot.runner, lease, holder=f"{slot.name}:{job.candidate.name}")
+            helpers = [LeasedRunner(s.runner, lease, holder=f"{s.name}:{job.candidate.name}") for s in lent]
             return run_check(job.candidate, job.spec, job.options, toolchain=self.toolchain, runner=runner,
-                             references=job.references)
+                             references=job.references, helpers=helpers)
         finally:
-            self._free.put(slot)
+            for s in [*lent, slot]:
+                self._free.put(s)
+
+    def _idle_on(self, device: int) -> list[Slot]:
+        """The free slots on ``device``, taken (the others left free)."""
+        taken: list[Slot] = []
+        others: list[Slot] = []
+        while True:
+            try:
+                s = self._free.get_nowait()
+            except queue.Empty:
+                break
+            (taken if s.device == device else others).append(s)
+        for s in others:
+            self._free.put(s)
+        return taken
 
     def verify(self, jobs: Sequence[CheckJob]) -> list[Verdict]:
         self._ensure()
-        if len(jobs) <= 1:
-            return [self._one(job) for job in jobs]
+        if len(jobs) <= 1:  # a lone candidate's cases also go to its GPU's other slots
+            return [self._one(job, lend=True) for job in jobs]
         slots = min(len(jobs), len(self._slots))
         with prepared_ahead(jobs, self.toolchain, skip=slots), \
                 ThreadPoolExecutor(max_workers=slots, thread_name_prefix="porter-pool") as checks:

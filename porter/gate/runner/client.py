@@ -130,6 +130,11 @@ class Runner:
         self.close()
 
     # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id, while one runs."""
+        return self._proc.pid if self._proc is not None else None
+
     def start(self) -> DeviceInfo:
         """Start the worker if it is not running; returns the device it owns."""
         if self._proc is not None and self._proc.is_alive():
