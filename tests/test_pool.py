@@ -261,12 +261,13 @@ class _TimedToolchain:
     """A toolchain whose assemblies are noted (candidate file name, start, end) as they run."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.calls = inner, []
+        self.inner, self.calls, self.archs = inner, [], []
 
     def assemble(self, ptx, arch, **kwargs):
         start = time.monotonic()
         result = self.inner.assemble(ptx, arch, **kwargs)
         self.calls.append((kwargs.get("filename"), start, time.monotonic()))
+        self.archs.append((arch, start, time.monotonic()))
         return result
 
     def __getattr__(self, name):
@@ -292,3 +293,26 @@ def test_the_next_candidates_are_assembled_while_the_gpu_works_on_one(toolchain,
     cases = sorted((start, end) for op, start, end, _ in gpu.log if op == "case")
     first_candidate = cases[: len(cases) // 3]  # the first check's cases come first
     assert all(start < first_candidate[-1][1] for start in ahead.values()), (ahead, cases)
+
+
+def test_a_kernel_the_gpu_cannot_load_as_built_is_assembled_for_it_beside_its_own_target(toolchain,
+                                                                                         tmp_path: Path) -> None:
+    """sm_80 PTX checked on a warm sm_90 worker: its assembly for sm_90 runs while the one for its
+    own target does (two ptxas processes), and the check runs the sm_90 cubin."""
+    from porter.ptx import retarget
+    from porter.ptx.toolchain import find_toolchain
+
+    kernel, spec_path = small_vector_add(tmp_path)
+    path = tmp_path / "old.ptx"
+    path.write_text(retarget(kernel.read_text(), "sm_80", min_version="7.8"))
+    timed = _TimedToolchain(find_toolchain({**os.environ, "PORTER_CACHE_DIR": str(tmp_path / "ptxas-cache")}))
+    runner = FakeGpu().runner()
+    runner.start()
+    verdict = run_check(path, load_spec(spec_path), CheckOptions(seeds=(3,), timing=False), toolchain=timed,
+                        runner=runner)
+    assert verdict.status == "passed", verdict.reason
+    runs: dict[str, tuple[float, float]] = {}
+    for arch, start, end in sorted(timed.archs, key=lambda run: run[1]):
+        runs.setdefault(arch, (start, end))  # each arch's first: a later one finds ptxas' cache
+    assert set(runs) == {"sm_80", "sm_90"}
+    assert runs["sm_90"][0] < runs["sm_80"][1] and runs["sm_80"][0] < runs["sm_90"][1]  # side by side

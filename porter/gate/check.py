@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,8 @@ def _check(candidate: Path, spec: Spec, options: CheckOptions, toolchain: Toolch
     target = options.arch or module.arch
     # ptxas' diagnostics travel in the Verdict (for the feedback and the bot's annotations), also
     # when the interface fails and no assemble gate is judged.
-    assembled = assemble_candidate(module, candidate, target, toolchain)
+    with _assembled_for_device(module, candidate, target, options, runner, toolchain):
+        assembled = assemble_candidate(module, candidate, target, toolchain)
     if problems:
         gates.append(Gate("interface", Status.FAILED, "the kernel does not match the spec", tuple(problems)))
         return _verdict(candidate, entry_name, target, gates, start=start, assembly=assembled.summary())
@@ -427,6 +429,24 @@ def _device(runner: GpuRunner | None) -> tuple[DeviceInfo | None, str]:
         return runner.start(), ""
     except WorkerFault as fault:
         return None, str(fault)
+
+
+@contextmanager
+def _assembled_for_device(module: PtxModule, candidate: Path, target: str, options: CheckOptions,
+                          runner: GpuRunner | None, toolchain: Toolchain) -> Iterator[None]:
+    """Where the running worker's GPU cannot load the target's cubin (sm_80 PTX on an sm_90 GPU),
+    the module's assembly for that GPU runs beside the target's (ptxas is a process of its own):
+    :func:`runnable_cubin` then finds it in ptxas' cache. A failure there is left for that call."""
+    info = runner.info if runner is not None else None
+    if info is None or options.arch is not None or cubin_runs_on(target, info.arch):
+        yield
+        return
+    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="porter-assemble")
+    ahead.submit(runnable_cubin, module, None, info, toolchain, candidate.name)
+    try:
+        yield
+    finally:
+        ahead.shutdown(wait=True)
 
 
 def runnable_cubin(module: PtxModule, assembled: AssembleResult | None, device: DeviceInfo,
