@@ -50,6 +50,9 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 class NoGpuRunner:
     """A runner whose worker cannot start, as on a CPU-only machine: for CPU tests of GPU paths."""
 
+    info = None
+    restarts = 0
+
     def start(self):
         from porter.gate.runner import WorkerFault
 

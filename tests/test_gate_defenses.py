@@ -235,6 +235,8 @@ class ScriptedRunner:
     def __init__(self, *, time_reply=None, time_fault: str = "", wrong_digest: bool = False) -> None:
         self.time_reply, self.time_fault, self.wrong_digest = time_reply, time_fault, wrong_digest
         self.cases: list[CaseJob] = []
+        self.info: DeviceInfo | None = None  # a GpuRunner's: known once started (the check starts it)
+        self.restarts = 0
 
     def start(self) -> DeviceInfo:
         return DeviceInfo("NVIDIA H200", "sm_90", "9.0", 132, 60 << 20, 227 << 10, "13.0", "13.0", "14.2")
