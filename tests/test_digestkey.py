@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fake_cupy
+import numpy as np
 import pytest
 
 from porter.gate.runner import Runner
 from porter.gate.runner.digestkey import DIGEST_KEY_ENV, digest_key
 from porter.gate.runner.fake import act, serve
 from porter.gate.runner.protocol import OutputsReply
+from porter.gate.runner.state import WorkerState
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,3 +63,28 @@ def test_the_worker_gets_the_key_of_the_process_that_started_it(no_key: None) ->
     assert isinstance(reply, OutputsReply)
     assert int(reply.outputs["key"]) == int(os.environ[DIGEST_KEY_ENV], 16)
 
+
+def _digest(state: WorkerState, data: bytes) -> int:
+    """The digest ``state`` takes of ``data`` on the fake device."""
+    out = fake_cupy.zeros(1, fake_cupy.uint64)
+    state.digest(fake_cupy.asarray(np.frombuffer(data, dtype=np.uint8)), out, 0)
+    return int(out[0])
+
+
+def _state(monkeypatch: pytest.MonkeyPatch, key: str, folder: Path) -> WorkerState:
+    monkeypatch.setenv(DIGEST_KEY_ENV, key)
+    return WorkerState(fake_cupy, fenced=False, folder=folder)
+
+
+def test_equal_bytes_give_equal_digests_and_another_key_another_digest(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    data = bytes(range(7)) * 5  # 35 bytes: words and a tail
+    state = _state(monkeypatch, "0123456789abcdef", tmp_path)
+    other = _state(monkeypatch, "fedcba9876543210", tmp_path)
+    try:
+        assert _digest(state, data) == _digest(state, bytes(data))
+        assert _digest(state, data) != _digest(state, data[:-1] + b"\xff")
+        assert _digest(state, data) != _digest(other, data)
+    finally:
+        state.close()
+        other.close()
