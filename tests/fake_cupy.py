@@ -103,8 +103,11 @@ def _scrub(grid: Any, block: Any, *args: Any) -> None:
     pass
 
 
-def _digest(grid: Any, block: Any, data: Any, n: Any, out: Any, slot: Any) -> None:
-    word = int.from_bytes(hashlib.sha256(np.asarray(data).tobytes()).digest()[:8], "little")
+def _digest(grid: Any, block: Any, data: Any, n: Any, out: Any, slot: Any, key: Any) -> None:
+    """The keyed digest's stand-in: a hash of the key and the bytes (equal bytes, equal digests;
+    another key, another digest), added into ``out[slot]``."""
+    keyed = int(key).to_bytes(8, "little") + np.asarray(data).tobytes()
+    word = int.from_bytes(hashlib.sha256(keyed).digest()[:8], "little")
     out[int(slot)] = np.uint64((int(out[int(slot)]) + word) % 2**64)
 
 

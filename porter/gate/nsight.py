@@ -89,9 +89,14 @@ def _launch_command(job_path: Path) -> list[str]:
 
 def _child_env(device: int = 0) -> dict[str, str]:
     """This process's environment for a tool's launch, with porter importable and only GPU ``device``
-    (an index among the GPUs this process sees) visible, as its device 0."""
+    (an index among the GPUs this process sees) visible, as its device 0. It carries this run's
+    digest key (:mod:`porter.gate.runner.digestkey`), as the GPU workers' environment does: the
+    launch's digests are held to theirs."""
     import os
 
+    from porter.gate.runner.digestkey import digest_key
+
+    digest_key()  # in os.environ from here on, had no worker been started yet
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the porter package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, overload
 
 from porter.errors import EnvironmentProblem
+from porter.gate.runner.digestkey import digest_key
 from porter.gate.runner.gpulock import GpuLock
 from porter.gate.runner.protocol import (
     EXCLUSIVE_OPS,
@@ -145,6 +146,7 @@ class Runner:
             from porter.gate.runner import worker
 
             target = worker.serve
+        digest_key()  # in this process's environment before the worker inherits it (as tool launches do)
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=target, args=(child, self.device), daemon=True)
         proc.start()

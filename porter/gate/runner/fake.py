@@ -13,7 +13,9 @@ job's sizes:
 - ``sticky``: replies with a sticky CUDA error (the context is poisoned) and exits;
 - ``fault``: replies with an ordinary, non-sticky error and keeps serving;
 - ``array``: replies with ``array``, ``arange(n)`` of the job's ``values`` as dtype, parked as the
-  real worker parks large arrays.
+  real worker parks large arrays;
+- ``digest_key``: replies with ``key``, the worker's digest key (:mod:`porter.gate.runner.digestkey`),
+  which it has from the environment its parent spawned it with.
 
 A device index below 0 makes the start-up fail, as on a machine without a usable GPU; the variable
 ``PORTER_FAKE_GPU_PCI`` gives the fake GPU a PCI address, so that its parent takes the GPU's lock
@@ -38,6 +40,7 @@ import numpy as np
 
 from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, WorkerFault
+from porter.gate.runner.digestkey import digest_key
 from porter.gate.runner.protocol import (
     CaseJob,
     CaseReply,
@@ -85,6 +88,9 @@ def serve(conn: Any, device: int) -> None:
             elif name == "array":
                 array = np.arange(sizes["n"]).astype(job.values if isinstance(job, OutputsJob) else "f4")
                 conn.send({"ok": True, "reply": parking.park(OutputsReply({"array": array}))})
+            elif name == "digest_key":
+                key = np.asarray(digest_key(), dtype=np.uint64)
+                conn.send({"ok": True, "reply": OutputsReply({"key": key})})
             else:
                 outputs = {"pid": np.asarray(os.getpid()), **{k: np.asarray(v) for k, v in sizes.items()}}
                 conn.send({"ok": True, "reply": OutputsReply(outputs)})

@@ -15,6 +15,7 @@ import numpy as np
 
 from porter.gate import layout
 from porter.gate.layout import Placement
+from porter.gate.runner.digestkey import digest_key
 from porter.gate.runner.launch import Launch
 from porter.gate.runner.pinned import host_empty
 from porter.gate.runner.protocol import PREFETCH_DEPTH
@@ -33,30 +34,38 @@ def _nbytes(args: dict[str, Any]) -> int:
 
 
 _SUPPORT_SOURCE = r"""
-// Random words (a 64-bit mix of the key and the word's place): nothing a kernel could recognise.
+// splitmix64: a 64-bit mix of a key and a place, nothing a kernel could predict without the key.
+__device__ __forceinline__ unsigned long long porter_mix(unsigned long long key, unsigned long long place) {
+    unsigned long long z = key + place * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Random words (a mix of the key and the word's place): nothing a kernel could recognise.
 extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned long long key) {
     extern __shared__ unsigned int porter_shared[];
     for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) {
-        unsigned long long z = key + (blockIdx.x * (unsigned long long)words + i) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        porter_shared[i] = (unsigned int)(z ^ (z >> 31));
+        porter_shared[i] = (unsigned int)porter_mix(key, blockIdx.x * (unsigned long long)words + i);
     }
 }
 
-// A position-weighted 64-bit sum of n bytes (wrapping): equal contents give equal digests, in
-// any launch order; slot picks where in ``out`` it lands (one slot per timed launch).
+// A weighted 64-bit sum of n bytes (wrapping), each 32-bit word's weight an odd mix of its place
+// and the run's secret key (porter.gate.runner.digestkey), the tail bytes' of places no word has:
+// equal contents give equal digests, in any launch order, and a kernel that does not know the key
+// cannot write other bytes of the same digest. slot picks where in ``out`` it lands (one slot
+// per timed launch).
 extern "C" __global__ void porter_digest(const unsigned char* data, unsigned long long n,
-                                         unsigned long long* out, unsigned int slot) {
+                                         unsigned long long* out, unsigned int slot, unsigned long long key) {
     unsigned long long words = n / 4, acc = 0;
     const unsigned int* w = reinterpret_cast<const unsigned int*>(data);
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < words;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        acc += ((unsigned long long)w[i] + 1ull) * ((i * 0x9E3779B97F4A7C15ull) | 1ull);
+        acc += ((unsigned long long)w[i] + 1ull) * (porter_mix(key, i) | 1ull);
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         for (unsigned long long i = words * 4; i < n; ++i) {
-            acc += ((unsigned long long)data[i] + 1ull) * (((i + (1ull << 40)) * 0x9E3779B97F4A7C15ull) | 1ull);
+            acc += ((unsigned long long)data[i] + 1ull) * (porter_mix(key, i + (1ull << 40)) | 1ull);
         }
     }
     atomicAdd(out + slot, acc);
@@ -119,6 +128,8 @@ class WorkerState:
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
         self._support: tuple[Any, Any, int, int] | None = None
+        # The run's key, which every process whose digests are compared with these has.
+        self._digest_key = np.uint64(digest_key())
         self._cases: dict[int, tuple[tuple[KernelKey, str, int, SizesKey], Launch]] = {}  # run -> (key, its buffers)
         self._inputs: dict[InputKey, dict[str, Any]] = {}  # oldest first, at most INPUT_CACHE_BYTES
         self._drawing: dict[InputKey, Future[dict[str, Any]]] = {}  # a coming case's inputs, being drawn
@@ -280,6 +291,7 @@ class WorkerState:
         scrub((2 * sms,), (256,), (np.uint32(most // 4), key), shared_mem=most)
 
     def digest(self, data: Any, out: Any, slot: int) -> None:
-        """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed)."""
+        """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed),
+        keyed by the run's secret (:mod:`porter.gate.runner.digestkey`)."""
         _, digest, _, sms = self._support_module()
-        digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot)))
+        digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot), self._digest_key))
