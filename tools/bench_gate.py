@@ -56,6 +56,14 @@ class PhaseClock:
         self.jobs: list[str] = []  # one line a job: its kind, sizes, seconds in the worker and in all
         self.count = 0  # jobs sent: the worker profiles each job into a file of its own, in this order
 
+    @property
+    def info(self):
+        return self.runner.info
+
+    @property
+    def restarts(self):
+        return self.runner.restarts
+
     def start(self):
         return self.runner.start()
 

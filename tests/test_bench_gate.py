@@ -1,0 +1,41 @@
+"""tools/bench_gate.py's phase clock is a runner the gate takes as it takes porter's own: a check
+through it (and through helper lanes wrapped the same way) runs to its verdict, and every job
+lands in the phase of its kind. The benchmark itself needs a GPU; this runs on the simulated one."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from conftest import candidates
+
+from porter.gate.check import CheckOptions, run_check
+from porter.gate.runner.fake import FakeGpu
+from porter.gate.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench_gate():
+    spec = importlib.util.spec_from_file_location("bench_gate", ROOT / "tools" / "bench_gate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_check_through_the_phase_clocks_reaches_its_verdict(toolchain, tmp_path: Path) -> None:
+    bench = _bench_gate()
+    path = candidates(tmp_path, 1)[0]
+    spec = load_spec(tmp_path / "porter.toml")
+    gpu = FakeGpu()
+    own, helper = bench.PhaseClock(gpu.runner(), spec), bench.PhaseClock(gpu.runner(), spec)
+    own.start()  # warm, as the benchmark's checks after the first
+    verdict = run_check(path, spec, CheckOptions(seeds=(5, 6), speed_baseline=tmp_path / "kernel.ptx"),
+                        toolchain=toolchain, runner=own, helpers=[helper])
+    assert verdict.status == "passed", verdict.reason
+    phases, beside = own.take(), helper.take()
+    assert {"time", "sweep cases"} <= set(phases) and "sweep cases" in beside
+    cases = [line for clock in (own, helper) for line in clock.jobs if not line.startswith("time ")]
+    assert len(cases) == len(verdict.cases)  # every case once, in one clock or the other
+    assert not [line for line in helper.jobs if line.startswith("time ")]  # timing on the check's own
