@@ -4,7 +4,9 @@ and by a reference that computes on the GPU) and its reference (uploaded for the
 may not keep it on the device while a candidate runs). From pageable memory the
 driver stages every copy through a buffer of its own; from pinned memory the copy engine reads
 the array directly. On the H100 (2026-12-06) these uploads were the worker's largest single cost
-of a GEMM check, about 0.3 s of 1.76 s.
+of a GEMM check, about 0.3 s of 1.76 s. On the H200 (2026-12-06, 02:47 UTC) pinned memory took a
+warm GEMM check from 1.93 s to 1.77 s (median, ``PORTER_PINNED=0`` against the default) and a port
+run's later candidate from 1.43 s to 1.14 s.
 
 Blocks are requested in size classes (eight to each doubling, so at most 1/8 larger than asked)
 and a block no array uses any more is kept, up to :data:`IDLE_MAX_BYTES`, for the next request of
