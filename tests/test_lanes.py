@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import candidates
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,3 +108,19 @@ def test_a_helper_that_cannot_start_is_left_out(toolchain, tmp_path: Path) -> No
                         helpers=[NoStart(gpu.runner(), after=0)])
     assert verdict.status == "passed", verdict.reason
     assert {e[3] for e in gpu.log if e[0] == "case"} == {1}
+
+
+def test_an_error_of_porters_own_in_a_helper_is_raised_and_stops_the_other_lane(toolchain, tmp_path: Path) -> None:
+    class Broken(_Faulting):
+        def call(self, job: Any, timeout_s: float) -> Any:
+            if job.op == "case":
+                raise RuntimeError("a bug in porter's own code")
+            return self.inner.call(job, timeout_s)
+
+    job = _job(tmp_path)
+    planned = len(run_check(job.candidate, job.spec, job.options, toolchain=toolchain, runner=FakeGpu().runner()).cases)
+    gpu = FakeGpu(case_s=0.2)
+    with pytest.raises(RuntimeError, match="a bug in porter's own code"):
+        run_check(job.candidate, job.spec, job.options, toolchain=toolchain, runner=gpu.runner(),
+                  helpers=[Broken(gpu.runner(), after=0)])
+    assert len([e for e in gpu.log if e[0] == "case"]) <= 2 < planned // 2  # the own lane stopped at once

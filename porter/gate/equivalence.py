@@ -283,8 +283,15 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
         if len(lanes) == 1:
             run_lane(runner, dealt[0])
         else:
+            def lane_or_stop(lane: GpuRunner, indices: list[int]) -> None:
+                try:
+                    run_lane(lane, indices)
+                except BaseException:
+                    stop.set()  # an error of porter's own in one lane: the others stop too
+                    raise
+
             with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="porter-lane") as pool:
-                running = [pool.submit(run_lane, lane, indices) for lane, indices in zip(lanes, dealt, strict=True)]
+                running = [pool.submit(lane_or_stop, lane, indices) for lane, indices in zip(lanes, dealt, strict=True)]
                 for future in running:
                     future.result()
     finally:
