@@ -330,8 +330,9 @@ def _check(candidate: Path, spec: Spec, options: CheckOptions, toolchain: Toolch
         return next((reference_job(i) for i, c in enumerate(plan) if c.key() == key), None)
 
     drawn = drawn_timed_sizes(spec, plan, timed, seeds[0]) if options.timing else None
+    timed_sets = [*timed, *([drawn] if drawn is not None else [])]
     judging = run_cases(spec, options, plan, runner, run_cubin, entry_name, launch, warnings, reference_job,
-                        references, helpers=helpers(), kept=[*timed, *([drawn] if drawn is not None else [])])
+                        references, helpers=helpers(), kept=timed_sets)
     digests = judging.digests
     # Profiling, sanitizing and timing do not wait for the last judgements: the comparisons finish
     # on the CPU while the GPU works. Timing starts only if no case is known to have failed yet, and
@@ -365,7 +366,7 @@ def _check(candidate: Path, spec: Spec, options: CheckOptions, toolchain: Toolch
     if options.timing and not judging.failed_so_far():
         timed_run = time_candidate(spec, runner, device, run_cubin, entry_name, launch,
                             (source_cubin, source_entry, source_launch), options, seeds, digests,
-                            [*timed, *([drawn] if drawn is not None else [])], reference_for)
+                            timed_sets, reference_for)
     cases = judging.results()
     case_warnings(cases, warnings)
     gates.append(equivalence_gate(cases, len(plan)))

@@ -232,8 +232,7 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
     judging = Judging([], [], {})
     lanes = [runner, *helpers]
     costs = [total_buffer_bytes(spec, c.sizes) + CASE_OVERHEAD_BYTES for c in plan]
-    dealt = split(costs, len(lanes), [i for i, c in enumerate(plan) if c.sizes in kept]) if helpers else [
-        list(range(len(plan)))]
+    dealt = split(costs, len(lanes), [i for i, c in enumerate(plan) if c.sizes in kept])
     judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
     pending: dict[int, Future[CaseResult]] = {}
     stop = threading.Event()

@@ -138,7 +138,6 @@ class Parking:
             return replace(obj, **{f.name: self.park(getattr(obj, f.name)) for f in fields(obj) if f.init})
         return obj
 
-
     def _keep(self, array: np.ndarray, parked: Parked) -> None:
         self._kept[id(array)] = (array, parked)
         held = sum(a.nbytes for a, _ in self._kept.values())
