@@ -175,6 +175,31 @@ def test_the_lease_lets_readers_share_and_writers_wait() -> None:
     assert got and got[0] >= released
 
 
+def test_the_exclusive_holder_takes_the_lease_again_and_others_wait_for_the_outer_holding() -> None:
+    """A check times every size set inside one exclusive holding: its own jobs inside it go at
+    once (shared or exclusive), another thread's wait until the outer holding ends, and the
+    holding is one window."""
+    lease = GpuLease(record=True)
+    entered = []
+
+    def another_check() -> None:
+        with lease.shared("another check"):
+            entered.append(1)
+
+    with lease.exclusive("timing"):
+        with lease.exclusive("size set 1"), lease.shared("a case of its own"):
+            pass
+        other = threading.Thread(target=another_check)
+        other.start()
+        time.sleep(0.1)
+        with lease.exclusive("size set 2"):
+            assert not entered  # another thread's case waits for the whole holding
+    other.join(5)
+    assert entered
+    assert [(w.holder, w.exclusive) for w in lease.windows] == [("timing", True), ("another check", False)]
+    assert not overlaps(lease.windows)
+
+
 def test_a_leased_runner_takes_the_lease_for_its_jobs() -> None:
     lease = GpuLease(record=True)
     gpu = FakeGpu()
@@ -250,11 +275,13 @@ def test_the_throughput_benchmark_runs_on_simulated_gpus_without_a_gpu(tmp_path:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PORTER_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, str(root / "tools" / "bench_throughput.py"), "--fake", "--example",
                         str(tmp_path / "example"), "--candidates", "3", "--per-gpu", "2", "--no-sequential",
-                        "--fake-case-s", "0.01", "--fake-time-s", "0.05", "--arch", "sm_90"],
+                        "--fake-case-s", "0.01", "--fake-time-s", "0.05", "--arch", "sm_90", "--rounds", "2"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| pool | 1 | 2 |"))
     assert "3 passed" in row and row.rstrip().endswith("| 0 |"), row
+    walls = next(line for line in r.stdout.splitlines() if "round_walls_s" in line).split("round_walls_s ")[1].split()
+    assert len(walls) == 2  # the row's wall time is the median of the rounds asked for
 
 
 class _TimedToolchain:

@@ -3,19 +3,24 @@ pool (every GPU, several workers per GPU, timing exclusive per GPU, the round's 
 outputs shared), and per GPU; optionally through a dask cluster too.
 
     PYTHONPATH=$PWD python3 tools/bench_throughput.py [--example examples/gemm_bf16] [--candidates 8]
-        [--per-gpu 1,2,3] [--cluster tcp://HOST:8786 | --cluster local] [--fake] [--json OUT.json]
+        [--per-gpu 1,2,3] [--rounds 3] [--cluster tcp://HOST:8786 | --cluster local] [--fake] [--json OUT.json]
+        [--profile DIR]
 
 The round is ``--candidates`` copies of the example's kernel (by default the kernel its spec
 describes, checked as ``tools/bench_gate.py`` checks it: the whole sweep under two seeds, the timed
 and unannounced size sets, the value cases, timing against the library), each with its own trailing
 comment: ptxas runs for every one, and their cubins are the same. Every configuration is warmed
-first (workers started, CUDA contexts and library handles made) on other seeds, then timed on one
-round. What it prints, per configuration: wall time, verdicts per minute (and per GPU), the status
+first (workers started, CUDA contexts and library handles made) on other seeds, then timed over
+``--rounds`` rounds (default 3), each on fresh seeds: the wall time is their median, since what a
+round costs moves with what its seeds draw (the large case, the drawn timed size). What it prints, per configuration: wall time, verdicts per minute (and per GPU), the status
 words, the candidates' median ratio against the library (porter's timing must not change with the
 pool: compare the columns), and how many timing windows overlapped other work on their GPU (must
 be 0). ``--fake`` runs the same code on simulated GPUs (porter.gate.runner.fake.FakeGpu) with
 ``--fake-case-s`` / ``--fake-time-s`` seconds of simulated GPU work per case / timing job: a CPU
-check of the overlap, not a GPU figure.
+check of the overlap, not a GPU figure. ``--profile DIR`` also writes, and prints, where each
+pooled round's seconds went (tools/round_profile.py: the workers' jobs, the GPU lease, CPU seconds,
+the parent's threads sampled), and on a GPU runs the round once more with every worker job under
+cProfile (worker-x2.txt: the workers' functions; a slower round, in a row of its own).
 
 "sequential" is the one-worker path of this version (one candidate after another, fresh seeds for
 each, nothing shared): for the figure of the code before the pool, run tools/bench_gate.py on main.
@@ -24,8 +29,11 @@ each, nothing shared): for the figure of the code before the pool, run tools/ben
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -46,7 +54,7 @@ class Row:
     statuses: list[str]
     library_ratio: float | None
     overlaps: int | None
-    extra: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, float | str] = field(default_factory=dict)
 
     @property
     def per_minute(self) -> float:
@@ -106,38 +114,101 @@ def sequential(paths, spec, options, toolchain, factory) -> Row:
                library_ratio(verdicts), None)
 
 
-def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None, label="pool") -> tuple[Row, list]:
+def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None, label="pool",
+           profile: Path | None = None, rounds: int = 1) -> tuple[Row, list]:
+    """``rounds`` rounds through one LocalPool, each on fresh seeds with a reference cache of its
+    own (as port runs would be), after a warm-up round: the row's wall time is their median (a
+    round's cost moves with what its seeds draw: the large case's size, the drawn timed size).
+    With ``profile``, where the first measured round's seconds went is written there
+    (tools/round_profile.py) and printed."""
     from dataclasses import replace
+
+    from round_profile import JobClock, RoundProfile
 
     from porter.gate.plan import plan_seeds
     from porter.gate.references import ReferenceCache
     from porter.pool.lease import overlaps
     from porter.pool.local import LocalPool
 
-    pool = LocalPool(toolchain, devices=devices, per_gpu=per_gpu, runner_factory=factory, record=True)
+    clocks: list[JobClock] = []
+
+    def clocked(device: int):
+        clocks.append(JobClock(factory(device), [], f"worker{len(clocks)}"))
+        return clocks[-1]
+
+    pool = LocalPool(toolchain, devices=devices, per_gpu=per_gpu, runner_factory=clocked if profile else factory,
+                     record=True)
+    walls: list[float] = []
+    clashes = 0
     try:
         warm = replace(options, seeds=plan_seeds())
         pool.verify(jobs_for(paths[: pool.capacity], spec, warm))  # every worker started and warm
         for lease in pool.leases.values():
             lease.windows.clear()
-        cache = ReferenceCache()
-        run = replace(options, seeds=plan_seeds())
-        start = time.perf_counter()
-        verdicts = pool.verify(jobs_for(paths, spec, run, cache))
-        wall = time.perf_counter() - start
+        for index in range(rounds):
+            cache = ReferenceCache()
+            run = replace(options, seeds=plan_seeds())
+            measured = RoundProfile(clocks, pool.leases) if profile and index == 0 else None
+            began = time.time()
+            start = time.perf_counter()
+            with measured.round() if measured else contextlib.nullcontext():
+                verdicts = pool.verify(jobs_for(paths, spec, run, cache))
+            walls.append(time.perf_counter() - start)
+            if measured is not None and profile is not None:
+                write_profile(measured, verdicts, profile, per_gpu, began)
+            clashes += sum(len(overlaps(lease.windows)) for lease in pool.leases.values())
+            for lease in pool.leases.values():
+                lease.windows.clear()
         # What a port does next with a passing candidate: the same check on fresh seeds.
         start = time.perf_counter()
         pool.verify(jobs_for(paths[:1], spec, replace(options, seeds=plan_seeds())))
         confirm = time.perf_counter() - start
-        clashes = sum(len(overlaps(lease.windows)) for lease in pool.leases.values())
+        clashes += sum(len(overlaps(lease.windows)) for lease in pool.leases.values())
         gpus = pool.gpus
     finally:
         pool.close()
-    row = Row(label, gpus, per_gpu, wall, [str(v.status) for v in verdicts], library_ratio(verdicts), clashes,
-              {"reference_hits": cache.stats.hits, "reference_misses": cache.stats.misses,
-               "reference_waits": cache.stats.waits,
-               "fresh_seed_recheck_s": confirm})
+    extra = {"reference_hits": cache.stats.hits, "reference_misses": cache.stats.misses,
+             "reference_waits": cache.stats.waits, "fresh_seed_recheck_s": confirm}
+    if rounds > 1:
+        extra["round_walls_s"] = " ".join(f"{w:.2f}" for w in walls)
+    row = Row(label, gpus, per_gpu, statistics.median(walls), [str(v.status) for v in verdicts],
+              library_ratio(verdicts), clashes, extra)
     return row, verdicts
+
+
+def write_profile(measured, verdicts, profile: Path, per_gpu: int, began: float) -> None:
+    """The round's report (and each candidate's timing: launches, interval, whether the target was
+    reached), written and printed; where the workers ran every job under cProfile, their functions."""
+    from porter.gate.runner.worker import PROFILE_ENV
+
+    profile.mkdir(parents=True, exist_ok=True)
+    lines = [measured.report(), "timings (contender, size set, launches, median ms, 95% interval):"]
+    for k, verdict in enumerate(verdicts):
+        for t in verdict.timings:
+            half = t.ci_half_width
+            lines.append(f"  candidate {k} {t.name:9} {t.sizes:55} n={t.count:4} {t.median_ms:.4f} "
+                         f"{'±%.2f%%' % (100 * half) if half is not None else '-'}")
+        gate = verdict.gate("timing")
+        if gate is not None and "cap" in gate.summary:
+            lines.append(f"  candidate {k}: stopped at the cap")
+    report = "\n".join(lines)
+    name = f"round-x{per_gpu}{'-cprofile' if os.environ.get(PROFILE_ENV) else ''}"
+    (profile / f"{name}.txt").write_text(report + "\n")
+    print(report, flush=True)
+    if not os.environ.get(PROFILE_ENV):
+        return
+    from bench_gate import write_top
+
+    files = [f for f in Path(os.environ[PROFILE_ENV]).glob("job-*.pstats") if f.stat().st_mtime >= began]
+    if files:
+        stats = pstats.Stats(*map(str, files))
+        write_top(stats, profile / f"worker-x{per_gpu}.txt")
+        out = io.StringIO()
+        stats.stream = out
+        stats.sort_stats("cumulative").print_callees(
+            r"jobs.py.*\((job_time|job_case|judged|reference)\)|launch.py.*\((__init__|reset|integrity)\)"
+            r"|state.py.*\((case_launch|inputs)\)|summary.py.*\(summarize\)")
+        (profile / f"worker-x{per_gpu}-callees.txt").write_text(out.getvalue())
 
 
 def clustered(address: str, paths, spec, options, toolchain, factory) -> tuple[Row, list]:
@@ -181,6 +252,8 @@ def main() -> None:
     parser.add_argument("--kernel", default=None, help="the candidate (default: the kernel the spec describes)")
     parser.add_argument("--arch", default=None, help="assemble for this target (default: the kernel's .target)")
     parser.add_argument("--candidates", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds per pool configuration, each on fresh seeds: the median is reported")
     parser.add_argument("--per-gpu", default="1,2,3", help="workers per GPU to try, comma-separated")
     parser.add_argument("--no-sequential", action="store_true")
     parser.add_argument("--cluster", default=None, help="also verify the round through this dask scheduler "
@@ -190,6 +263,8 @@ def main() -> None:
     parser.add_argument("--fake-case-s", type=float, default=0.05)
     parser.add_argument("--fake-time-s", type=float, default=0.3)
     parser.add_argument("--json", default=None, help="write the rows here as JSON")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="a folder for where each pooled round's seconds went (tools/round_profile.py)")
     args = parser.parse_args()
 
     os.environ.setdefault("PORTER_CACHE_DIR", tempfile.mkdtemp(prefix="porter-throughput-cache-"))
@@ -224,7 +299,8 @@ def main() -> None:
         print(rows[-1].line(), flush=True)
     pool_verdicts = None
     for per_gpu in (int(x) for x in args.per_gpu.split(",") if x.strip()):
-        row, pool_verdicts = pooled(paths, spec, options, toolchain, factory, per_gpu)
+        row, pool_verdicts = pooled(paths, spec, options, toolchain, factory, per_gpu, profile=args.profile,
+                                    rounds=args.rounds)
         rows.append(row)
         print(row.line(), flush=True)
         if row.gpus > 1 and per_gpu == 1:
@@ -232,6 +308,16 @@ def main() -> None:
                 alone, _ = pooled(paths, spec, options, toolchain, factory, 1, devices=[device], label=f"pool, GPU {device} only")
                 rows.append(alone)
                 print(alone.line(), flush=True)
+    if args.profile and not args.fake:
+        # Once more with every worker job under cProfile (slower: its own row), for the workers' functions.
+        from porter.gate.runner.worker import PROFILE_ENV
+
+        os.environ[PROFILE_ENV] = tempfile.mkdtemp(prefix="porter-round-profile-")
+        row, _ = pooled(paths, spec, options, toolchain, factory, 2, label="pool, workers under cProfile",
+                        profile=args.profile)
+        del os.environ[PROFILE_ENV]
+        rows.append(row)
+        print(row.line(), flush=True)
     if args.cluster:
         row, cluster_verdicts = clustered(args.cluster, paths, spec, options, toolchain, factory)
         rows.append(row)
