@@ -91,6 +91,9 @@ class Launch:
                                                     read_only=p.kind == "buffer" and p.role == "in")
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
+        # The guard bands' digests as written, read back before any kernel runs (see integrity).
+        self._band_digests = self._digests([band for buf in self.buffers.values() for band in buf.guard_bands()])
+        self._input_digests: dict[str, int] = {}
         self._redraw(seed)
         self.rebind(host_args, seed)
 
@@ -100,6 +103,7 @@ class Launch:
 
         self.seed = seed
         self._pristine = {}
+        self._input_digests = {}
         for index, p in enumerate(self.spec.params):
             if p.name in self.padding:
                 rng = stream(seed, GUARDS, self.sizes, index, "padding")
@@ -117,6 +121,7 @@ class Launch:
         else:  # the same draws: only the inputs' images are the last case's
             self._pristine = {k: v for k, v in self._pristine.items()
                               if k.startswith(("initial:", "scratch:", "padding:"))}
+            self._input_digests = {}
         args: dict[str, Any] = {}
         for p in self.spec.params:
             if p.kind in ("buffer", "scratch"):
@@ -138,6 +143,7 @@ class Launch:
         shared memory overwritten. Guard bands are written once and checked after each launch.
         The module's globals are left as the last launch left them, as in a program (a timed
         launch restores them first: see job_time)."""
+        uploaded = []
         for index, p in enumerate(self.spec.params):
             buf = self.buffers.get(p.name)
             if buf is None:
@@ -149,7 +155,10 @@ class Launch:
             else:
                 if p.name not in self._pristine:
                     self._pristine[p.name] = self.state.cp.asarray(self._input_image(p))
+                    uploaded.append(p.name)
                 buf.copy_from(self._pristine[p.name])
+        if uploaded:  # each image's digest as it came up, read back before any kernel runs on it
+            self._input_digests.update(zip(uploaded, self._digests([self._pristine[n] for n in uploaded])[:-1], strict=True))
         self.state.scrub_shared()
 
     def _initial(self, p: Any, index: int, initial: str) -> Any:
@@ -259,22 +268,36 @@ class Launch:
 
     def integrity(self) -> tuple[list[str], list[str]]:
         """:meth:`guard_problems` and :meth:`changed_inputs` after a run, in one pass: every guard
-        band, padding and input buffer compared on the device, the changed bytes of all of them
-        added up there and read back as one number, inside one scrubbed pool (the inputs' images go
-        up for the comparison, as in :meth:`changed_inputs`). Only where that number is not 0 are
-        the problems found again one by one and described. The same comparisons as the two
-        methods', with one synchronisation a run instead of one or two a buffer."""
+        band and input buffer digested on the device (the run's keyed digest, see
+        :mod:`porter.gate.runner.digestkey`) and held to the digest it had when porter wrote it,
+        which was read back to the host before any kernel ran (a guard band's when the buffer was
+        made, an input's when its image went up); every padding compared with its pattern; all
+        read back in one synchronisation. Only where something differs are the problems found again
+        one by one, byte by byte, and described. A kernel that rewrote an input and porter's device
+        copy of it alike differs from the digest held on the host; one that wanted a changed band
+        or input to keep its digest would need the key."""
         cp = self.state.cp
-        counts = [count for buf in self.buffers.values() for count in buf.guard_counts() if count is not None]
-        counts += [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
+        inputs = self._inputs()
+        padding = [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
                    for name, padding in self.padding.items()]
-        with scrubbed(cp):
-            for p in self._inputs():
-                counts.append(cp.count_nonzero(self.buffers[p.name].data != cp.asarray(self._input_image(p))))
-            changed = int(sum(counts[1:], counts[0])) if counts else 0
-        if not changed:
+        bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
+        found = self._digests([*bands, *(self.buffers[p.name].data for p in inputs)],
+                              sum(padding[1:], padding[0]) if padding else None)
+        expected = [*self._band_digests, *(self._input_digests.get(p.name) for p in inputs), 0]
+        if found == expected:
             return [], []
         return self.guard_problems(), self.changed_inputs()
+
+    def _digests(self, arrays: list[Any], extra: Any = None) -> list[int]:
+        """The keyed digest of each device array, then ``extra`` (a 0-d device count) or 0: one
+        more number than arrays, read back with one synchronisation."""
+        cp = self.state.cp
+        out = cp.zeros(len(arrays) + 1, dtype=cp.uint64)
+        for slot, array in enumerate(arrays):
+            self.state.digest(array, out, slot)
+        if extra is not None:
+            out[len(arrays):] = extra.astype(cp.uint64)
+        return [int(x) for x in out.get()]
 
     def _inputs(self) -> list[Any]:
         """The input buffers a run must leave as they were (those of no bytes have nothing to compare)."""

@@ -71,13 +71,12 @@ class DeviceBuffer:
         """The data, as host bytes."""
         return cast(np.ndarray, self.data.get())  # a CuPy array's copy on the host
 
-    def guard_counts(self) -> list[Any]:
-        """The count of changed bytes before the start and past the end, as 0-d device arrays (no
-        sync: :meth:`Launch.integrity` adds every count of a launch up and reads one number)."""
+    def guard_bands(self) -> list[Any]:
+        """The guard bands that have bytes (before the start, past the end), as device views: what
+        :meth:`Launch.integrity` digests once they are written and after every launch."""
         before, after = self.patterns
-        cp = self.cp
-        return [cp.count_nonzero(self.raw[: self.lead] != before) if before.size else None,
-                cp.count_nonzero(self.raw[self.lead + self.nbytes :] != after) if after.size else None]
+        return [band for band, pattern in ((self.raw[: self.lead], before), (self.raw[self.lead + self.nbytes :], after))
+                if pattern.size]
 
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
