@@ -17,7 +17,7 @@ from porter.gate.plan import (
     total_buffer_bytes,
 )
 from porter.gate.runner import rounds
-from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, run_job
+from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive, run_job
 from porter.gate.runner.protocol import Contender, Reference, TimeJob, TimeReply
 from porter.gate.runner.rounds import per_set, within_target
 from porter.gate.spec import Spec
@@ -131,60 +131,63 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
     # Outputs declared nondeterministic cannot be held to a digest: each timed launch's are
     # compared with the reference, on the GPU, within the spec's tolerance.
     held = tuple(p.name for p in spec.outputs if not p.deterministic)
-    for sizes in timed:
-        label = size_label(sizes)
-        checked = [seed for seed in seeds if verified.get(Case(sizes, seed).key())]
-        if not checked:
-            problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
-            continue
-        references = tuple(reference_for(sizes, seed) for seed in checked) if held else None
-        if references is not None and None in references:
-            problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
-                            "(no checked case there)")
-        slots = timed_sets(tuple(checked))
-        if references is not None:
-            references = timed_sets(references)
-        try:
-            reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=slots,
-                                            contenders=tuple(contenders), budget_s=options.timing_budget_s,
-                                            ci_target=options.timing_ci, references=references),
-                            max(120.0, options.case_timeout_s))
-        except WorkerFault as fault:
-            return (Gate("timing", Status.ERROR, f"the timing run failed at {label}: {fault.kind}: {fault}",
-                         ("a kernel that passes its checked launches but fails when launched repeatedly is not "
-                          "correct",)), tuple(timings), _headline(ratios))
-        flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
-        here = [replace(_timing_stats(name, samples, len(slots), flops, nbytes, peak_tflops, peak_tbps), sizes=label)
-                for name, samples in zip(reply.names, reply.times_ms, strict=True)]
-        timings.extend(here)
-        by_name = {t.name: t for t in here}
-        cand = by_name["candidate"]
-        notes += [note for t in here if (note := _set_note(t, label))]
-        problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in slots], verified, label,
-                                            tuple(p.name for p in spec.outputs), held)
-        if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
-            said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
-                    "faster than the hardware allows for the spec's cost")
-            if approximate:
-                notes.append(said + " (the spec's cost is declared approximate)")
-            else:
-                problems.append(said + "; either the kernel skips work or [cost] overstates it "
-                                "(set cost.approximate = true if the cost model is an estimate)")
-        for other in ratios:
-            if other in by_name:
-                ratios[other].append(_set_ratios(by_name[other], cand))
-        part_text = [f"candidate median {cand.median_ms:.4f} ms {ci_text(cand)}, n={cand.count} over {len(slots)} "
-                     f"input sets (the slowest set's median) at {label}"]
-        if cand.roofline_fraction is not None:
-            part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
-        for other in ("source", "library"):
-            if other in by_name:
-                part_text.append(f"{_set_ratios(by_name[other], cand):.2f}x vs {other}")
-        target = f"±{100 * options.timing_ci:g}%"
-        part_text.append(f"every median within {target}: target reached" if within_target(reply.times_ms, len(slots),
-                                                                                           options.timing_ci)
-                         else f"stopped at the cap before every median was within {target}")
-        parts.append(", ".join(part_text))
+    # Every size set's timing run inside one exclusive holding of the GPU: where other checks share
+    # it (a pool), it is drained of their cases once a candidate, not once a size set.
+    with exclusive(runner):
+        for sizes in timed:
+            label = size_label(sizes)
+            checked = [seed for seed in seeds if verified.get(Case(sizes, seed).key())]
+            if not checked:
+                problems.append(f"the timed outputs at {label} could not be held to verified ones (no checked case there)")
+                continue
+            references = tuple(reference_for(sizes, seed) for seed in checked) if held else None
+            if references is not None and None in references:
+                problems.append(f"the timed {', '.join(held)} at {label} could not be held to the reference "
+                                "(no checked case there)")
+            slots = timed_sets(tuple(checked))
+            if references is not None:
+                references = timed_sets(references)
+            try:
+                reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=slots,
+                                                contenders=tuple(contenders), budget_s=options.timing_budget_s,
+                                                ci_target=options.timing_ci, references=references),
+                                max(120.0, options.case_timeout_s))
+            except WorkerFault as fault:
+                return (Gate("timing", Status.ERROR, f"the timing run failed at {label}: {fault.kind}: {fault}",
+                             ("a kernel that passes its checked launches but fails when launched repeatedly is not "
+                              "correct",)), tuple(timings), _headline(ratios))
+            flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
+            here = [replace(_timing_stats(name, samples, len(slots), flops, nbytes, peak_tflops, peak_tbps), sizes=label)
+                    for name, samples in zip(reply.names, reply.times_ms, strict=True)]
+            timings.extend(here)
+            by_name = {t.name: t for t in here}
+            cand = by_name["candidate"]
+            notes += [note for t in here if (note := _set_note(t, label))]
+            problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in slots], verified, label,
+                                                tuple(p.name for p in spec.outputs), held)
+            if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
+                said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
+                        "faster than the hardware allows for the spec's cost")
+                if approximate:
+                    notes.append(said + " (the spec's cost is declared approximate)")
+                else:
+                    problems.append(said + "; either the kernel skips work or [cost] overstates it "
+                                    "(set cost.approximate = true if the cost model is an estimate)")
+            for other in ratios:
+                if other in by_name:
+                    ratios[other].append(_set_ratios(by_name[other], cand))
+            part_text = [f"candidate median {cand.median_ms:.4f} ms {ci_text(cand)}, n={cand.count} over {len(slots)} "
+                         f"input sets (the slowest set's median) at {label}"]
+            if cand.roofline_fraction is not None:
+                part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
+            for other in ("source", "library"):
+                if other in by_name:
+                    part_text.append(f"{_set_ratios(by_name[other], cand):.2f}x vs {other}")
+            target = f"±{100 * options.timing_ci:g}%"
+            part_text.append(f"every median within {target}: target reached" if within_target(reply.times_ms, len(slots),
+                                                                                               options.timing_ci)
+                             else f"stopped at the cap before every median was within {target}")
+            parts.append(", ".join(part_text))
     if len(parts) > 1:
         notes.append("the headline speed-ups are the lowest over these size sets (each the lowest over its input sets)")
     speed = _headline(ratios)

@@ -45,10 +45,20 @@ class GpuLease:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
+        self._owner: int | None = None  # the thread that holds it exclusively
         self._waiting_writers = 0
+
+    def _held_here(self) -> bool:
+        """Whether this thread holds the lease exclusively: then it takes it again, shared or
+        exclusive, at once (a check's timing runs at several size sets inside one holding)."""
+        with self._cond:
+            return self._writer and self._owner == threading.get_ident()
 
     @contextmanager
     def shared(self, holder: str = "") -> Iterator[None]:
+        if self._held_here():
+            yield
+            return
         with self._cond:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
@@ -58,6 +68,9 @@ class GpuLease:
 
     @contextmanager
     def exclusive(self, holder: str = "") -> Iterator[None]:
+        if self._held_here():
+            yield
+            return
         with self._cond:
             self._waiting_writers += 1
             try:
@@ -66,6 +79,7 @@ class GpuLease:
             finally:
                 self._waiting_writers -= 1
             self._writer = True
+            self._owner = threading.get_ident()
         with self._held(holder, exclusive=True):
             yield
 
@@ -80,6 +94,7 @@ class GpuLease:
             with self._cond:
                 if exclusive:
                     self._writer = False
+                    self._owner = None
                 else:
                     self._readers -= 1
                 if self.record:
