@@ -11,8 +11,9 @@ describes, checked as ``tools/bench_gate.py`` checks it: the whole sweep under t
 and unannounced size sets, the value cases, timing against the library), each with its own trailing
 comment: ptxas runs for every one, and their cubins are the same. Every configuration is warmed
 first (workers started, CUDA contexts and library handles made) on other seeds, then timed over
-``--rounds`` rounds (default 3), each on fresh seeds: the wall time is their median, since what a
-round costs moves with what its seeds draw (the large case, the drawn timed size). What it prints, per configuration: wall time, verdicts per minute (and per GPU), the status
+``--rounds`` rounds (default 3), each on fresh seeds, the same rounds for every configuration:
+the wall time is their median, since what a round costs moves with what its seeds draw (the
+large case's size and axis, the drawn timed size). What it prints, per configuration: wall time, verdicts per minute (and per GPU), the status
 words, the candidates' median ratio against the library (porter's timing must not change with the
 pool: compare the columns), and how many timing windows overlapped other work on their GPU (must
 be 0). ``--fake`` runs the same code on simulated GPUs (porter.gate.runner.fake.FakeGpu) with
@@ -115,12 +116,13 @@ def sequential(paths, spec, options, toolchain, factory) -> Row:
 
 
 def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None, label="pool",
-           profile: Path | None = None, rounds: int = 1) -> tuple[Row, list]:
-    """``rounds`` rounds through one LocalPool, each on fresh seeds with a reference cache of its
-    own (as port runs would be), after a warm-up round: the row's wall time is their median (a
-    round's cost moves with what its seeds draw: the large case's size, the drawn timed size).
-    With ``profile``, where the first measured round's seconds went is written there
-    (tools/round_profile.py) and printed."""
+           profile: Path | None = None, rounds: list[tuple[int, ...]] | None = None) -> tuple[Row, list]:
+    """One round through a LocalPool for each seed pair of ``rounds`` (default: one round on fresh
+    seeds), each with a reference cache of its own (as port runs would be), after a warm-up round:
+    the row's wall time is their median (a round's cost moves with what its seeds draw: the large
+    case's size and axis, the drawn timed size; every configuration gets the same ``rounds``, so
+    that their rows compare like with like). With ``profile``, where the first measured round's
+    seconds went is written there (tools/round_profile.py) and printed."""
     from dataclasses import replace
 
     from round_profile import JobClock, RoundProfile
@@ -145,9 +147,9 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
         pool.verify(jobs_for(paths[: pool.capacity], spec, warm))  # every worker started and warm
         for lease in pool.leases.values():
             lease.windows.clear()
-        for index in range(rounds):
+        for index, seeds in enumerate(rounds or [plan_seeds()]):
             cache = ReferenceCache()
-            run = replace(options, seeds=plan_seeds())
+            run = replace(options, seeds=seeds)
             measured = RoundProfile(clocks, pool.leases) if profile and index == 0 else None
             began = time.time()
             start = time.perf_counter()
@@ -169,7 +171,7 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
         pool.close()
     extra = {"reference_hits": cache.stats.hits, "reference_misses": cache.stats.misses,
              "reference_waits": cache.stats.waits, "fresh_seed_recheck_s": confirm}
-    if rounds > 1:
+    if len(walls) > 1:
         extra["round_walls_s"] = " ".join(f"{w:.2f}" for w in walls)
     row = Row(label, gpus, per_gpu, statistics.median(walls), [str(v.status) for v in verdicts],
               library_ratio(verdicts), clashes, extra)
@@ -269,6 +271,7 @@ def main() -> None:
 
     os.environ.setdefault("PORTER_CACHE_DIR", tempfile.mkdtemp(prefix="porter-throughput-cache-"))
     from porter.gate.check import CheckOptions
+    from porter.gate.plan import plan_seeds
     from porter.gate.spec import load_spec
     from porter.ptx.toolchain import find_toolchain
 
@@ -298,9 +301,10 @@ def main() -> None:
         rows.append(sequential(paths, spec, options, toolchain, factory))
         print(rows[-1].line(), flush=True)
     pool_verdicts = None
+    rounds = [plan_seeds() for _ in range(args.rounds)]  # fresh for this run, the same for every configuration
     for per_gpu in (int(x) for x in args.per_gpu.split(",") if x.strip()):
         row, pool_verdicts = pooled(paths, spec, options, toolchain, factory, per_gpu, profile=args.profile,
-                                    rounds=args.rounds)
+                                    rounds=rounds)
         rows.append(row)
         print(row.line(), flush=True)
         if row.gpus > 1 and per_gpu == 1:
