@@ -12,8 +12,9 @@ agrees with triton.testing.do_bench.
    reference outputs held from its first check (the pace of the repair loop).
 3. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
    the check, interleaved with the source and library), against triton.testing.do_bench (median,
-   L2 flushed) on the same cubin and inputs, in three fresh processes (their median: one
-   do_bench run's median alone moved 4% from one run to the next on the H200).
+   L2 flushed) on the same cubin and inputs: three runs of each, alternated (porter's in its warm
+   worker, do_bench's each in a fresh process), their medians compared (one do_bench run's median
+   alone moved 4% from one run to the next on the H200, and 1.6% between three on the H100).
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
 where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
 the most costly functions of the parent's and of the worker's warm checks (parent.txt, worker.txt)
@@ -95,7 +96,7 @@ class PhaseClock:
 
 
 def full_checks(example: Path, repeats: int, profile: Path | None = None,
-                lanes: int = 2) -> tuple[float, list[float], float, float]:
+                lanes: int = 2) -> tuple[float, list[float], list[float], float, list[float], list[float]]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -149,10 +150,14 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         from porter.ptx import read_ptx
 
         cubin, _ = runnable_cubin(read_ptx(kernel), None, runner.start(), find_toolchain(), kernel.name)
-        reply = run_job(runner, TimeJob(spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(), seeds=(0,),
-                                        contenders=(Contender("candidate", "kernel", cubin=cubin, entry=spec.entry),),
-                                        budget_s=2.0), 300.0)
-        alone_ms = statistics.median(reply.times_ms[0])
+        alone_job = TimeJob(spec_path=str(example / "porter.toml"), sizes=spec.default_sizes(), seeds=(0,),
+                            contenders=(Contender("candidate", "kernel", cubin=cubin, entry=spec.entry),), budget_s=2.0)
+        # porter's timing and do_bench's (each in a fresh process) alternated, so that a drift of
+        # the GPU's clocks over the minute reaches both alike.
+        alone_ms, triton_ms = [], []
+        for _ in range(DO_BENCH_RUNS):
+            alone_ms.append(statistics.median(run_job(runner, alone_job, 300.0).times_ms[0]))
+            triton_ms.append(do_bench_ms(example))
     if profile is not None:
         (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
         write_top(parent, profile / "parent.txt")
@@ -173,7 +178,7 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         print(f"  last check's timing gate: {timing.summary}")
         for line in timing.details:
             print(f"    {line}")
-    return walls[0], walls[1:], loop_walls, median_ms, alone_ms
+    return walls[0], walls[1:], loop_walls, median_ms, alone_ms, triton_ms
 
 
 def loop_candidates(kernel: Path, spec, clock: PhaseClock, repeats: int) -> tuple[list[float], list[dict[str, float]], int]:
@@ -279,18 +284,17 @@ def main() -> None:
                         "(porter check's: the pool's slots on the GPU; 1 for one worker)")
     args = parser.parse_args()
     example = Path(args.example)
-    cold, warm, loop, porter_ms, alone_ms = full_checks(example, args.repeats, args.profile, args.lanes)
-    triton_runs = [do_bench_ms(example) for _ in range(DO_BENCH_RUNS)]  # each a fresh process
-    triton_ms = statistics.median(triton_runs)
+    cold, warm, loop, porter_ms, alone_runs, triton_runs = full_checks(example, args.repeats, args.profile, args.lanes)
+    alone_ms, triton_ms = statistics.median(alone_runs), statistics.median(triton_runs)
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")
     print(f"full check, warm workers ({args.lanes}), cold ptxas cache: median {statistics.median(warm):.2f} s "
           f"(min {min(warm):.2f}, max {max(warm):.2f}, n={len(warm)})")
     print(f"repair-loop candidate (a port run's later candidate: the run's seeds, references held): median "
           f"{statistics.median(loop):.2f} s (min {min(loop):.2f}, max {max(loop):.2f}, n={len(loop)})")
-    print(f"kernel median at default sizes, timed alone: porter {alone_ms:.4f} ms, triton do_bench "
-          f"{triton_ms:.4f} ms (median of {len(triton_runs)} processes: "
-          f"{', '.join(f'{ms:.4f}' for ms in triton_runs)}), ratio {alone_ms / triton_ms:.3f}")
+    print(f"kernel median at default sizes, timed alone, {len(alone_runs)} runs each, alternated: porter "
+          f"{alone_ms:.4f} ms ({', '.join(f'{ms:.4f}' for ms in alone_runs)}), triton do_bench {triton_ms:.4f} ms "
+          f"({', '.join(f'{ms:.4f}' for ms in triton_runs)}, each a fresh process), ratio {alone_ms / triton_ms:.3f}")
     print(f"kernel median inside the check (interleaved with source and library): {porter_ms:.4f} ms")
 
 
