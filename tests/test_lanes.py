@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from porter.gate.check import CheckOptions, run_check
-from porter.gate.lanes import split
+from porter.gate.lanes import split, staggered
+from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import WorkerFault
 from porter.gate.runner.fake import FakeGpu
 from porter.gate.spec import load_spec
@@ -32,6 +33,30 @@ def test_every_case_lands_in_one_lane_the_kept_ones_in_the_first(costs: list[int
     if not kept and costs:  # largest first onto the least loaded: no lane more than one case above another
         loads = [sum(costs[i] for i in lane) for lane in dealt]
         assert max(loads) - min(loads) <= max(costs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(groups=st.lists(st.integers(0, 3), max_size=30), start=st.integers(0, 50), data=st.data())
+def test_a_staggered_order_keeps_every_case_and_each_size_sets_cases_together(groups: list[int], start: int,
+                                                                               data: Any) -> None:
+    """Whatever a check starts at, it runs the same cases, and the cases of one size set (a run of
+    equal groups in its order) still follow each other, in their order: consecutive calls on the
+    same buffers with new data stay consecutive."""
+    indices = sorted(data.draw(st.sets(st.integers(0, max(0, len(groups) - 1)), max_size=len(groups)))) if groups else []
+    order = staggered(indices, groups, start)
+    assert sorted(order) == indices
+    runs = []
+    for index in indices:
+        if runs and groups[runs[-1][-1]] == groups[index]:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    for run in runs:
+        at = order.index(run[0])
+        assert order[at:at + len(run)] == run
+    assert staggered(indices, groups, 0) == indices
+    if runs:
+        assert order[0] == runs[start % len(runs)][0]
 
 
 def _job(tmp_path: Path) -> CheckJob:
@@ -82,6 +107,36 @@ class _Faulting:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class _Recording(_Faulting):
+    """A runner that notes the sizes of every case it is sent, in order."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, after=1 << 30)
+        self.sizes: list[dict[str, int]] = []
+
+    def call(self, job: Any, timeout_s: float) -> Any:
+        if job.op == "case":
+            self.sizes.append(dict(job.sizes))
+        return super().call(job, timeout_s)
+
+
+def test_the_checks_of_a_port_run_start_at_different_size_sets(toolchain, tmp_path: Path) -> None:
+    """The second check of a run starts at the plan's second size set (the first one's cases come
+    last), runs every case the first ran, and still runs the cases of one size set back to back."""
+    job = _job(tmp_path)
+    references = ReferenceCache()
+    gpu = FakeGpu()
+    first, second = _Recording(gpu.runner()), _Recording(gpu.runner())
+    for runner in (first, second):
+        verdict = run_check(job.candidate, job.spec, job.options, toolchain=toolchain, runner=runner,
+                            references=references)
+        assert verdict.status == "passed", verdict.reason
+    runs = [sizes for k, sizes in enumerate(first.sizes) if k == 0 or sizes != first.sizes[k - 1]]
+    assert len(runs) > 2 and second.sizes[0] == runs[1]
+    assert sorted(map(str, second.sizes)) == sorted(map(str, first.sizes))
+    assert [sizes for k, sizes in enumerate(second.sizes) if k == 0 or sizes != second.sizes[k - 1]] == runs[1:] + runs[:1]
 
 
 def test_a_fault_in_a_helper_fails_the_check_and_stops_the_other_lane(toolchain, tmp_path: Path) -> None:

@@ -104,9 +104,11 @@ def test_a_port_run_computes_each_reference_once(toolchain, tmp_path: Path) -> N
     assert again.references == 5 * planned
 
 
-def test_side_by_side_checks_wait_for_a_reference_being_computed(toolchain, tmp_path: Path) -> None:
-    """Three workers walk the same plan at once: the first to reach a case computes its
-    reference, the others wait for it instead of computing it too."""
+def test_side_by_side_checks_compute_each_reference_once(toolchain, tmp_path: Path) -> None:
+    """Three workers walk the same plan at once, each check of the run starting at another size
+    set (porter.gate.lanes.staggered): every reference is computed once, by the first check to
+    reach its case; a check that reaches a case while another computes it waits for it (and the
+    staggered start makes that rarer than if all three walked in step)."""
     paths = candidates(tmp_path, 6)
     spec = load_spec(tmp_path / "porter.toml")
     planned = len(plan_cases(spec, (11, 12), timed=[spec.default_sizes()]))
@@ -119,7 +121,7 @@ def test_side_by_side_checks_wait_for_a_reference_being_computed(toolchain, tmp_
         pool.close()
     assert all(v.status == "passed" for v in verdicts)
     assert gpu.references == planned and cache.stats.misses == planned
-    assert cache.stats.hits == 5 * planned and cache.stats.waits > 0
+    assert cache.stats.hits == 5 * planned
 
 
 def test_a_reference_abandoned_by_its_check_is_computed_by_the_next() -> None:

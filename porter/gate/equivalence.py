@@ -16,7 +16,7 @@ import numpy as np
 from porter.errors import InputError
 from porter.gate.compare import compare, compare_runs, format_comparison, passing_check
 from porter.gate.golden import GoldenCase, Manifest
-from porter.gate.lanes import CASE_OVERHEAD_BYTES, split
+from porter.gate.lanes import CASE_OVERHEAD_BYTES, split, staggered
 from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey, total_buffer_bytes
 from porter.gate.references import ReferenceCache
@@ -228,11 +228,17 @@ def run_cases(spec: Spec, options: CheckOptions, plan: list[Case], runner: GpuRu
 
     ``helpers``: other workers on the same GPU this check may also use: the cases are split
     between them and ``runner`` (see :mod:`porter.gate.lanes`), the cases at ``kept`` sizes (those
-    timed next) staying with ``runner``; a fault in any stops every lane after its current case."""
+    timed next) staying with ``runner``; a fault in any stops every lane after its current case.
+    In a port run (``references``), each check starts at another size set
+    (:func:`porter.gate.lanes.staggered`): checks side by side compute different references at once."""
     judging = Judging([], [], {})
     lanes = [runner, *helpers]
     costs = [total_buffer_bytes(spec, c.sizes) + CASE_OVERHEAD_BYTES for c in plan]
     dealt = split(costs, len(lanes), [i for i, c in enumerate(plan) if c.sizes in kept])
+    if references is not None:  # a port run's checks side by side start at different size sets
+        start = references.arrival()
+        groups = [(tuple(sorted(c.sizes.items())), c.values) for c in plan]
+        dealt = [staggered(indices, groups, start) for indices in dealt]
     judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="porter-judge")
     pending: dict[int, Future[CaseResult]] = {}
     stop = threading.Event()

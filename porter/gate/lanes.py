@@ -9,7 +9,9 @@ keeps the inputs it drew, and the timing run on a set it checked draws nothing a
 
 The split is fixed before the first case runs (no case waits to learn where it goes; a worker
 draws its own next cases' inputs ahead), largest cases first onto the least loaded lane, each
-lane's cases then in the plan's order.
+lane's cases then in the plan's order, or :func:`staggered`: where a port run's checks start side
+by side in a pool, each starts at another size set, so that they compute different references at
+once instead of waiting, one behind the other, for the one that computes each.
 """
 
 from __future__ import annotations
@@ -36,3 +38,20 @@ def split(costs: Sequence[int], lanes: int, first_lane: Sequence[int] = ()) -> l
         dealt[lane].append(index)
         load[lane] += costs[index]
     return [sorted(indices) for indices in dealt]
+
+
+def staggered(indices: Sequence[int], groups: Sequence[object], start: int) -> list[int]:
+    """``indices`` (in order) begun at their ``start``-th run of equal ``groups[i]`` (a case's size
+    set and value case), modulo the number of runs, and wrapped around: each run stays whole and
+    in order, so that the cases of one size set still follow each other on the same buffers with
+    new data (see ``WorkerState.case_launch``); ``start`` 0 keeps the order as it is."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and groups[runs[-1][-1]] == groups[index]:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    if not runs:
+        return []
+    first = start % len(runs)
+    return [index for run in runs[first:] + runs[:first] for index in run]

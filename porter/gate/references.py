@@ -54,6 +54,14 @@ class ReferenceCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._computing: dict[ReferenceKey, threading.Event] = {}
+        self._arrivals = 0
+
+    def arrival(self) -> int:
+        """How many checks of the run came before this one (0 for the first): where its cases start
+        (see :func:`porter.gate.lanes.staggered`)."""
+        with self._lock:
+            self._arrivals += 1
+            return self._arrivals - 1
 
     @staticmethod
     def key(reference: Reference, spec_path: str, case_key: CaseKey) -> ReferenceKey:
