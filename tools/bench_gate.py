@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tools.round_profile import JobClock  # noqa: E402  (after the path: run as a script)
+
 
 def spec_kernel(example: Path) -> Path:
     """The example's kernel that its spec describes (a family folder holds one per generation)."""
@@ -47,47 +49,29 @@ def spec_kernel(example: Path) -> Path:
     return next(p for p in sorted(example.glob("kernel*.ptx")) if f".entry {entry}(" in p.read_text())
 
 
-class PhaseClock:
+class PhaseClock(JobClock):
     """Wraps a Runner and adds up the seconds of each kind of worker job: the sweep's cases, the
     cases the defences add (timed sizes, the unannounced size set, value cases) and the timing run,
     each as the worker spent them, and the transfers of jobs and replies between the processes."""
 
     def __init__(self, runner, spec) -> None:
-        self.runner, self.sweep = runner, [sorted(s.items()) for s in spec.size_sets()]
+        super().__init__(runner)
+        self.sweep = [sorted(s.items()) for s in spec.size_sets()]
         self.seconds: dict[str, list[float]] = {}
         self.jobs: list[str] = []  # one line a job: its kind, sizes, seconds in the worker and in all
         self.count = 0  # jobs sent: the worker profiles each job into a file of its own, in this order
 
-    @property
-    def info(self):
-        return self.runner.info
-
-    @property
-    def restarts(self):
-        return self.runner.restarts
-
-    def start(self):
-        return self.runner.start()
-
-    def call(self, job, timeout_s):
+    def note(self, job, sent: float, call_s: float, worker_s: float) -> None:
         self.count += 1
-        t0 = time.perf_counter()
-        reply = None
-        try:
-            reply = self.runner.call(job, timeout_s)
-            return reply
-        finally:
-            total = time.perf_counter() - t0
-            worker = reply.worker_s if reply is not None else total  # the job's own seconds in the worker
-            if job.op == "case":
-                kind = "value cases" if job.values else (
-                    "sweep cases" if sorted(job.sizes.items()) in self.sweep else "timed + unannounced cases")
-            else:
-                kind = job.op
-            self.seconds.setdefault(kind, []).append(worker)
-            self.jobs.append(f"{kind:28} {dict(job.sizes)} values={getattr(job, 'values', '')!r} "
-                             f"worker {worker:.3f} s, call {total:.3f} s")
-            self.seconds.setdefault("transfer (job in, reply out)", []).append(total - worker)
+        if job.op == "case":
+            kind = "value cases" if job.values else (
+                "sweep cases" if sorted(job.sizes.items()) in self.sweep else "timed + unannounced cases")
+        else:
+            kind = job.op
+        self.seconds.setdefault(kind, []).append(worker_s)
+        self.jobs.append(f"{kind:28} {dict(job.sizes)} values={getattr(job, 'values', '')!r} "
+                         f"worker {worker_s:.3f} s, call {call_s:.3f} s")
+        self.seconds.setdefault("transfer (job in, reply out)", []).append(call_s - worker_s)
 
     def take(self) -> dict[str, float]:
         totals = {k: sum(v) for k, v in self.seconds.items()}

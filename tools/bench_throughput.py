@@ -125,17 +125,16 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
     seconds went is written there (tools/round_profile.py) and printed."""
     from dataclasses import replace
 
-    from round_profile import JobClock, RoundProfile
-
     from porter.gate.plan import plan_seeds
     from porter.gate.references import ReferenceCache
     from porter.pool.lease import overlaps
     from porter.pool.local import LocalPool
+    from tools.round_profile import JobClock, RoundProfile
 
     clocks: list[JobClock] = []
 
     def clocked(device: int):
-        clocks.append(JobClock(factory(device), [], f"worker{len(clocks)}"))
+        clocks.append(JobClock(factory(device), f"worker{len(clocks)}"))
         return clocks[-1]
 
     pool = LocalPool(toolchain, devices=devices, per_gpu=per_gpu, runner_factory=clocked if profile else factory,
@@ -199,7 +198,7 @@ def write_profile(measured, verdicts, profile: Path, per_gpu: int, began: float)
     print(report, flush=True)
     if not os.environ.get(PROFILE_ENV):
         return
-    from bench_gate import write_top
+    from tools.bench_gate import write_top
 
     files = [f for f in Path(os.environ[PROFILE_ENV]).glob("job-*.pstats") if f.stat().st_mtime >= began]
     if files:

@@ -44,10 +44,12 @@ class JobRecord:
 
 
 class JobClock:
-    """A worker (any GpuRunner) whose every job is recorded into ``records``."""
+    """A worker (any GpuRunner) whose every job is noted as it returns (:meth:`note`): by default
+    into ``records``, which a :class:`RoundProfile` shares among a pool's workers."""
 
-    def __init__(self, runner: Any, records: list[JobRecord], name: str) -> None:
-        self.runner, self.records, self.name = runner, records, name
+    def __init__(self, runner: Any, name: str = "") -> None:
+        self.runner, self.name = runner, name
+        self.records: list[JobRecord] = []
 
     @property
     def info(self) -> Any:
@@ -81,10 +83,13 @@ class JobClock:
             return reply
         finally:
             call_s = time.monotonic() - sent
-            worker_s = getattr(reply, "worker_s", None) or call_s
-            sizes = ",".join(f"{k}={v}" for k, v in sorted(job.sizes.items()) if k in ("M", "N", "K")) \
-                or ",".join(f"{k}={v}" for k, v in sorted(job.sizes.items()))[:40]
-            self.records.append(JobRecord(self.name, job.op, sizes, sent, call_s, worker_s))
+            # the job's own seconds in the worker; the rest of the call is the transfer
+            self.note(job, sent, call_s, getattr(reply, "worker_s", call_s) if reply is not None else call_s)
+
+    def note(self, job: Any, sent: float, call_s: float, worker_s: float) -> None:
+        sizes = ",".join(f"{k}={v}" for k, v in sorted(job.sizes.items()) if k in ("M", "N", "K")) \
+            or ",".join(f"{k}={v}" for k, v in sorted(job.sizes.items()))[:40]
+        self.records.append(JobRecord(self.name, job.op, sizes, sent, call_s, worker_s))
 
     def close(self) -> None:
         self.runner.close()
