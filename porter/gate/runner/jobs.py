@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from porter.gate.runner import judge, rounds
-from porter.gate.runner.launch import Launch, output_digests
+from porter.gate.runner.launch import Launch, output_digests, read_digests
 from porter.gate.runner.memory import scrubbed
 from porter.gate.runner.pinned import host_empty, pinned_copy, release_idle
 from porter.gate.runner.protocol import (
@@ -261,10 +261,7 @@ class _Judging:
 
 def _raw_digests(state: WorkerState, launch: Launch) -> list[int]:
     """The digest of every output buffer's bytes (nondeterministic outputs too)."""
-    out = state.cp.zeros(len(launch.spec.outputs), dtype=state.cp.uint64)
-    for k, p in enumerate(launch.spec.outputs):
-        state.digest(launch.buffers[p.name].data, out, k)
-    return [int(x) for x in out.get()]
+    return read_digests(state, [launch.buffers[p.name].data for p in launch.spec.outputs])
 
 
 def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:

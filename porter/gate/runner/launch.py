@@ -92,7 +92,7 @@ class Launch:
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
         # The guard bands' digests as written, read back before any kernel runs (see integrity).
-        self._band_digests = self._digests([band for buf in self.buffers.values() for band in buf.guard_bands()])
+        self._band_digests = read_digests(state, [band for buf in self.buffers.values() for band in buf.guard_bands()])
         self._input_digests: dict[str, int] = {}
         self._redraw(seed)
         self.rebind(host_args, seed)
@@ -158,7 +158,8 @@ class Launch:
                     uploaded.append(p.name)
                 buf.copy_from(self._pristine[p.name])
         if uploaded:  # each image's digest as it came up, read back before any kernel runs on it
-            self._input_digests.update(zip(uploaded, self._digests([self._pristine[n] for n in uploaded])[:-1], strict=True))
+            self._input_digests.update(zip(uploaded, read_digests(self.state, [self._pristine[n] for n in uploaded]),
+                                           strict=True))
         self.state.scrub_shared()
 
     def _initial(self, p: Any, index: int, initial: str) -> Any:
@@ -281,23 +282,12 @@ class Launch:
         padding = [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
                    for name, padding in self.padding.items()]
         bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
-        found = self._digests([*bands, *(self.buffers[p.name].data for p in inputs)],
-                              sum(padding[1:], padding[0]) if padding else None)
-        expected = [*self._band_digests, *(self._input_digests.get(p.name) for p in inputs), 0]
+        found = read_digests(self.state, [*bands, *(self.buffers[p.name].data for p in inputs)],
+                             sum(padding[1:], padding[0]) if padding else None)
+        expected = [*self._band_digests, *(self._input_digests.get(p.name) for p in inputs), *([0] if padding else [])]
         if found == expected:
             return [], []
         return self.guard_problems(), self.changed_inputs()
-
-    def _digests(self, arrays: list[Any], extra: Any = None) -> list[int]:
-        """The keyed digest of each device array, then ``extra`` (a 0-d device count) or 0: one
-        more number than arrays, read back with one synchronisation."""
-        cp = self.state.cp
-        out = cp.zeros(len(arrays) + 1, dtype=cp.uint64)
-        for slot, array in enumerate(arrays):
-            self.state.digest(array, out, slot)
-        if extra is not None:
-            out[len(arrays):] = extra.astype(cp.uint64)
-        return [int(x) for x in out.get()]
 
     def _inputs(self) -> list[Any]:
         """The input buffers a run must leave as they were (those of no bytes have nothing to compare)."""
@@ -334,6 +324,18 @@ class Launch:
             buf.scrub()
         self.buffers.clear()
         self._pristine.clear()
+
+
+def read_digests(state: Device, arrays: list[Any], extra: Any = None) -> list[int]:
+    """The keyed digest of each device array (see :mod:`porter.gate.runner.digestkey`), then
+    ``extra`` (a 0-d device count) where given, read back with one synchronisation."""
+    cp = state.cp
+    out = cp.zeros(len(arrays) + (extra is not None), dtype=cp.uint64)
+    for slot, array in enumerate(arrays):
+        state.digest(array, out, slot)
+    if extra is not None:
+        out[len(arrays):] = extra.astype(cp.uint64)
+    return [int(x) for x in out.get()]
 
 
 def output_digests(state: Device, launch: Launch) -> list[int]:

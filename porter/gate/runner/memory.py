@@ -74,9 +74,7 @@ class DeviceBuffer:
     def guard_bands(self) -> list[Any]:
         """The guard bands that have bytes (before the start, past the end), as device views: what
         :meth:`Launch.integrity` digests once they are written and after every launch."""
-        before, after = self.patterns
-        return [band for band, pattern in ((self.raw[: self.lead], before), (self.raw[self.lead + self.nbytes :], after))
-                if pattern.size]
+        return [band for band in (self.raw[: self.lead], self.raw[self.lead + self.nbytes :]) if band.size]
 
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
