@@ -44,15 +44,14 @@ class GpuLease:
         self.windows: list[Window] = []
         self._cond = threading.Condition()
         self._readers = 0
-        self._writer = False
-        self._owner: int | None = None  # the thread that holds it exclusively
+        self._owner: int | None = None  # the thread that holds it exclusively, if one does
         self._waiting_writers = 0
 
     def _held_here(self) -> bool:
         """Whether this thread holds the lease exclusively: then it takes it again, shared or
         exclusive, at once (a check's timing runs at several size sets inside one holding)."""
         with self._cond:
-            return self._writer and self._owner == threading.get_ident()
+            return self._owner == threading.get_ident()
 
     @contextmanager
     def shared(self, holder: str = "") -> Iterator[None]:
@@ -60,7 +59,7 @@ class GpuLease:
             yield
             return
         with self._cond:
-            while self._writer or self._waiting_writers:
+            while self._owner is not None or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
         with self._held(holder, exclusive=False):
@@ -74,11 +73,10 @@ class GpuLease:
         with self._cond:
             self._waiting_writers += 1
             try:
-                while self._writer or self._readers:
+                while self._owner is not None or self._readers:
                     self._cond.wait()
             finally:
                 self._waiting_writers -= 1
-            self._writer = True
             self._owner = threading.get_ident()
         with self._held(holder, exclusive=True):
             yield
@@ -93,7 +91,6 @@ class GpuLease:
             end = time.monotonic()
             with self._cond:
                 if exclusive:
-                    self._writer = False
                     self._owner = None
                 else:
                     self._readers -= 1
