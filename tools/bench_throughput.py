@@ -13,10 +13,10 @@ comment: ptxas runs for every one, and their cubins are the same. Every configur
 first (workers started, CUDA contexts and library handles made) on other seeds, then timed over
 ``--rounds`` rounds (default 3), each on fresh seeds, the same rounds for every configuration:
 the wall time is their median, since what a round costs moves with what its seeds draw (the
-large case's size and axis, the drawn timed size). What it prints, per configuration: wall time, verdicts per minute (and per GPU), the status
-words, the candidates' median ratio against the library (porter's timing must not change with the
-pool: compare the columns), and how many timing windows overlapped other work on their GPU (must
-be 0). ``--fake`` runs the same code on simulated GPUs (porter.gate.runner.fake.FakeGpu) with
+large case's size and axis, the drawn timed size). What it prints, per configuration: wall time,
+verdicts per minute (and per GPU), the status words, the candidates' median ratio against the
+library (porter's timing must not change with the pool: compare the columns), and how many timing
+windows overlapped other work on their GPU (must be 0). ``--fake`` runs the same code on simulated GPUs (porter.gate.runner.fake.FakeGpu) with
 ``--fake-case-s`` / ``--fake-time-s`` seconds of simulated GPU work per case / timing job: a CPU
 check of the overlap, not a GPU figure. ``--profile DIR`` also writes, and prints, where each
 pooled round's seconds went (tools/round_profile.py: the workers' jobs, the GPU lease, CPU seconds,

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,14 +66,10 @@ class JobClock:
     def start(self) -> Any:
         return self.runner.start()
 
-    @contextmanager
-    def exclusive(self):
-        hold = getattr(self.runner, "exclusive", None)
-        if hold is None:
-            yield
-            return
-        with hold():
-            yield
+    def exclusive(self) -> AbstractContextManager[object]:
+        from porter.gate.runner.client import exclusive
+
+        return exclusive(self.runner)
 
     def call(self, job: Any, timeout_s: float) -> Any:
         sent = time.monotonic()
