@@ -58,13 +58,17 @@ def zeros(shape: Any, dtype: Any = float) -> ndarray:
     return _device(np.zeros(shape, dtype=dtype))
 
 
+def concatenate(arrays: Any) -> ndarray:
+    return _device(np.concatenate(arrays))
+
+
 def ascontiguousarray(a: Any) -> ndarray:
     return _device(np.ascontiguousarray(a))
 
 
 flatnonzero, count_nonzero = np.flatnonzero, np.count_nonzero
 abs, isnan, isinf, isfinite, where, dtype = np.abs, np.isnan, np.isinf, np.isfinite, np.where, np.dtype  # CuPy's names
-sort = np.sort  # CuPy's too (a reduction's scale: porter.gate.summary.reference_scale)
+sort, stack = np.sort, np.stack  # CuPy's too (a reduction's scale; a summary's figures read back at once)
 uint8, uint16, uint32, uint64, int32 = np.uint8, np.uint16, np.uint32, np.uint64, np.int32
 float16, float32, float64 = np.float16, np.float32, np.float64
 
@@ -111,6 +115,11 @@ def _digest(grid: Any, block: Any, data: Any, n: Any, out: Any, slot: Any, key: 
     out[int(slot)] = np.uint64((int(out[int(slot)]) + word) % 2**64)
 
 
+def _fill_random(grid: Any, block: Any, out: Any, n: Any, key: Any) -> None:
+    """The random fill's stand-in: the same bytes for the same key."""
+    out[: int(n)] = np.random.default_rng(int(key)).integers(0, 256, int(n), dtype=np.uint8)
+
+
 KERNELS: dict[str, Callable[..., None]] = {}  # entry -> body(grid, block, *args), for the next module loaded
 
 
@@ -119,7 +128,8 @@ class RawModule:
     bodies in :data:`KERNELS` when it is loaded."""
 
     def __init__(self, *, code: str | None = None, path: str | None = None) -> None:
-        bodies = {"porter_scrub_shared": _scrub, "porter_digest": _digest} if code is not None else dict(KERNELS)
+        bodies = ({"porter_scrub_shared": _scrub, "porter_digest": _digest, "porter_fill_random": _fill_random}
+                  if code is not None else dict(KERNELS))
         self.functions = {name: _Function(body) for name, body in bodies.items()}
 
     def get_function(self, name: str) -> _Function:
@@ -180,4 +190,6 @@ def get_pinned_memory_pool() -> _PinnedPool:
 cuda.alloc_pinned_memory = bytearray  # host memory the arrays are made in, as CuPy's pinned blocks
 cuda.MemoryPool = _MemoryPool
 cuda.using_allocator = _using_allocator
-cuda.runtime = SimpleNamespace(memset=lambda ptr, value, nbytes: None, memGetInfo=lambda: (1 << 36, 1 << 36))
+cuda.runtime = SimpleNamespace(memsetAsync=lambda ptr, value, nbytes, stream: None,
+                               memGetInfo=lambda: (1 << 36, 1 << 36))
+cuda.get_current_stream = lambda: SimpleNamespace(ptr=0)

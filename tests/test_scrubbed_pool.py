@@ -41,6 +41,9 @@ class _Pool:
         return self.next
 
 
+STREAM = 0x5EED
+
+
 def _fake_cupy(device: np.ndarray, plan: list[tuple[int, int | None]]) -> Any:
     pool = _Pool(device, plan)
     current: list[Any] = []
@@ -53,12 +56,13 @@ def _fake_cupy(device: np.ndarray, plan: list[tuple[int, int | None]]) -> Any:
         finally:
             current.pop()
 
-    def memset(ptr: int, value: int, nbytes: int) -> None:
+    def memset_async(ptr: int, value: int, nbytes: int, stream: int) -> None:
+        assert stream == STREAM  # queued where the launches are
         device[ptr:ptr + nbytes] = value
 
     cuda = SimpleNamespace(MemoryPool=lambda: pool, using_allocator=using_allocator,
-                           Device=lambda: SimpleNamespace(synchronize=lambda: None),
-                           runtime=SimpleNamespace(memset=memset, memGetInfo=lambda: (1 << 36, 1 << 36)))
+                           get_current_stream=lambda: SimpleNamespace(ptr=STREAM),
+                           runtime=SimpleNamespace(memsetAsync=memset_async, memGetInfo=lambda: (1 << 36, 1 << 36)))
     return SimpleNamespace(cuda=cuda, allocate=lambda n: current[-1](n), pool=pool)
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from porter.errors import InputError
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.compare import compare
-from porter.gate.elementwise import within_tolerance
+from porter.gate.elementwise import judge_everywhere
 from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, plan_cases, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
@@ -247,7 +247,7 @@ def test_deterministic_false_is_for_float_outputs_only(tmp_path: Path) -> None:
 def test_held_outputs_count_what_is_outside_the_tolerance_as_compare_does() -> None:
     ref = np.array([0.0, 1.0, -2.0, np.inf, np.nan, 1e30, 5.0])
     out = np.array([1e-5, 1.0001, -2.0, np.inf, np.nan, 1e30, np.nan])
-    ok = within_tolerance(np, out, ref, 1e-4, 1e-3)
+    ok = judge_everywhere(np, out, ref, 1e-4, 1e-3)[0]
     assert ok.tolist() == [True, True, True, True, True, True, False]
     check = compare("S", out, ref, atol=1e-4, rtol=1e-3)
     assert check.mismatches == int((~ok).sum()) == 1

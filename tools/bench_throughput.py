@@ -21,7 +21,8 @@ windows overlapped other work on their GPU (must be 0). ``--fake`` runs the same
 check of the overlap, not a GPU figure. ``--profile DIR`` also writes, and prints, where each
 pooled round's seconds went (tools/round_profile.py: the workers' jobs, the GPU lease, CPU seconds,
 the parent's threads sampled), and on a GPU runs the round once more with every worker job under
-cProfile (worker-x2.txt: the workers' functions; a slower round, in a row of its own).
+cProfile at the last ``--per-gpu`` (worker-xN.txt: the workers' functions; a slower round, in a row
+of its own).
 
 "sequential" is the one-worker path of this version (one candidate after another, fresh seeds for
 each, nothing shared): for the figure of the code before the pool, run tools/bench_gate.py on main.
@@ -301,7 +302,8 @@ def main() -> None:
         print(rows[-1].line(), flush=True)
     pool_verdicts = None
     rounds = [plan_seeds() for _ in range(args.rounds)]  # fresh for this run, the same for every configuration
-    for per_gpu in (int(x) for x in args.per_gpu.split(",") if x.strip()):
+    per_gpus = [int(x) for x in args.per_gpu.split(",") if x.strip()]
+    for per_gpu in per_gpus:
         row, pool_verdicts = pooled(paths, spec, options, toolchain, factory, per_gpu, profile=args.profile,
                                     rounds=rounds)
         rows.append(row)
@@ -316,7 +318,7 @@ def main() -> None:
         from porter.gate.runner.worker import PROFILE_ENV
 
         os.environ[PROFILE_ENV] = tempfile.mkdtemp(prefix="porter-round-profile-")
-        row, _ = pooled(paths, spec, options, toolchain, factory, 2, label="pool, workers under cProfile",
+        row, _ = pooled(paths, spec, options, toolchain, factory, per_gpus[-1], label="pool, workers under cProfile",
                         profile=args.profile)
         del os.environ[PROFILE_ENV]
         rows.append(row)

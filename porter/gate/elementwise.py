@@ -34,12 +34,14 @@ def judge(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, 
     return ok, absdiff, finite
 
 
-def within_tolerance(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> Any:
-    """:func:`judge`'s ``ok`` with no test on the host between array operations, so that it can
-    be queued on a GPU stream without waiting for it (``porter.gate.runner.hold`` counts the
-    elements outside the tolerance after every timed launch)."""
-    ok, _, finite = _within(xp, o, r, atol, rtol)
-    return _elsewhere(xp, ok, finite, o, r)
+def judge_everywhere(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:
+    """:func:`judge` with no test on the host between array operations (the NaN/Inf rules applied
+    everywhere: where every difference is finite they change nothing), so that it can be queued on
+    a GPU stream without waiting for it (``porter.gate.runner.hold`` counts the elements outside
+    the tolerance after every timed launch; :func:`porter.gate.summary.summarize` reads every
+    figure back at once)."""
+    ok, absdiff, finite = _within(xp, o, r, atol, rtol)
+    return _elsewhere(xp, ok, finite, o, r), absdiff, finite
 
 
 def _within(xp: Any, o: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:

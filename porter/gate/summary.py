@@ -7,23 +7,22 @@ summary made on the GPU (``porter.gate.runner.judge``, the same code over CuPy) 
 (:func:`porter.gate.elementwise.judge`) and one accumulation. Only array operations CuPy has too are
 used (``abs``, arithmetic, comparisons, ``isnan``/``isinf``/``isfinite``, ``where``, ``sum``,
 ``max``, ``min``, ``all``, ``any``, ``count_nonzero``, ``astype``, ``sort``), never a ufunc's ``out=`` or
-``where=``; each chunk's figures come back to the host as Python numbers.
+``where=``; every chunk's figures come back to the host together, as Python numbers.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from porter.gate.elementwise import CHUNK, TINY, chunks, judge, number_text
+from porter.gate.elementwise import CHUNK, TINY, chunks, judge_everywhere, number_text
 from porter.gate.spec import Spec
 
 _MOSTLY = 0.9  # share of the reference within tolerance of 0 that earns a warning
-_SAFE_SCALE = (1e-100, 1e100)  # magnitudes whose squares, summed over a chunk, stay in float64 range
 # A reference of a handful of elements (a sweep's n = 1 case) is constant by construction: the
 # warning would be noise there. Constant and all-zero references of real size are still flagged.
 _CONSTANT_MIN_SIZE = 16
@@ -103,11 +102,13 @@ def reference_scale(xp: Any, spec: Spec, name: str, ref: Any, *,
 
 def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
                      decode: Callable[[Any], Any] | None = None, decode_reference: Callable[[Any], Any] | None = None,
-                     chunk: int = CHUNK) -> OutputSummary:
+                     chunk: int = CHUNK, terms: tuple[float, float, float | None] | None = None) -> OutputSummary:
     """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
-    judged by (:func:`output_terms`): ``out`` flat, its elements as ``decode`` reads them (default:
-    of the output's dtype), ``ref`` flat."""
-    atol, rtol, limit = output_terms(xp, spec, name, sizes, values, ref, decode=decode_reference)
+    judged by (:func:`output_terms`, unless given: the worker reads them from the reference on the
+    host, where it is, rather than from its device copy): ``out`` flat, its elements as ``decode``
+    reads them (default: of the output's dtype), ``ref`` flat."""
+    atol, rtol, limit = terms if terms is not None else output_terms(xp, spec, name, sizes, values, ref,
+                                                                     decode=decode_reference)
     p = spec.param(name)
     assert p.dtype is not None  # an output buffer has a dtype
     dtype = np.dtype(p.dtype.numpy)
@@ -130,6 +131,23 @@ class _Tally:
     near_zero: int = 0
     lo: float = math.inf
     hi: float = -math.inf
+    err_parts: list[tuple[float, float]] = field(default_factory=list)
+    ref_parts: list[tuple[float, float]] = field(default_factory=list)
+
+    def add(self, row: list[float]) -> None:
+        """Add one chunk's :func:`_chunk_figures`, in their order."""
+        (lo, hi, near_zero, nan, ref_nan, inf, unjudged, bad, max_abs, max_rel,
+         err_scale, err_ssq, ref_scale, ref_ssq) = row
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+        self.near_zero += int(near_zero)
+        self.nan += int(nan)
+        self.ref_nan += int(ref_nan)
+        self.inf += int(inf)
+        self.unjudged += int(unjudged)
+        self.bad += int(bad)
+        self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
+        self.err_parts.append((err_scale, err_ssq))
+        self.ref_parts.append((ref_scale, ref_ssq))
 
 
 def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: float | None, exact: bool,
@@ -145,60 +163,68 @@ def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: f
     compares ``out`` and ``ref`` as they are (integers with zero tolerance), where a difference
     counts at least 1. ``limit``: see :func:`output_terms`. ``masks`` receives each chunk's wrong
     and never-written elements.
+
+    Every figure of every chunk is an array operation with no test on the host between them, and
+    all of them come back together at the end: on a GPU, one synchronisation an output (a
+    synchronisation waits out another process's time slice on a shared GPU: about 2.3 ms on the
+    H100, 2026-12-06, against 0.04 ms on an idle one).
     """
     if atol < 0 or rtol < 0:
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
     decode = values if values is not None else (lambda a: a.astype(xp.float64))
     decode_ref = reference if reference is not None else (lambda a: a.astype(xp.float64))
     size = int(out.size)
-    t = _Tally()
-    err_parts: list[tuple[float, float]] = []
-    ref_parts: list[tuple[float, float]] = []
+    rows = []
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for sl in chunks(size, chunk):
-            o, r = decode(out[sl]), decode_ref(ref[sl])
-            _reference_figures(xp, r, atol, rtol, t)
-            r_raw = r
-            ok, absdiff, finite = judge(xp, o, r, atol, rtol)
-            if exact:
-                ok = out[sl] == ref[sl]
-                # Integers that differ differ by at least 1, even where float64 rounds both alike.
-                absdiff = xp.where(~ok & (absdiff < 1.0), 1.0, absdiff)
-            bad = ~ok
-            poison = None
-            if not bool(finite.all()):
-                o_nan, r_nan = xp.isnan(o), xp.isnan(r)
-                poison = o_nan & ~r_nan
-                t.nan += int(xp.count_nonzero(o_nan))
-                t.ref_nan += int(xp.count_nonzero(r_nan))
-                t.inf += int(xp.count_nonzero(xp.isinf(o)))
-                absdiff = xp.where(finite, absdiff, 0.0)
-                r = xp.where(finite, r, 0.0)
-            if limit is not None:
-                left = ~(xp.abs(r_raw) <= limit)  # NaN fails <=
-                if bool(left.any()):
-                    t.unjudged += int(xp.count_nonzero(left))
-                    bad = bad & ~left
-                    poison = poison & ~left if poison is not None else None
-                    absdiff = xp.where(left, 0.0, absdiff)
-                    r = xp.where(left, 0.0, r)
-            t.bad += int(xp.count_nonzero(bad))
-            if masks is not None:
-                masks(sl, bad, poison)
-            chunk_max = float(absdiff.max())
-            t.max_abs = max(t.max_abs, chunk_max)
-            magnitude = xp.abs(r)
-            ref_max = float(magnitude.max())
-            t.max_rel = max(t.max_rel, float((absdiff / xp.where(magnitude < TINY, TINY, magnitude)).max()))
-            err_parts.append(_partial_l2(xp, absdiff, chunk_max))
-            ref_parts.append(_partial_l2(xp, r, ref_max))
-    err_norm, ref_norm = _l2(err_parts), _l2(ref_parts)
+            rows.append(_chunk_figures(xp, sl, out, ref, decode(out[sl]), decode_ref(ref[sl]), atol, rtol, limit,
+                                       exact, masks))
+    t = _Tally()
+    for row in (xp.stack(rows).tolist() if rows else []):
+        t.add(row)
+    err_norm, ref_norm = _l2(t.err_parts), _l2(t.ref_parts)
     rel_l2 = err_norm / ref_norm if ref_norm else (0.0 if err_norm == 0 else math.inf)
     return OutputSummary(
         passed=t.bad == 0, shape=tuple(int(n) for n in shape), dtype=dtype, atol=float(atol), rtol=float(rtol),
         mismatches=t.bad, total=size, nan_count=t.nan, inf_count=t.inf, ref_nan_count=t.ref_nan, unjudged=t.unjudged,
         max_abs_err=t.max_abs, max_rel_err=t.max_rel, rel_l2=rel_l2,
         warnings=_warnings(size, t, atol, rtol))
+
+
+def _chunk_figures(xp: Any, sl: slice, out: Any, ref: Any, o: Any, r: Any, atol: float, rtol: float,
+                   limit: float | None, exact: bool, masks: Masks | None) -> Any:
+    """One chunk's figures as one float64 vector, in :meth:`_Tally.add`'s order: ``o`` and ``r``
+    are the chunk of ``out`` and ``ref`` in float64. The NaN/Inf rules and the limit apply
+    everywhere (where every element is finite and judged they change nothing)."""
+    lo, hi, near_zero = _reference_terms(xp, r, atol, rtol)
+    ok, absdiff, finite = judge_everywhere(xp, o, r, atol, rtol)
+    if exact:
+        ok = out[sl] == ref[sl]
+        # Integers that differ differ by at least 1, even where float64 rounds both alike.
+        absdiff = xp.where(~ok & (absdiff < 1.0), 1.0, absdiff)
+    o_nan, r_nan = xp.isnan(o), xp.isnan(r)
+    bad = ~ok
+    poison = o_nan & ~r_nan
+    absdiff = xp.where(finite, absdiff, 0.0)
+    judged_ref = xp.where(finite, r, 0.0)
+    unjudged = xp.zeros((), dtype=np.int64)
+    if limit is not None:
+        left = ~(xp.abs(r) <= limit)  # NaN fails <=
+        unjudged = xp.count_nonzero(left)
+        bad &= ~left
+        poison &= ~left
+        absdiff = xp.where(left, 0.0, absdiff)
+        judged_ref = xp.where(left, 0.0, judged_ref)
+    if masks is not None:
+        masks(sl, bad, poison)
+    max_abs = absdiff.max()
+    magnitude = xp.abs(judged_ref)
+    ref_max = magnitude.max()
+    max_rel = (absdiff / xp.where(magnitude < TINY, TINY, magnitude)).max()
+    figures = [lo, hi, near_zero, xp.count_nonzero(o_nan), xp.count_nonzero(r_nan), xp.count_nonzero(xp.isinf(o)),
+               unjudged, xp.count_nonzero(bad), max_abs, max_rel,
+               *_partial_l2(xp, absdiff, max_abs), *_partial_l2(xp, judged_ref, ref_max)]
+    return xp.stack([xp.asarray(f, dtype=np.float64) for f in figures])
 
 
 def reference_warnings(xp: Any, ref: Any, atol: float, rtol: float, chunk: int = CHUNK) -> tuple[str, ...]:
@@ -209,18 +235,19 @@ def reference_warnings(xp: Any, ref: Any, atol: float, rtol: float, chunk: int =
     with np.errstate(invalid="ignore", over="ignore"):
         for sl in chunks(size, chunk):
             r = ref[sl].astype(xp.float64)
-            _reference_figures(xp, r, atol, rtol, t)
+            lo, hi, near_zero = _reference_terms(xp, r, atol, rtol)
+            t.lo, t.hi = min(t.lo, float(lo)), max(t.hi, float(hi))
+            t.near_zero += int(near_zero)
             t.ref_nan += int(xp.count_nonzero(xp.isnan(r)))
     return _warnings(size, t, atol, rtol)
 
 
-def _reference_figures(xp: Any, r: Any, atol: float, rtol: float, t: _Tally) -> None:
-    """Add one chunk of the reference (float64) to the figures its warnings need: its least and
-    greatest value (NaN aside) and its elements within the tolerance of 0."""
+def _reference_terms(xp: Any, r: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:
+    """One chunk of the reference's (float64) figures its warnings need: its least and greatest
+    value (NaN aside) and how many of its elements lie within the tolerance of 0."""
     nan = xp.isnan(r)
-    t.lo = min(t.lo, float(xp.where(nan, math.inf, r).min()))
-    t.hi = max(t.hi, float(xp.where(nan, -math.inf, r).max()))
-    t.near_zero += int(xp.count_nonzero(xp.abs(r) * (1 - rtol) <= atol))
+    return (xp.where(nan, math.inf, r).min(), xp.where(nan, -math.inf, r).max(),
+            xp.count_nonzero(xp.abs(r) * (1 - rtol) <= atol))
 
 
 def _warnings(size: int, t: _Tally, atol: float, rtol: float) -> tuple[str, ...]:
@@ -262,15 +289,11 @@ def _warnings(size: int, t: _Tally, atol: float, rtol: float) -> tuple[str, ...]
     return tuple(warnings)
 
 
-def _partial_l2(xp: Any, x: Any, scale: float) -> tuple[float, float]:
+def _partial_l2(xp: Any, x: Any, scale: Any) -> tuple[Any, Any]:
     """One chunk's part of a Euclidean norm: (scale, sum of (x / scale)^2), where scale is the
-    chunk's largest magnitude, so that squares neither overflow nor vanish when combined."""
-    if scale == 0:
-        return 0.0, 0.0
-    if _SAFE_SCALE[0] < scale < _SAFE_SCALE[1]:
-        return scale, float((x * x).sum()) / scale**2
-    y = x / scale
-    return scale, float((y * y).sum())
+    chunk's largest magnitude (an array), so that squares neither overflow nor vanish when combined."""
+    y = x / xp.where(scale == 0, 1.0, scale)
+    return scale, (y * y).sum()
 
 
 def _l2(parts: list[tuple[float, float]]) -> float:

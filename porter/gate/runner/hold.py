@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from porter.gate.elementwise import within_tolerance
+from porter.gate.elementwise import judge_everywhere
 
 
 def elements(raw: Any, dtype: Any) -> Any:
@@ -80,5 +80,5 @@ class HeldOutput:
         """How many of ``values`` (float64, flat, on the device) are outside the tolerance: a 0-d
         device array. The reference is uploaded for the comparison: call it inside
         ``memory.scrubbed``, which zeroes it, and every temporary, afterwards."""
-        ok = within_tolerance(xp, values, xp.asarray(self.reference), self.atol, self.rtol)
+        ok = judge_everywhere(xp, values, xp.asarray(self.reference), self.atol, self.rtol)[0]
         return xp.count_nonzero(~ok)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from porter.gate.runner import judge, rounds
-from porter.gate.runner.launch import Launch, output_digests, read_digests
+from porter.gate.runner.launch import Launch, read_digests
 from porter.gate.runner.memory import scrubbed
 from porter.gate.runner.pinned import host_empty, pinned_copy, release_idle
 from porter.gate.runner.protocol import (
@@ -149,7 +149,7 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
             candidate.reset(initial)
             try:
                 candidate.run(module)
-                state.cp.cuda.Device().synchronize()
+                settled = candidate.settle()  # the run's one synchronisation: a kernel's fault is raised here
             except Exception as err:
                 if k == 0:
                     raise
@@ -157,12 +157,11 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
                 raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}, "
                                    f"its buffers placed otherwise; the launch from {initials[0]} completed: the kernel "
                                    "depends on the output's initial contents or on where its buffers lie)") from err
-            if k == 0:
-                digests = output_digests(state, candidate)
-            found_guards, found_modified = candidate.integrity()
-            guards += [x for x in found_guards if x not in guards]
-            modified += [x for x in found_modified if x not in modified]
-            if judging is not None and judging.judged(candidate):
+            if k == 0:  # as the timing loop digests outputs: 0 for one declared nondeterministic
+                digests = [d if p.deterministic else 0 for p, d in zip(spec.outputs, settled.outputs, strict=True)]
+            guards += [x for x in settled.guards if x not in guards]
+            modified += [x for x in settled.modified if x not in modified]
+            if judging is not None and judging.judged(candidate, settled.outputs):
                 continue
             runs = judging.earlier() if judging is not None else []
             judging = None  # from here on, every run's outputs go to the host
@@ -205,10 +204,9 @@ class _Judging:
         self._launches: list[tuple[Launch, list[int]]] = []
         self._reference: dict[str, np.ndarray] | None = None
 
-    def judged(self, launch: Launch) -> bool:
-        """Whether the run that just completed in ``launch`` passed on the device (it is then
-        judged); else the case goes to the host (see :meth:`earlier`)."""
-        bits = _raw_digests(self.state, launch)
+    def judged(self, launch: Launch, bits: list[int]) -> bool:
+        """Whether the run that just completed in ``launch``, its outputs' digests ``bits``, passed
+        on the device (it is then judged); else the case goes to the host (see :meth:`earlier`)."""
         first = self._launches[0][1] if self._launches else bits
         self._launches.append((launch, bits))
         if any(p.deterministic and a != b for p, a, b in zip(self.spec.outputs, bits, first, strict=True)):

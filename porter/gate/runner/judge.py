@@ -33,7 +33,7 @@ import numpy as np
 from porter.gate.runner.hold import decoder, elements, float32_as_float64
 from porter.gate.runner.launch import Launch
 from porter.gate.runner.memory import scrubbed
-from porter.gate.summary import OutputSummary, summarize_output
+from porter.gate.summary import OutputSummary, output_terms, summarize_output
 
 DEVICE_CHUNK = 1 << 24  # elements judged at a time: whole arrays but the largest, with bounded temporaries
 
@@ -63,10 +63,13 @@ def _summary(cp: Any, launch: Launch, spec: Any, p: Any, sizes: dict[str, int], 
     # hold.float32_as_float64), where the host's judgement keeps them: a float32 reference goes up
     # as its bits, decoded on the device; any other float as float64 made on the host.
     ref = np.ascontiguousarray(host_ref).reshape(-1)
+    if ref.dtype.kind not in "biu" and not (ref.dtype == np.float32 and p.dtype.is_float):
+        ref = ref.astype(np.float64)  # floats, and ml_dtypes' (kind "V"): integers are compared as they are
+    # The terms (a reduction's scale is a quantile of a sample of the reference) from the host's
+    # copy: the same numbers as from the device's, without a synchronisation.
+    terms = output_terms(np, spec, p.name, sizes, values, ref)
     widen = None
-    if ref.dtype == np.float32 and p.dtype.is_float:
+    if ref.dtype == np.float32:
         ref, widen = ref.view(np.uint32), (lambda bits: float32_as_float64(cp, bits))
-    elif ref.dtype.kind not in "biu":  # floats, and ml_dtypes' (kind "V"): integers are compared as they are
-        ref = ref.astype(np.float64)
     return summarize_output(cp, spec, p.name, sizes, values, out, cp.asarray(ref), decode=decode,
-                            decode_reference=widen, chunk=DEVICE_CHUNK)
+                            decode_reference=widen, chunk=DEVICE_CHUNK, terms=terms)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import numpy as np
 
 from porter.gate import layout
 from porter.gate.layout import Placement
-from porter.gate.runner.memory import DeviceBuffer, random_finite, scrubbed
+from porter.gate.runner.memory import DeviceBuffer, random_finite, scrub_and_free, scrubbed
 from porter.gate.spec import DEFAULT_ALIGN
 
 
@@ -24,6 +25,8 @@ class Device(Protocol):
 
     def scrub_shared(self) -> None: ...
 
+    def fill_random(self, data: Any, key: int) -> None: ...
+
     def digest(self, data: Any, out: Any, slot: int) -> None: ...
 
 
@@ -31,6 +34,16 @@ class Kernels(Protocol):
     """A loaded module, as a launch runs it (``state.LoadedModule``)."""
 
     def function(self, entry: str, shared: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a run left (:meth:`Launch.settle`): each output's keyed digest, in the spec's order,
+    writes outside the buffers (guard bands, padding) and inputs changed, described."""
+
+    outputs: list[int]
+    guards: list[str]
+    modified: list[str]
 
 
 def _scalar_arg(dtype: Any, value: float | int) -> Any:
@@ -71,7 +84,6 @@ class Launch:
         family = layout.draw_family(where, state.fenced)  # drawn even for "plain": the offsets stay the seed's
         if placing == "plain":
             family = "plain"
-        draws = cp.random.RandomState(int(where.integers(2**62)))  # every buffer's guard patterns
         for p in spec.params:  # buffers first: a tensormap may describe a buffer listed after it
             nbytes = 0
             align = p.alignment() if p.kind == "buffer" else DEFAULT_ALIGN
@@ -87,13 +99,19 @@ class Launch:
                 if placing == "plain":  # as a program's tensors start (see layout.PROGRAM_ALIGN)
                     align = max(align, layout.PROGRAM_ALIGN)
                 placement = state.placement(placing, nbytes, align, where, family)
-                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, draws,
+                keys = (int(where.integers(2**62)), int(where.integers(2**62)))  # its guard patterns
+                self.buffers[p.name] = DeviceBuffer(cp, nbytes, placement, state.fill_random, keys,
                                                     read_only=p.kind == "buffer" and p.role == "in")
         self.steps = spec.sequence()
         self.dims = [spec.launch_dims(sizes, step=step) if step.entry else None for step in self.steps]
-        # The guard bands' digests as written, read back before any kernel runs (see integrity).
-        self._band_digests = read_digests(state, [band for buf in self.buffers.values() for band in buf.guard_bands()])
-        self._input_digests: dict[str, int] = {}
+        # What porter wrote, digested as it is written (see settle): a slot per guard band, then one
+        # per param (an input's image); each read back with the next run's digests, once.
+        bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
+        self._witness = cp.zeros(len(bands) + len(spec.params), dtype=cp.uint64)
+        for slot, band in enumerate(bands):
+            state.digest(band, self._witness, slot)
+        self._witness_read: dict[int, int] = {}  # slot -> its digest as read back
+        self._witness_due = set(range(len(bands)))  # slots computed, not yet read back
         self._redraw(seed)
         self.rebind(host_args, seed)
 
@@ -103,7 +121,6 @@ class Launch:
 
         self.seed = seed
         self._pristine = {}
-        self._input_digests = {}
         for index, p in enumerate(self.spec.params):
             if p.name in self.padding:
                 rng = stream(seed, GUARDS, self.sizes, index, "padding")
@@ -121,7 +138,6 @@ class Launch:
         else:  # the same draws: only the inputs' images are the last case's
             self._pristine = {k: v for k, v in self._pristine.items()
                               if k.startswith(("initial:", "scratch:", "padding:"))}
-            self._input_digests = {}
         args: dict[str, Any] = {}
         for p in self.spec.params:
             if p.kind in ("buffer", "scratch"):
@@ -143,7 +159,6 @@ class Launch:
         shared memory overwritten. Guard bands are written once and checked after each launch.
         The module's globals are left as the last launch left them, as in a program (a timed
         launch restores them first: see job_time)."""
-        uploaded = []
         for index, p in enumerate(self.spec.params):
             buf = self.buffers.get(p.name)
             if buf is None:
@@ -154,12 +169,13 @@ class Launch:
                 buf.copy_from(self._initial(p, index, initial))
             else:
                 if p.name not in self._pristine:
-                    self._pristine[p.name] = self.state.cp.asarray(self._input_image(p))
-                    uploaded.append(p.name)
+                    self._pristine[p.name] = image = self.state.cp.asarray(self._input_image(p))
+                    slot = self._input_slot(index)  # the image's digest as it came up, before any kernel runs on it
+                    self._witness[slot:slot + 1] = 0
+                    self.state.digest(image, self._witness, slot)
+                    self._witness_read.pop(slot, None)
+                    self._witness_due.add(slot)
                 buf.copy_from(self._pristine[p.name])
-        if uploaded:  # each image's digest as it came up, read back before any kernel runs on it
-            self._input_digests.update(zip(uploaded, read_digests(self.state, [self._pristine[n] for n in uploaded]),
-                                           strict=True))
         self.state.scrub_shared()
 
     def _initial(self, p: Any, index: int, initial: str) -> Any:
@@ -268,26 +284,47 @@ class Launch:
         return (self.outputs(), *self.integrity())
 
     def integrity(self) -> tuple[list[str], list[str]]:
-        """:meth:`guard_problems` and :meth:`changed_inputs` after a run, in one pass: every guard
-        band and input buffer digested on the device (the run's keyed digest, see
-        :mod:`porter.gate.runner.digestkey`) and held to the digest it had when porter wrote it,
-        which was read back to the host before any kernel ran (a guard band's when the buffer was
-        made, an input's when its image went up); every padding compared with its pattern; all
-        read back in one synchronisation. Only where something differs are the problems found again
-        one by one, byte by byte, and described. A kernel that rewrote an input and porter's device
-        copy of it alike differs from the digest held on the host; one that wanted a changed band
-        or input to keep its digest would need the key."""
+        """:meth:`guard_problems` and :meth:`changed_inputs` after a run (see :meth:`settle`)."""
+        settled = self.settle()
+        return settled.guards, settled.modified
+
+    def settle(self) -> Settled:
+        """What the run that was just launched left, with one synchronisation (which raises its
+        kernel's error, if it had one): the keyed digest (:mod:`porter.gate.runner.digestkey`) of
+        every output buffer, and :meth:`guard_problems` and :meth:`changed_inputs`.
+
+        Every guard band and input buffer is digested on the device and held to the digest it had
+        when porter wrote it; every padding is compared with its pattern. Those digests of what
+        porter wrote were computed on the device as it was written, before any kernel could run on
+        it (a guard band's when the buffer was made, an input's when its image went up), and come
+        back with the first run's digests after that: until then they are within a kernel's reach,
+        which could change one but not make it the digest of other bytes without the key (the same
+        limit as for a digest of a timed launch). Only where something differs are the problems
+        found again one by one, byte by byte, and described. A kernel that rewrote an input and
+        porter's device copy of it alike differs from the digest of what porter uploaded."""
         cp = self.state.cp
         inputs = self._inputs()
         padding = [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
                    for name, padding in self.padding.items()]
         bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
-        found = read_digests(self.state, [*bands, *(self.buffers[p.name].data for p in inputs)],
-                             sum(padding[1:], padding[0]) if padding else None)
-        expected = [*self._band_digests, *(self._input_digests.get(p.name) for p in inputs), *([0] if padding else [])]
+        outputs = [self.buffers[p.name].data for p in self.spec.outputs]
+        found = read_digests(self.state, [*outputs, *bands, *(self.buffers[p.name].data for p in inputs)],
+                             sum(padding[1:], padding[0]) if padding else None, also=self._witness)
+        witness = found[len(found) - len(self._witness):]
+        for slot in self._witness_due:
+            self._witness_read[slot] = witness[slot]
+        self._witness_due.clear()
+        index = {p.name: k for k, p in enumerate(self.spec.params)}
+        expected = [*(self._witness_read[slot] for slot in range(len(bands))),
+                    *(self._witness_read.get(self._input_slot(index[p.name])) for p in inputs), *([0] if padding else [])]
+        digests, found = found[:len(outputs)], found[len(outputs):len(found) - len(self._witness)]
         if found == expected:
-            return [], []
-        return self.guard_problems(), self.changed_inputs()
+            return Settled(digests, [], [])
+        return Settled(digests, self.guard_problems(), self.changed_inputs())
+
+    def _input_slot(self, index: int) -> int:
+        """The witness slot of the image of param ``index``."""
+        return len(self._witness) - len(self.spec.params) + index
 
     def _inputs(self) -> list[Any]:
         """The input buffers a run must leave as they were (those of no bytes have nothing to compare)."""
@@ -320,21 +357,23 @@ class Launch:
         return modified
 
     def release(self) -> None:
-        for buf in self.buffers.values():
-            buf.scrub()
+        scrub_and_free(self.state.cp, list(self.buffers.values()))
         self.buffers.clear()
         self._pristine.clear()
 
 
-def read_digests(state: Device, arrays: list[Any], extra: Any = None) -> list[int]:
+def read_digests(state: Device, arrays: list[Any], extra: Any = None, also: Any = None) -> list[int]:
     """The keyed digest of each device array (see :mod:`porter.gate.runner.digestkey`), then
-    ``extra`` (a 0-d device count) where given, read back with one synchronisation."""
+    ``extra`` (a 0-d device count) where given, then the elements of ``also`` (a uint64 device
+    array) where given, read back with one synchronisation."""
     cp = state.cp
     out = cp.zeros(len(arrays) + (extra is not None), dtype=cp.uint64)
     for slot, array in enumerate(arrays):
         state.digest(array, out, slot)
     if extra is not None:
         out[len(arrays):] = extra.astype(cp.uint64)
+    if also is not None:
+        out = cp.concatenate([out, also])
     return [int(x) for x in out.get()]
 
 

@@ -4,7 +4,7 @@ allocates from (:func:`scrubbed`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -26,9 +26,11 @@ class DeviceBuffer:
     A ``plain`` one comes from CuPy's pool, near porter's other buffers.
     """
 
-    def __init__(self, cp: Any, nbytes: int, placement: Placement, draws: Any, *, read_only: bool = False) -> None:
-        """``draws`` is a CuPy ``RandomState`` (one per launch: making a generator costs more than
-        drawing a guard pattern from it)."""
+    def __init__(self, cp: Any, nbytes: int, placement: Placement, random: Callable[[Any, int], None],
+                 keys: tuple[int, int], *, read_only: bool = False) -> None:
+        """``random(view, key)`` fills a device view with the random bytes of ``key`` (porter's own
+        kernel, ``WorkerState.fill_random``); ``keys`` are the guard bands' (before, past the end):
+        a band's pattern is made again from its key where it is compared byte by byte."""
         self.cp = cp
         self.nbytes = nbytes
         self.lead = placement.lead
@@ -46,8 +48,7 @@ class DeviceBuffer:
         # What the kernel is handed: for an input, a read-only mapping of the same memory.
         self.kernel_ptr = (self._fence.read_only_alias() + self.lead if self._fence is not None and read_only
                            else self.ptr)
-        end = self.lead + nbytes
-        self.patterns = (random_bytes(draws, self.lead), random_bytes(draws, self.raw.size - end))
+        self._random, self._keys = random, keys
         self.fill_guards()
 
     @property
@@ -55,9 +56,18 @@ class DeviceBuffer:
         return int(self.raw.data.ptr) + self.lead
 
     def fill_guards(self) -> None:
-        before, after = self.patterns
-        self.raw[: self.lead] = before
-        self.raw[self.lead + self.nbytes :] = after
+        for band, key in zip(self._bands(), self._keys, strict=True):
+            if band.size:
+                self._random(band, key)
+
+    def _bands(self) -> tuple[Any, Any]:
+        return self.raw[: self.lead], self.raw[self.lead + self.nbytes :]
+
+    def _pattern(self, which: int) -> Any:
+        """Guard band ``which``'s pattern (0 before the start, 1 past the end), made again."""
+        pattern = self.cp.empty(self._bands()[which].size, dtype=self.cp.uint8)
+        self._random(pattern, self._keys[which])
+        return pattern
 
     def upload(self, host: np.ndarray) -> None:
         if self.nbytes:
@@ -74,35 +84,47 @@ class DeviceBuffer:
     def guard_bands(self) -> list[Any]:
         """The guard bands that have bytes (before the start, past the end), as device views: what
         :meth:`Launch.integrity` digests once they are written and after every launch."""
-        return [band for band in (self.raw[: self.lead], self.raw[self.lead + self.nbytes :]) if band.size]
+        return [band for band in self._bands() if band.size]
 
     def guard_violation(self, name: str) -> str:
         """Writes into the guard bytes, described, or '' when they are intact (compared on the GPU)."""
         problems = []
-        before, after = self.patterns
+        before, after = self._bands()
         if before.size:
-            bad = self.cp.flatnonzero(self.raw[: self.lead] != before)
+            bad = self.cp.flatnonzero(before != self._pattern(0))
             if bad.size:
                 problems.append(f"{int(bad.size)} bytes written before its start (nearest {self.lead - int(bad[-1])} bytes before)")
         if after.size:
-            bad = self.cp.flatnonzero(self.raw[self.lead + self.nbytes :] != after)
+            bad = self.cp.flatnonzero(after != self._pattern(1))
             if bad.size:
                 problems.append(f"{int(bad.size)} bytes written past its end (first at byte +{int(bad[0])} after the last element)")
         return f"{name}: " + "; ".join(problems) if problems else ""
 
+    @property
+    def fenced(self) -> bool:
+        return self._fence is not None
+
     def scrub(self) -> None:
+        """Overwrite every byte (queued: see :func:`scrub_and_free`)."""
         self.raw.fill(SCRUB)
+
+    def unmap(self) -> None:
+        """Give a fenced allocation's memory back, once the device is done with it."""
         if self._fence is not None:
-            self.cp.cuda.Device().synchronize()
             self.data = self.raw = None
             self._fence.free()
             self._fence = None
 
 
-def random_bytes(draws: Any, nbytes: int) -> Any:
-    """``nbytes`` random bytes made on the GPU by ``draws`` (a CuPy ``RandomState``): a guard pattern
-    of a few megabytes costs no upload."""
-    return draws.randint(0, 256, size=nbytes, dtype=np.uint8)
+def scrub_and_free(cp: Any, buffers: list[DeviceBuffer]) -> None:
+    """Scrub every buffer, then, after one wait for the device (where some are fenced: their
+    memory is unmapped, which must not happen under a running kernel), give the fenced ones back."""
+    for buf in buffers:
+        buf.scrub()
+    if any(buf.fenced for buf in buffers):
+        cp.cuda.Device().synchronize()
+        for buf in buffers:
+            buf.unmap()
 
 
 # (mantissa bits, exponent bits) of the IEEE-like float types: an all-ones exponent is inf or NaN.
@@ -113,7 +135,7 @@ def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
     magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
     the next exponent down. An output's initial contents that no kernel can tell from a result."""
-    raw = random_bytes(cp.random.RandomState(seed), nbytes)
+    raw = cp.random.RandomState(seed).randint(0, 256, size=nbytes, dtype=np.uint8)
     if not dtype.is_float or nbytes % dtype.itemsize:
         return raw
     words = raw.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize])
@@ -171,9 +193,11 @@ def scrubbed(cp: Any) -> Iterator[None]:
         with cp.cuda.using_allocator(allocate):
             yield
     finally:
-        cp.cuda.Device().synchronize()
+        # Queued behind the judgement's kernels on the stream every launch takes, so the zeroing
+        # completes before any later kernel starts, without the host waiting for it (a wait on a
+        # shared GPU costs another process's time slice); freeing memory waits for the device.
+        stream = cp.cuda.get_current_stream().ptr
         for ptr, nbytes in handed.items():
-            cp.cuda.runtime.memset(ptr, 0, nbytes)
-        cp.cuda.Device().synchronize()
+            cp.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream)
         if pool.total_bytes() > keep:
             pool.free_all_blocks()

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,6 +50,15 @@ extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned long
     }
 }
 
+// n random bytes (a mix of the key and the byte's place): a guard band's pattern, made again from
+// its key wherever the band is compared byte by byte.
+extern "C" __global__ void porter_fill_random(unsigned char* out, unsigned long long n, unsigned long long key) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        out[i] = (unsigned char)porter_mix(key, i);
+    }
+}
+
 // A weighted 64-bit sum of n bytes (wrapping), each 32-bit word's weight an odd mix of its place
 // and the run's secret key (porter.gate.runner.digestkey), the tail bytes' of places no word has:
 // equal contents give equal digests, in any launch order, and a kernel that does not know the key
@@ -71,6 +80,16 @@ extern "C" __global__ void porter_digest(const unsigned char* data, unsigned lon
     atomicAdd(out + slot, acc);
 }
 """
+
+
+class _Support(NamedTuple):
+    """porter's own kernels in a worker, and what their launches need."""
+
+    scrub: Any
+    digest: Any
+    fill: Any
+    most: int  # opt-in shared memory per block, bytes
+    sms: int
 
 
 class LoadedModule:
@@ -127,7 +146,7 @@ class WorkerState:
         self.references: dict[tuple[str, int, SizesKey, int, str], dict[str, np.ndarray]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="porter-worker-", dir=folder))
         self._flush: Any = None
-        self._support: tuple[Any, Any, int, int] | None = None
+        self._support: _Support | None = None
         # The run's key, which every process whose digests are compared with these has.
         self._digest_key = np.uint64(digest_key())
         self._cases: dict[int, tuple[tuple[KernelKey, str, int, SizesKey], Launch]] = {}  # run -> (key, its buffers)
@@ -270,28 +289,35 @@ class WorkerState:
             self._flush = self.cp.empty(max(2 * l2, 256 * 1024 * 1024), dtype=self.cp.uint8)
         return self._flush
 
-    def _support_module(self) -> tuple[Any, Any, int, int]:
-        """porter's own kernels (shared-memory scrub, digest), the opt-in shared size, the SM count."""
+    def _support_module(self) -> _Support:
+        """porter's own kernels, the opt-in shared size, the SM count."""
         if self._support is None:
             module = self.cp.RawModule(code=_SUPPORT_SOURCE)
             attributes = self.cp.cuda.Device().attributes  # a query of every attribute: once
             most = int(attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
             scrub = module.get_function("porter_scrub_shared")
             scrub.max_dynamic_shared_size_bytes = most
-            self._support = (scrub, module.get_function("porter_digest"), most,
-                             int(attributes["MultiProcessorCount"]))
+            self._support = _Support(scrub, module.get_function("porter_digest"),
+                                     module.get_function("porter_fill_random"), most,
+                                     int(attributes["MultiProcessorCount"]))
         return self._support
 
     def scrub_shared(self) -> None:
         """Overwrite the shared memory of every SM with random words, new for every launch, so that
         nothing a launch left there is read by the next (shared memory is not cleared between
         kernels) and no kernel can recognise porter's harness by what it finds there."""
-        scrub, _, most, sms = self._support_module()
+        support = self._support_module()
         key = np.uint64(int.from_bytes(os.urandom(8), "little"))
-        scrub((2 * sms,), (256,), (np.uint32(most // 4), key), shared_mem=most)
+        support.scrub((2 * support.sms,), (256,), (np.uint32(support.most // 4), key), shared_mem=support.most)
+
+    def fill_random(self, data: Any, key: int) -> None:
+        """Fill the bytes ``data`` (a contiguous device array) with the random bytes of ``key``: one
+        launch of porter's own kernel, the same bytes for the same key."""
+        support = self._support_module()
+        support.fill((2 * support.sms,), (256,), (data, np.uint64(data.size), np.uint64(key)))
 
     def digest(self, data: Any, out: Any, slot: int) -> None:
         """Add the digest of the bytes ``data`` into ``out[slot]`` (a uint64 device array, zeroed),
         keyed by the run's secret (:mod:`porter.gate.runner.digestkey`)."""
-        _, digest, _, sms = self._support_module()
-        digest((2 * sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot), self._digest_key))
+        support = self._support_module()
+        support.digest((2 * support.sms,), (256,), (data, np.uint64(data.size), out, np.uint32(slot), self._digest_key))
