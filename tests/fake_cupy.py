@@ -26,7 +26,7 @@ __version__ = "fake"
 class ndarray(np.ndarray):  # CuPy's name
     @property
     def data(self) -> Any:  # type: ignore[override]
-        return SimpleNamespace(ptr=self.__array_interface__["data"][0])
+        return _Pointer(self.__array_interface__["data"][0])
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:  # what marks a device array
@@ -40,6 +40,14 @@ class ndarray(np.ndarray):  # CuPy's name
 
     def set(self, host: np.ndarray) -> None:
         self[...] = np.asarray(host).reshape(self.shape)
+
+
+class _Pointer:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def copy_from_host_async(self, src: int, nbytes: int, stream: Any) -> None:
+        ctypes.memmove(self.ptr, src, nbytes)
 
 
 def _device(a: Any) -> ndarray:
@@ -192,4 +200,4 @@ cuda.MemoryPool = _MemoryPool
 cuda.using_allocator = _using_allocator
 cuda.runtime = SimpleNamespace(memsetAsync=lambda ptr, value, nbytes, stream: None,
                                memGetInfo=lambda: (1 << 36, 1 << 36))
-cuda.get_current_stream = lambda: SimpleNamespace(ptr=0)
+cuda.get_current_stream = lambda: SimpleNamespace(ptr=0, record=lambda: SimpleNamespace(done=True))

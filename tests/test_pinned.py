@@ -158,3 +158,32 @@ def test_a_freed_block_serves_the_next_array_of_its_class_and_the_kept_ones_are_
     monkeypatch.setattr(pinned, "IDLE_MAX_BYTES", pinned.idle_bytes())
     del second
     assert _block(empty(2_990_000, np.uint8)) is not block  # past the cap: not kept
+
+
+def test_an_upload_keeps_its_host_array_until_its_copy_has_completed() -> None:
+    """An upload reads the host array directly and asynchronously: the array (and its pinned block,
+    which a later draw would otherwise reuse) stays alive while the copy may still read it, and is
+    let go once the copy's event has completed."""
+    import gc
+    import weakref
+    from types import SimpleNamespace
+
+    events: list[SimpleNamespace] = []
+
+    def record() -> SimpleNamespace:
+        events.append(SimpleNamespace(done=False))
+        return events[-1]
+
+    cp = SimpleNamespace(**{k: getattr(fake_cupy, k) for k in ("empty", "uint8")},
+                         cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=0, record=record)))
+    host = np.arange(4096, dtype=np.uint8)
+    gone = weakref.ref(host)
+    device = pinned.upload(cp, host)
+    assert np.array_equal(device.get(), np.arange(4096, dtype=np.uint8))
+    del host
+    gc.collect()
+    assert gone() is not None  # its copy has not completed: still held
+    events[0].done = True
+    pinned.upload(cp, np.zeros(8, np.uint8))  # the next upload lets the completed ones go
+    gc.collect()
+    assert gone() is None

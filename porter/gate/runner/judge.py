@@ -33,6 +33,7 @@ import numpy as np
 from porter.gate.runner.hold import decoder, elements, float32_as_float64
 from porter.gate.runner.launch import Launch
 from porter.gate.runner.memory import scrubbed
+from porter.gate.runner.pinned import upload
 from porter.gate.summary import OutputSummary, output_terms, summarize_output
 
 DEVICE_CHUNK = 1 << 24  # elements judged at a time: whole arrays but the largest, with bounded temporaries
@@ -71,5 +72,5 @@ def _summary(cp: Any, launch: Launch, spec: Any, p: Any, sizes: dict[str, int], 
     widen = None
     if ref.dtype == np.float32:
         ref, widen = ref.view(np.uint32), (lambda bits: float32_as_float64(cp, bits))
-    return summarize_output(cp, spec, p.name, sizes, values, out, cp.asarray(ref), decode=decode,
+    return summarize_output(cp, spec, p.name, sizes, values, out, upload(cp, ref), decode=decode,
                             decode_reference=widen, chunk=DEVICE_CHUNK, terms=terms)

@@ -10,6 +10,7 @@ import numpy as np
 from porter.gate import layout
 from porter.gate.layout import Placement
 from porter.gate.runner.memory import DeviceBuffer, random_finite, scrub_and_free, scrubbed
+from porter.gate.runner.pinned import upload
 from porter.gate.spec import DEFAULT_ALIGN
 
 
@@ -169,7 +170,7 @@ class Launch:
                 buf.copy_from(self._initial(p, index, initial))
             else:
                 if p.name not in self._pristine:
-                    self._pristine[p.name] = image = self.state.cp.asarray(self._input_image(p))
+                    self._pristine[p.name] = image = upload(self.state.cp, self._input_image(p))
                     slot = self._input_slot(index)  # the image's digest as it came up, before any kernel runs on it
                     self._witness[slot:slot + 1] = 0
                     self.state.digest(image, self._witness, slot)
@@ -350,7 +351,7 @@ class Launch:
         modified: list[str] = []
         for p in self._inputs():
             with scrubbed(cp):
-                changed = cp.flatnonzero(self.buffers[p.name].data != cp.asarray(self._input_image(p)))
+                changed = cp.flatnonzero(self.buffers[p.name].data != upload(cp, self._input_image(p)))
                 count, first = int(changed.size), int(changed[0]) if changed.size else 0
             if count:
                 modified.append(f"{p.name}: {count} bytes changed (first at byte {first})")

@@ -36,6 +36,7 @@ PINNED_MAX_BYTES = 4 << 30  # live pinned arrays of a worker, at most (inputs ke
 IDLE_MAX_BYTES = 1 << 30  # blocks kept for reuse with no array in them, at most
 
 _live = [0]  # bytes of the blocks pinned arrays use now
+_in_flight: list[tuple[Any, np.ndarray]] = []  # (an event after an upload, its host array): kept alive until done
 _idle: dict[int, list[Any]] = {}  # size class -> blocks kept for reuse
 _idle_bytes = [0]
 _counting = threading.Lock()
@@ -136,3 +137,20 @@ def release_idle(cp: Any) -> None:
     if enabled():
         with contextlib.suppress(Exception):  # no pinned pool here: nothing is held
             cp.get_pinned_memory_pool().free_all_blocks()
+
+
+def upload(cp: Any, host: np.ndarray) -> Any:
+    """``host`` copied to a new device array on the current stream, with no copy on the host: CuPy's
+    ``asarray`` first copies every array into a page-locked buffer of its own (a pinned one too, and
+    a new size costs a page-locked allocation), where the copy engine can read one of
+    :func:`host_empty`'s arrays directly. The host array is kept alive until its copy has
+    completed (its block is not reused under the copy); from pageable memory the driver stages
+    the copy itself."""
+    host = np.ascontiguousarray(host)
+    device = cp.empty(host.shape, dtype=host.dtype)
+    if host.nbytes:
+        stream = cp.cuda.get_current_stream()
+        device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
+        _in_flight[:] = [(event, array) for event, array in _in_flight if not event.done]
+        _in_flight.append((stream.record(), host))
+    return device
