@@ -30,7 +30,7 @@ from fake_cupy import at
 from porter.gate.check import CheckOptions, run_check
 from porter.gate.inputs import make_args
 from porter.gate.runner.fake import InProcessRunner
-from porter.gate.runner.jobs import job_case, job_time
+from porter.gate.runner.jobs import job_case, job_repeat, job_time
 from porter.gate.runner.state import WorkerState
 from porter.gate.spec import check_against_module, load_spec
 from porter.ptx import read_ptx
@@ -300,7 +300,8 @@ def _gate(toolchain: Any, spec_path: Path, bodies: dict[str, Any], **options: An
     fake_cupy.KERNELS.update(bodies)
     state = WorkerState(fake_cupy, fenced=False)
     state._flush = fake_cupy.empty(1024, fake_cupy.uint8)
-    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": lambda job: job_time(state, job)})
+    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": lambda job: job_time(state, job),
+                              "repeat": lambda job: job_repeat(state, job)})
     try:
         return run_check(spec_path.parent / "kernel_sm80.ptx", load_spec(spec_path), CheckOptions(**options),
                          toolchain=toolchain, runner=runner)

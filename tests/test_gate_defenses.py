@@ -28,7 +28,17 @@ from porter.gate.plan import BUDGET_BYTES, Case, plan_cases, plan_seeds
 from porter.gate.runner import WorkerFault
 from porter.gate.runner.client import DeviceInfo
 from porter.gate.runner.cubin import module_globals
-from porter.gate.runner.protocol import INITIAL_STATES, CaseJob, CaseReply, Job, Reply, TimeJob, TimeReply
+from porter.gate.runner.protocol import (
+    INITIAL_STATES,
+    CaseJob,
+    CaseReply,
+    Job,
+    RepeatJob,
+    RepeatReply,
+    Reply,
+    TimeJob,
+    TimeReply,
+)
 from porter.gate.spec import load_spec
 from porter.gate.timing import drawn_timed_sizes, timed_outputs_problems
 
@@ -204,36 +214,44 @@ def test_elements_whose_reference_is_not_finite_are_left_out_and_the_rest_judged
 def test_timed_launches_must_reproduce_the_verified_digests() -> None:
     key = Case({"n": 8}, 1).key()
     reply = TimeReply(names=["candidate", "library"], times_ms=[[1.0] * 4] * 2, digests=[[7, 7, 7, 9], None],
-                      repeat_digests=[7], outputs_per_launch=1, guards=[[], []], seeds=[1])
-    problems = timed_outputs_problems(reply, [key], {key: [7]}, "n=8")
+                      outputs_per_launch=1, guards=[[], []], seeds=[1])
+    repeat = RepeatReply(digests=[7], guards=[])
+    problems = timed_outputs_problems(reply, repeat, [key], {key: [7]}, "n=8")
     assert len(problems) == 1 and "1 of 4 timed launches" in problems[0] and "launch 4" in problems[0]
-    assert timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), [key], {key: [7]}, "n=8") == []
+    assert timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), repeat, [key], {key: [7]}, "n=8") == []
     guarded = replace(reply, digests=[[7] * 4, None], guards=[["out: 4 bytes written past its end"], []])
-    assert "during the timed launches" in timed_outputs_problems(guarded, [key], {key: [7]}, "n=8")[0]
-    assert "could not be held" in timed_outputs_problems(reply, [key], {}, "n=8")[0]
+    assert "during the timed launches" in timed_outputs_problems(guarded, repeat, [key], {key: [7]}, "n=8")[0]
+    # a write out of bounds in the launches in a row counts as one in the timed launches
+    wild = RepeatReply(digests=[7], guards=["out: 1 bytes written past its end"])
+    assert "out: 1 bytes written" in timed_outputs_problems(replace(reply, digests=[[7] * 4, None]), wild, [key],
+                                                             {key: [7]}, "n=8")[0]
+    assert "could not be held" in timed_outputs_problems(reply, repeat, [key], {}, "n=8")[0]
 
 
 def test_each_timed_launch_is_held_to_the_input_set_it_ran_on() -> None:
     """Launch r ran on set r % 2: a kernel that gives set 0's answer on set 1 (it cached it) fails."""
     first, second = Case({"n": 8}, 1).key(), Case({"n": 8}, 2).key()
     verified = {first: [7], second: [5]}
-    rotating = TimeReply(names=["candidate"], times_ms=[[1.0] * 4], digests=[[7, 5, 7, 5]], repeat_digests=[7, 7],
-                         outputs_per_launch=1, guards=[[]], seeds=[1, 2])
-    assert timed_outputs_problems(rotating, [first, second], verified, "n=8") == []
+    rotating = TimeReply(names=["candidate"], times_ms=[[1.0] * 4], digests=[[7, 5, 7, 5]], outputs_per_launch=1,
+                         guards=[[]], seeds=[1, 2])
+    repeat = RepeatReply(digests=[7, 7], guards=[])
+    assert timed_outputs_problems(rotating, repeat, [first, second], verified, "n=8") == []
     cached = replace(rotating, digests=[[7, 7, 7, 7]])
-    problems = timed_outputs_problems(cached, [first, second], verified, "n=8")
+    problems = timed_outputs_problems(cached, repeat, [first, second], verified, "n=8")
     assert len(problems) == 1 and "2 of 4 timed launches" in problems[0] and "launch 2" in problems[0]
-    # the repeat phase runs on the first set only
-    assert "repeated launches" in timed_outputs_problems(replace(rotating, repeat_digests=[7, 5]), [first, second],
-                                                          verified, "n=8")[0]
+    # the launches in a row run on the first set only
+    assert "repeated launches" in timed_outputs_problems(rotating, RepeatReply(digests=[7, 5], guards=[]),
+                                                          [first, second], verified, "n=8")[0]
 
 
 class ScriptedRunner:
     """An in-process stand-in for the GPU worker: 'runs' vector_add by computing the right answer
     (or a scripted wrong one) so that the gate's own logic can be driven on a CPU."""
 
-    def __init__(self, *, time_reply=None, time_fault: str = "", wrong_digest: bool = False) -> None:
+    def __init__(self, *, time_reply=None, time_fault: str = "", wrong_digest: bool = False,
+                 wrong_repeat: bool = False) -> None:
         self.time_reply, self.time_fault, self.wrong_digest = time_reply, time_fault, wrong_digest
+        self.wrong_repeat = wrong_repeat
         self.cases: list[CaseJob] = []
         self.info: DeviceInfo | None = None  # a GpuRunner's: known once started (the check starts it)
         self.restarts = 0
@@ -253,6 +271,9 @@ class ScriptedRunner:
             first = reply.outputs[0]
             assert first is not None
             return replace(reply, reference={"out": first["out"].astype(np.float64)}, digests=[42])
+        if isinstance(job, RepeatJob):
+            return RepeatReply(digests=[41 if self.wrong_repeat and i == 3 else 42 for i in range(job.launches)],
+                               guards=[])
         assert isinstance(job, TimeJob)
         if self.time_fault:
             raise WorkerFault(self.time_fault, kind="fault")
@@ -260,7 +281,7 @@ class ScriptedRunner:
         times = self.time_reply or [[1.0] * 10 for _ in names]
         digests = [[41 if self.wrong_digest and i == 9 else 42 for i in range(10)] if c.kind == "kernel" else None
                    for c in job.contenders]
-        return TimeReply(names=names, times_ms=times, digests=digests, repeat_digests=[42] * 10, outputs_per_launch=1,
+        return TimeReply(names=names, times_ms=times, digests=digests, outputs_per_launch=1,
                          guards=[[] for _ in names], seeds=list(job.seeds))
 
 
@@ -343,6 +364,14 @@ def test_a_timed_launch_that_leaves_other_outputs_fails(toolchain) -> None:
     verdict = _check(toolchain, ScriptedRunner(wrong_digest=True))
     assert verdict.status == "failed"
     assert "did not do the verified work" in verdict.gate("timing").summary
+
+
+def test_a_launch_in_a_row_that_leaves_other_outputs_fails_the_timing_gate(toolchain) -> None:
+    """The launches in a row after the timing run are a job of their own (they share the GPU): one
+    of them leaving other outputs (a kernel that counts its calls) still fails the check."""
+    verdict = _check(toolchain, ScriptedRunner(wrong_repeat=True))
+    assert verdict.status == "failed"
+    assert "repeated launches (globals kept)" in verdict.gate("timing").summary
 
 
 def test_faster_than_the_roofline_fails_unless_the_cost_is_approximate(toolchain, tmp_path) -> None:

@@ -32,9 +32,9 @@ from porter.gate.inputs import MIX_MAX, make_args
 from porter.gate.plan import Case, plan_cases, skipped_unannounced, unannounced_sizes
 from porter.gate.runner.fake import InProcessRunner
 from porter.gate.runner.hold import HeldOutput, decoder, elements
-from porter.gate.runner.jobs import job_case, job_time
+from porter.gate.runner.jobs import job_case, job_repeat, job_time
 from porter.gate.runner.padding import Padding
-from porter.gate.runner.protocol import TimeJob, TimeReply
+from porter.gate.runner.protocol import RepeatReply, TimeJob, TimeReply
 from porter.gate.runner.state import WorkerState
 from porter.gate.spec import check_against_module, declared_spec, load_spec
 from porter.gate.timing import timed_outputs_problems
@@ -260,9 +260,10 @@ def test_held_outputs_count_what_is_outside_the_tolerance_as_compare_does() -> N
 
 def test_a_timed_launch_of_a_held_output_names_it_and_its_count() -> None:
     key = Case({"n": 8}, 1).key()
-    reply = TimeReply(names=["candidate"], times_ms=[[1.0] * 3], digests=[[7, 0, 7, 0, 7, 12]], repeat_digests=[],
+    reply = TimeReply(names=["candidate"], times_ms=[[1.0] * 3], digests=[[7, 0, 7, 0, 7, 12]],
                       outputs_per_launch=2, guards=[[]], seeds=[1])
-    problems = timed_outputs_problems(reply, [key], {key: [7, 0]}, "n=8", ("Y", "S"), ("S",))
+    problems = timed_outputs_problems(reply, RepeatReply(digests=[], guards=[]), [key], {key: [7, 0]}, "n=8",
+                                      ("Y", "S"), ("S",))
     assert problems == ["1 of 3 timed launches at n=8 left outputs that differ from the verified launch (first: "
                         "launch 3, in S (12 elements outside the reference's tolerance)): the kernel did not do the "
                         "verified work on every launch (skipped, cached or changed it when called again)"]
@@ -282,7 +283,8 @@ def _gate(toolchain: Any, kernel: str, variant: str = "", spec_path: Path = VOCA
         bodies["rn_colsum"].skipping = skip_when_timed or bodies["rn_colsum"].skipping
         return job_time(state, job)
 
-    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": timed})
+    runner = InProcessRunner({"case": lambda job: job_case(state, job), "time": timed,
+                              "repeat": lambda job: job_repeat(state, job)})
     try:
         return run_check(VOCAB / kernel, load_spec(spec_path), CheckOptions(**options), toolchain=toolchain,
                          runner=runner)

@@ -18,7 +18,7 @@ from porter.gate.plan import (
 )
 from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive, run_job
-from porter.gate.runner.protocol import Contender, Reference, TimeJob, TimeReply
+from porter.gate.runner.protocol import Contender, Reference, RepeatJob, RepeatReply, TimeJob, TimeReply
 from porter.gate.runner.rounds import per_set, within_target
 from porter.gate.spec import Spec
 from porter.gate.verdict import (
@@ -133,6 +133,7 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
     held = tuple(p.name for p in spec.outputs if not p.deterministic)
     # Every size set's timing run inside one exclusive holding of the GPU: where other checks share
     # it (a pool), it is drained of their cases once a candidate, not once a size set.
+    runs: list[tuple[dict[str, int], str, tuple[int, ...], tuple[Reference | None, ...] | None, TimeReply]] = []
     with exclusive(runner):
         for sizes in timed:
             label = size_label(sizes)
@@ -153,41 +154,50 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
                                                 ci_target=options.timing_ci, references=references),
                                 max(120.0, options.case_timeout_s))
             except WorkerFault as fault:
-                return (Gate("timing", Status.ERROR, f"the timing run failed at {label}: {fault.kind}: {fault}",
-                             ("a kernel that passes its checked launches but fails when launched repeatedly is not "
-                              "correct",)), tuple(timings), _headline(ratios))
-            flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
-            here = [replace(_timing_stats(name, samples, len(slots), flops, nbytes, peak_tflops, peak_tbps), sizes=label)
-                    for name, samples in zip(reply.names, reply.times_ms, strict=True)]
-            timings.extend(here)
-            by_name = {t.name: t for t in here}
-            cand = by_name["candidate"]
-            notes += [note for t in here if (note := _set_note(t, label))]
-            problems += timed_outputs_problems(reply, [Case(sizes, seed).key() for seed in slots], verified, label,
-                                                tuple(p.name for p in spec.outputs), held)
-            if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
-                said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
-                        "faster than the hardware allows for the spec's cost")
-                if approximate:
-                    notes.append(said + " (the spec's cost is declared approximate)")
-                else:
-                    problems.append(said + "; either the kernel skips work or [cost] overstates it "
-                                    "(set cost.approximate = true if the cost model is an estimate)")
-            for other in ratios:
-                if other in by_name:
-                    ratios[other].append(_set_ratios(by_name[other], cand))
-            part_text = [f"candidate median {cand.median_ms:.4f} ms {ci_text(cand)}, n={cand.count} over {len(slots)} "
-                         f"input sets (the slowest set's median) at {label}"]
-            if cand.roofline_fraction is not None:
-                part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
-            for other in ("source", "library"):
-                if other in by_name:
-                    part_text.append(f"{_set_ratios(by_name[other], cand):.2f}x vs {other}")
-            target = f"±{100 * options.timing_ci:g}%"
-            part_text.append(f"every median within {target}: target reached" if within_target(reply.times_ms, len(slots),
-                                                                                               options.timing_ci)
-                             else f"stopped at the cap before every median was within {target}")
-            parts.append(", ".join(part_text))
+                return _failed_run(f"the timing run failed at {label}: {fault.kind}: {fault}", timings, ratios)
+            runs.append((sizes, label, slots, references, reply))
+    # The launches in a row after each run (not timed): they share the GPU with other checks' cases.
+    for sizes, label, slots, references, reply in runs:
+        try:
+            repeat = run_job(runner, RepeatJob(spec_path=str(spec.path), sizes=sizes, seed=slots[0],
+                                               candidate=contenders[0],
+                                               launches=min(len(reply.times_ms[0]), rounds.REPEAT_LAUNCHES),
+                                               reference=references[0] if references is not None else None),
+                             max(120.0, options.case_timeout_s))
+        except WorkerFault as fault:
+            return _failed_run(f"the repeated launches failed at {label}: {fault.kind}: {fault}", timings, ratios)
+        flops, nbytes = spec.flops(sizes), spec.bytes(sizes)
+        here = [replace(_timing_stats(name, samples, len(slots), flops, nbytes, peak_tflops, peak_tbps), sizes=label)
+                for name, samples in zip(reply.names, reply.times_ms, strict=True)]
+        timings.extend(here)
+        by_name = {t.name: t for t in here}
+        cand = by_name["candidate"]
+        notes += [note for t in here if (note := _set_note(t, label))]
+        problems += timed_outputs_problems(reply, repeat, [Case(sizes, seed).key() for seed in slots], verified,
+                                           label, tuple(p.name for p in spec.outputs), held)
+        if cand.roofline_fraction is not None and cand.roofline_fraction > 1.05:
+            said = (f"the candidate measured {100 * cand.roofline_fraction:.0f}% of the {part} roofline at {label}: "
+                    "faster than the hardware allows for the spec's cost")
+            if approximate:
+                notes.append(said + " (the spec's cost is declared approximate)")
+            else:
+                problems.append(said + "; either the kernel skips work or [cost] overstates it "
+                                "(set cost.approximate = true if the cost model is an estimate)")
+        for other in ratios:
+            if other in by_name:
+                ratios[other].append(_set_ratios(by_name[other], cand))
+        part_text = [f"candidate median {cand.median_ms:.4f} ms {ci_text(cand)}, n={cand.count} over {len(slots)} "
+                     f"input sets (the slowest set's median) at {label}"]
+        if cand.roofline_fraction is not None:
+            part_text.append(f"{100 * cand.roofline_fraction:.0f}% of the {part} roofline")
+        for other in ("source", "library"):
+            if other in by_name:
+                part_text.append(f"{_set_ratios(by_name[other], cand):.2f}x vs {other}")
+        target = f"±{100 * options.timing_ci:g}%"
+        part_text.append(f"every median within {target}: target reached" if within_target(reply.times_ms, len(slots),
+                                                                                           options.timing_ci)
+                         else f"stopped at the cap before every median was within {target}")
+        parts.append(", ".join(part_text))
     if len(parts) > 1:
         notes.append("the headline speed-ups are the lowest over these size sets (each the lowest over its input sets)")
     speed = _headline(ratios)
@@ -196,22 +206,28 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
     return Gate("timing", Status.PASSED, "; ".join(parts), tuple(notes)), tuple(timings), speed
 
 
+def _failed_run(said: str, timings: list[Timing], ratios: dict[str, list[float]],
+                ) -> tuple[Gate, tuple[Timing, ...], dict[str, float | None]]:
+    return (Gate("timing", Status.ERROR, said, ("a kernel that passes its checked launches but fails when launched "
+                                                 "repeatedly is not correct",)), tuple(timings), _headline(ratios))
+
+
 def _headline(ratios: dict[str, list[float]]) -> dict[str, float | None]:
     """The verdict's speed-ups: each the lowest measured (None where that contender never ran)."""
     return {f"speedup_vs_{other}": min(found) if found else None for other, found in ratios.items()}
 
 
-def timed_outputs_problems(reply: TimeReply, keys: list[CaseKey], verified: dict[CaseKey, list[int]], label: str,
-                            outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
+def timed_outputs_problems(reply: TimeReply, repeat: RepeatReply, keys: list[CaseKey], verified: dict[CaseKey, list[int]],
+                           label: str, outputs: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> list[str]:
     """How the candidate's timed launches differ from its verified launches on the same input sets.
 
     Timed launch ``r`` ran on input set ``r % len(keys)`` (the case ``keys[r % len(keys)]``); the
-    repeat phase on the first. Each launch leaves one number per output (``outputs``, in order): a
+    launches in a row (``repeat``) on the first. Each launch leaves one number per output (``outputs``, in order): a
     digest, which must be the verified launch's, or for an output declared nondeterministic
     (``held``) the count of its elements outside the reference's tolerance, which must be 0 (the
     verified launch's entry)."""
     problems = []
-    guards = reply.guards[reply.of("candidate")]
+    guards = reply.guards[reply.of("candidate")] + repeat.guards
     if guards:
         problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
     expected = [verified.get(key) for key in keys]
@@ -221,7 +237,7 @@ def timed_outputs_problems(reply: TimeReply, keys: list[CaseKey], verified: dict
         return problems
     per = reply.outputs_per_launch
     for what, found, sets in (("timed launches", digests, len(keys)),
-                              ("repeated launches (globals kept)", reply.repeat_digests, 1)):
+                              ("repeated launches (globals kept)", repeat.digests, 1)):
         launches = [tuple(found[i:i + per]) for i in range(0, len(found), per)]
         differ = [i for i, got in enumerate(launches) if list(got) != list(expected[i % sets] or [])]
         if differ:

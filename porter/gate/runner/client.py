@@ -31,6 +31,8 @@ from porter.gate.runner.protocol import (
     Job,
     OutputsJob,
     OutputsReply,
+    RepeatJob,
+    RepeatReply,
     Reply,
     TimeJob,
     TimeReply,
@@ -88,6 +90,8 @@ class GpuRunner(Protocol):
 def run_job(runner: GpuRunner, job: CaseJob, timeout_s: float) -> CaseReply: ...
 @overload
 def run_job(runner: GpuRunner, job: TimeJob, timeout_s: float) -> TimeReply: ...
+@overload
+def run_job(runner: GpuRunner, job: RepeatJob, timeout_s: float) -> RepeatReply: ...
 @overload
 def run_job(runner: GpuRunner, job: OutputsJob, timeout_s: float) -> OutputsReply: ...
 def run_job(runner: GpuRunner, job: Job, timeout_s: float) -> Reply:

@@ -48,6 +48,8 @@ from porter.gate.runner.protocol import (
     Job,
     OutputsJob,
     OutputsReply,
+    RepeatJob,
+    RepeatReply,
     Reply,
     TimeJob,
     TimeReply,
@@ -244,6 +246,8 @@ class FakeGpu:
                 return self._case(job)
             if isinstance(job, TimeJob):
                 return self._time(job)
+            if isinstance(job, RepeatJob):
+                return self._repeat(job)
             raise WorkerFault(f"the fake GPU has no job {job.op!r}", kind="fault")
         finally:
             with self._lock:
@@ -301,7 +305,6 @@ class FakeGpu:
         times = rounds.adaptive_rounds(run_batch, len(names), sets, job.min_reps, cap, job.ci_target)
         reps = len(times[0]) if times else 0
         digests: list[list[int] | None] = []
-        repeat: list[int] = []
         for c in job.contenders:
             if c.kind != "kernel":
                 digests.append(None)
@@ -309,10 +312,16 @@ class FakeGpu:
             per_set = [self._digests(self._kernel(spec, job.sizes, seed, "", self._wrong(c.cubin, seed)))
                        for seed in job.seeds]
             digests.append([d for r in range(reps) for d in per_set[r % sets]])
-            repeat = repeat or per_set[0] * min(reps, rounds.REPEAT_LAUNCHES)
         time.sleep(self.time_s)
-        return TimeReply(names=names, times_ms=times, digests=digests, repeat_digests=repeat,
-                         outputs_per_launch=len(spec.outputs), guards=[[] for _ in names], seeds=list(job.seeds))
+        return TimeReply(names=names, times_ms=times, digests=digests, outputs_per_launch=len(spec.outputs),
+                         guards=[[] for _ in names], seeds=list(job.seeds))
+
+    def _repeat(self, job: RepeatJob) -> RepeatReply:
+        """Every launch in a row leaves what the candidate's launch on the seed leaves."""
+        spec = self._spec(job.spec_path)
+        c = job.candidate
+        once = self._digests(self._kernel(spec, job.sizes, job.seed, "", self._wrong(c.cubin, job.seed)))
+        return RepeatReply(digests=once * job.launches, guards=[])
 
 
 class FakeGpuRunner:

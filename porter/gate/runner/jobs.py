@@ -20,6 +20,8 @@ from porter.gate.runner.protocol import (
     OutputsJob,
     OutputsReply,
     Reference,
+    RepeatJob,
+    RepeatReply,
     Reply,
     TimeJob,
     TimeReply,
@@ -297,7 +299,8 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
     Rounds run in batches until every contender's median on every set is known to ``ci_target``
     or the budget's cap is reached (see :mod:`porter.gate.runner.rounds`); the events are
     allocated for the cap beforehand and read, after a synchronize, between batches only. Then the
-    candidate runs a repeat phase (see below), and the guard bytes are checked. A contender's
+    guard bytes are checked (the launches in a row that follow are a job of their own, which
+    shares the GPU: :func:`job_repeat`). A contender's
     launch is one run of its hot loop, every kernel of a sequence inside the timed events. With
     ``references`` (one per seed, as the case jobs had them), the candidate's nondeterministic
     outputs are held to them (see :mod:`porter.gate.runner.hold`).
@@ -371,26 +374,44 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
 
         times = rounds.adaptive_rounds(run_batch, len(steps), sets, job.min_reps, cap, job.ci_target)
         reps = len(times[0]) if times else 0
-        # The repeat phase (not timed): the candidate launched again and again on the first set
-        # without restoring its globals, as a program calls it, each launch from fresh poison and
-        # digested: a kernel that counts its calls and skips (or breaks) after a few is caught here.
-        launch, kernel, run = steps[0][0]
-        repeats = min(reps, rounds.REPEAT_LAUNCHES)
-        repeat = cp.zeros(repeats * outputs, dtype=cp.uint64)
-        for r in range(repeats):
-            launch.reset()
-            run()
-            launch.digest_outputs(repeat, r * outputs)
-        cp.cuda.Device().synchronize()
         guards = [[g for launch, _, _ in own_steps for g in launch.guard_problems()] for own_steps in steps]
         digest_lists = [None if d is None else [int(x) for x in d[:reps * outputs].get()] for d in digests]
-        repeat_list = [int(x) for x in repeat.get()]
     finally:
         for launch in launches:
             launch.release()
     return TimeReply(names=[c.name for c in contenders], times_ms=times, digests=digest_lists,
-                     repeat_digests=repeat_list, outputs_per_launch=len(spec.outputs), guards=guards,
-                     seeds=list(seeds))
+                     outputs_per_launch=len(spec.outputs), guards=guards, seeds=list(seeds))
+
+
+def job_repeat(state: WorkerState, job: RepeatJob) -> RepeatReply:
+    """The candidate launched again and again on a timed set's first input set, placed as that set
+    is timed, without restoring its globals between launches, as a program calls it, each launch
+    from fresh poison and digested: a kernel that counts its calls and skips (or breaks) after a
+    few is caught here. Apart from the timing run, which needs the GPU alone: this needs no quiet
+    GPU, and shares it with other checks' cases."""
+    cp = state.cp
+    state.drop_case_launch()
+    c = job.candidate
+    spec = state.spec(job.spec_path)
+    host_args = state.inputs(spec, job.sizes, job.seed)
+    launch = Launch(state, state.spec(job.spec_path, c.launch, c.entry or None), job.sizes, host_args, job.seed,
+                    rounds.set_placing(0))
+    try:
+        if job.reference is not None and any(not p.deterministic for p in spec.outputs):
+            launch.hold(_reference(state, spec, job.sizes, job.seed, "", host_args, job.reference))
+        module = state.module(c.cubin)
+        module.restore()
+        outputs = len(spec.outputs)
+        digests = cp.zeros(job.launches * outputs, dtype=cp.uint64)
+        for r in range(job.launches):
+            launch.reset()
+            launch.run(module)
+            launch.digest_outputs(digests, r * outputs)
+        found = [int(x) for x in digests.get()]
+        guards = launch.guard_problems()
+    finally:
+        launch.release()
+    return RepeatReply(digests=found, guards=guards)
 
 
 def job_outputs(state: WorkerState, job: OutputsJob) -> OutputsReply:
@@ -408,4 +429,6 @@ def run(state: WorkerState, job: Job) -> Reply:
         return job_case(state, job)
     if isinstance(job, TimeJob):
         return job_time(state, job)
+    if isinstance(job, RepeatJob):
+        return job_repeat(state, job)
     return job_outputs(state, job)

@@ -146,13 +146,11 @@ class TimeJob:
 class TimeReply:
     """Per contender (in the job's order): its launch times, one per round run (as many as the
     run took to know the medians, see ``jobs.job_time``); for a kernel, one number per output
-    per timed launch (launch ``r`` ran on set ``r % len(seeds)``) and the guard problems; for the
-    candidate (the first contender), the repeat phase's numbers, on the first set."""
+    per timed launch (launch ``r`` ran on set ``r % len(seeds)``) and the guard problems."""
 
     names: list[str]
     times_ms: list[list[float]]
     digests: list[list[int] | None]
-    repeat_digests: list[int]
     outputs_per_launch: int
     guards: list[list[str]]
     seeds: list[int]
@@ -161,6 +159,32 @@ class TimeReply:
     def of(self, name: str) -> int:
         """The index of contender ``name``."""
         return self.names.index(name)
+
+
+@dataclass(frozen=True)
+class RepeatJob:
+    """The candidate launched ``launches`` times in a row on a timed size set's first input set
+    (placed as that set is timed), as a program calls it: its module's globals as loaded before the
+    first launch, then carried from launch to launch, each launch from fresh poison and digested as
+    a timed launch is (see ``jobs.job_repeat``); with ``reference``, nondeterministic outputs are
+    held to it. Not timed, so it shares the GPU."""
+
+    op: ClassVar[str] = "repeat"
+    spec_path: str
+    sizes: dict[str, int]
+    seed: int
+    candidate: Contender
+    launches: int
+    reference: Reference | None = None
+
+
+@dataclass(frozen=True)
+class RepeatReply:
+    """One number per output per launch (as :class:`TimeReply`'s digests), and the guard problems."""
+
+    digests: list[int]
+    guards: list[str]
+    worker_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -183,7 +207,8 @@ class OutputsReply:
     worker_s: float = 0.0
 
 
-Job = CaseJob | TimeJob | OutputsJob
-Reply = CaseReply | TimeReply | OutputsReply
-REPLY_TYPES: dict[type, type] = {CaseJob: CaseReply, TimeJob: TimeReply, OutputsJob: OutputsReply}
+Job = CaseJob | TimeJob | RepeatJob | OutputsJob
+Reply = CaseReply | TimeReply | RepeatReply | OutputsReply
+REPLY_TYPES: dict[type, type] = {CaseJob: CaseReply, TimeJob: TimeReply, RepeatJob: RepeatReply,
+                                 OutputsJob: OutputsReply}
 EXCLUSIVE_OPS = frozenset({TimeJob.op})  # jobs that hold the GPU alone (timing)

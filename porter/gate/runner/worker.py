@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from porter.gate.runner.jobs import run
-from porter.gate.runner.protocol import CaseJob, OutputsJob, TimeJob
+from porter.gate.runner.protocol import CaseJob, OutputsJob, RepeatJob, TimeJob
 from porter.gate.runner.state import WorkerState
 from porter.gate.runner.transfer import Parking, parking_directory, unpark
 from porter.install import install_hint
@@ -157,7 +157,7 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
             msg = conn.recv()
         except (EOFError, OSError):
             return
-        if not isinstance(msg, CaseJob | TimeJob | OutputsJob):  # {"op": "exit"}, or nothing porter sends
+        if not isinstance(msg, CaseJob | TimeJob | RepeatJob | OutputsJob):  # {"op": "exit"}, or nothing porter sends
             return
         try:
             began = time.perf_counter()
