@@ -3,7 +3,7 @@ pool (every GPU, several workers per GPU, timing exclusive per GPU, the round's 
 outputs shared), and per GPU; optionally through a dask cluster too.
 
     PYTHONPATH=$PWD python3 tools/bench_throughput.py [--example examples/gemm_bf16] [--candidates 8]
-        [--per-gpu 1,2,3] [--rounds 3] [--cluster tcp://HOST:8786 | --cluster local] [--fake] [--json OUT.json]
+        [--per-gpu 1,2,3] [--rounds 3] [--seed S] [--cluster tcp://HOST:8786 | --cluster local] [--fake] [--json OUT.json]
         [--profile DIR]
 
 The round is ``--candidates`` copies of the example's kernel (by default the kernel its spec
@@ -257,6 +257,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds per pool configuration, each on fresh seeds: the median is reported")
     parser.add_argument("--per-gpu", default="1,2,3", help="workers per GPU to try, comma-separated")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="round k checks seeds (SEED + 2k, SEED + 2k + 1) instead of fresh ones: the same rounds "
+                             "for two versions of porter, run one after the other")
     parser.add_argument("--no-sequential", action="store_true")
     parser.add_argument("--cluster", default=None, help="also verify the round through this dask scheduler "
                         "('local': start one here, with a porter worker on this machine's GPUs)")
@@ -301,7 +304,9 @@ def main() -> None:
         rows.append(sequential(paths, spec, options, toolchain, factory))
         print(rows[-1].line(), flush=True)
     pool_verdicts = None
-    rounds = [plan_seeds() for _ in range(args.rounds)]  # fresh for this run, the same for every configuration
+    # fresh for this run (or given), the same for every configuration
+    rounds = [plan_seeds() if args.seed is None else (args.seed + 2 * k, args.seed + 2 * k + 1)
+              for k in range(args.rounds)]
     per_gpus = [int(x) for x in args.per_gpu.split(",") if x.strip()]
     for per_gpu in per_gpus:
         row, pool_verdicts = pooled(paths, spec, options, toolchain, factory, per_gpu, profile=args.profile,
