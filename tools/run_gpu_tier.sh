@@ -81,6 +81,6 @@ tar czf "$OUT/gpu-tests.tgz" -C "$LOGS" .
 } 2>&1 | tee "$OUT/checks.txt"
 rm -rf /tmp/port-demo && mkdir -p /tmp/port-demo && cp -r examples/gemm_bt_tile /tmp/port-demo/ && git -C /tmp/port-demo init -q && git -C /tmp/port-demo add -A && git -C /tmp/port-demo -c user.name=porter -c user.email=porter@localhost commit -qm demo
 python3 -m porter port /tmp/port-demo/gemm_bt_tile/kernel_sm80.ptx --to sm_90a \
-  --model replay:examples/gemm_bt_tile/scripted_session.toml 2>&1 | tee "$OUT/port-scripted.txt"; git -C /tmp/port-demo show porter/kernel_sm80-sm_90a:gemm_bt_tile/PORT_REPORT.md > "$OUT/PORT_REPORT.md"
+  --model replay:examples/gemm_bt_tile/scripted_session.toml 2>&1 | tee "$OUT/port-scripted.txt"; git -C /tmp/port-demo show "$(git -C /tmp/port-demo for-each-ref --format='%(refname:short)' 'refs/heads/porter/*' | head -1)":gemm_bt_tile/PORT_REPORT.md > "$OUT/PORT_REPORT.md"
 python3 tools/bench_gate.py --repeats 5 2>&1 | tee "$OUT/bench-gate.txt"
 mkdir -p /tmp/cap && python3 tools/capture_profiler_outputs.py /tmp/cap > /dev/null 2>&1; tar czf "$OUT/captures.tgz" -C /tmp cap
