@@ -13,7 +13,8 @@ comment: ptxas runs for every one, and their cubins are the same. Every configur
 first (workers started, CUDA contexts and library handles made) on other seeds, then timed over
 ``--rounds`` rounds (default 3), each on fresh seeds, the same rounds for every configuration:
 the wall time is their median, since what a round costs moves with what its seeds draw (the
-large case's size and axis, the drawn timed size). What it prints, per configuration: wall time,
+large case's size and axis, the drawn timed size; ``all_rounds_per_minute`` is every round's
+verdicts over every round's seconds). What it prints, per configuration: wall time,
 verdicts per minute (and per GPU), the status words, the candidates' median ratio against the
 library (porter's timing must not change with the pool: compare the columns), and how many timing
 windows overlapped other work on their GPU (must be 0). ``--fake`` runs the same code on simulated GPUs (porter.gate.runner.fake.FakeGpu) with
@@ -173,6 +174,9 @@ def pooled(paths, spec, options, toolchain, factory, per_gpu: int, devices=None,
              "reference_waits": cache.stats.waits, "fresh_seed_recheck_s": confirm}
     if len(walls) > 1:
         extra["round_walls_s"] = " ".join(f"{w:.2f}" for w in walls)
+        # Every round's verdicts over every round's seconds: what a long run of rounds delivers,
+        # the rounds whose large case ran along a reduction axis counted at their cost.
+        extra["all_rounds_per_minute"] = round(60.0 * len(paths) * len(walls) / sum(walls), 1)
     row = Row(label, gpus, per_gpu, statistics.median(walls), [str(v.status) for v in verdicts],
               library_ratio(verdicts), clashes, extra)
     return row, verdicts
