@@ -7,8 +7,8 @@
 # tests: the gpu tests (over 9 minutes on the H200 since #28's checks: split it); tests-a: the attacks
 # and the examples' gate tests; tests-b: the rest; cuda12: the gpu tests with CUDA 12's ptxas;
 # checks: porter check on every example, the scripted port, the benchmark, the captures (about 4);
-# bench: #32's figures alone (the gate benchmark, verdicts a minute for a round of 8 with 2, 3 and 4
-# workers over the same three rounds, the emulator's calibration), about 8 minutes.
+# bench: #32's figures alone (the gate benchmark, verdicts a minute for a round of 8 with 3 and 4
+# workers over the same nine rounds, the emulator's calibration), about 8 minutes.
 # tests-a, tests-b and checks each fit one 10-minute call; `all` does not. Each failure is written
 # to $OUT/failures.txt as it happens (PORTER_FAILURE_LOG): a part cut by the machine's limit keeps them.
 set -uo pipefail
@@ -49,7 +49,7 @@ if [ "$PART" = bench ]; then
   # each part under its own limit, so that one running long leaves the others' figures in a 10-minute call
   timeout 220 python3 tools/bench_gate.py --repeats 3 --profile /tmp/gate-profile 2>&1 | tee "$OUT/bench-gate.txt"
   tar czf "$OUT/gate-profile.tgz" -C /tmp gate-profile
-  timeout 240 python3 tools/bench_throughput.py --candidates 8 --per-gpu 2,3,4 --rounds 3 --no-sequential \
+  timeout 240 python3 tools/bench_throughput.py --candidates 8 --per-gpu 3,4 --rounds 9 --no-sequential \
     --json "$OUT/throughput.json" 2>&1 | tail -12 | tee "$OUT/bench-throughput.txt"
   # the whole table (examples, fixtures and the instruction corpus); its out-of-bound rows on screen
   timeout 180 python3 tools/emu_calibrate.py "$OUT/emu.json" > "$OUT/emu-calibrate.txt" 2>&1
