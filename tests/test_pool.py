@@ -282,8 +282,12 @@ def test_the_throughput_benchmark_runs_on_simulated_gpus_without_a_gpu(tmp_path:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| pool | 1 | 2 |"))
     assert "3 passed" in row and row.rstrip().endswith("| 0 |"), row
-    walls = next(line for line in r.stdout.splitlines() if "round_walls_s" in line).split("round_walls_s ")[1].split()
+    extra = next(line for line in r.stdout.splitlines() if "round_walls_s" in line)
+    walls = [float(w) for w in extra.split("round_walls_s ")[1].split(",")[0].split()]
     assert len(walls) == 2  # the row's wall time is the median of the rounds asked for
+    # ... and every round's verdicts over every round's seconds is reported beside it
+    overall = float(extra.split("all_rounds_per_minute ")[1].split(",")[0])
+    assert overall == pytest.approx(60 * 3 * 2 / sum(walls), rel=0.02)
 
 
 class _TimedToolchain:
