@@ -133,7 +133,7 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
     held = tuple(p.name for p in spec.outputs if not p.deterministic)
     # Every size set's timing run inside one exclusive holding of the GPU: where other checks share
     # it (a pool), it is drained of their cases once a candidate, not once a size set.
-    runs: list[tuple[dict[str, int], str, tuple[int, ...], tuple[Reference | None, ...] | None, TimeReply]] = []
+    runs: list[tuple[TimeJob, TimeReply, RepeatJob]] = []
     with exclusive(runner):
         for sizes in timed:
             label = size_label(sizes)
@@ -148,22 +148,21 @@ def time_candidate(spec: Spec, runner: GpuRunner, device: DeviceInfo, cubin: byt
             slots = timed_sets(tuple(checked))
             if references is not None:
                 references = timed_sets(references)
+            job = TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=slots, contenders=tuple(contenders),
+                          budget_s=options.timing_budget_s, ci_target=options.timing_ci, references=references)
             try:
-                reply = run_job(runner, TimeJob(spec_path=str(spec.path), sizes=sizes, seeds=slots,
-                                                contenders=tuple(contenders), budget_s=options.timing_budget_s,
-                                                ci_target=options.timing_ci, references=references),
-                                max(120.0, options.case_timeout_s))
+                reply = run_job(runner, job, max(120.0, options.case_timeout_s))
             except WorkerFault as fault:
                 return _failed_run(f"the timing run failed at {label}: {fault.kind}: {fault}", timings, ratios)
-            runs.append((sizes, label, slots, references, reply))
-    # The launches in a row after each run (not timed): they share the GPU with other checks' cases.
-    for sizes, label, slots, references, reply in runs:
-        try:
-            repeat = run_job(runner, RepeatJob(spec_path=str(spec.path), sizes=sizes, seed=slots[0],
+            runs.append((job, reply, RepeatJob(spec_path=job.spec_path, sizes=sizes, seed=slots[0],
                                                candidate=contenders[0],
                                                launches=min(len(reply.times_ms[0]), rounds.REPEAT_LAUNCHES),
-                                               reference=references[0] if references is not None else None),
-                             max(120.0, options.case_timeout_s))
+                                               reference=references[0] if references is not None else None)))
+    # The launches in a row after each run (not timed): they share the GPU with other checks' cases.
+    for job, reply, in_a_row in runs:
+        sizes, slots, label = job.sizes, job.seeds, size_label(job.sizes)
+        try:
+            repeat = run_job(runner, in_a_row, max(120.0, options.case_timeout_s))
         except WorkerFault as fault:
             return _failed_run(f"the repeated launches failed at {label}: {fault.kind}: {fault}", timings, ratios)
         flops, nbytes = spec.flops(sizes), spec.bytes(sizes)

@@ -311,6 +311,8 @@ class Launch:
         outputs = [self.buffers[p.name].data for p in self.spec.outputs]
         found = read_digests(self.state, [*outputs, *bands, *(self.buffers[p.name].data for p in inputs)],
                              sum(padding[1:], padding[0]) if padding else None, also=self._witness)
+        digests = found[:len(outputs)]
+        checked = found[len(outputs):len(found) - len(self._witness)]
         witness = found[len(found) - len(self._witness):]
         for slot in self._witness_due:
             self._witness_read[slot] = witness[slot]
@@ -318,8 +320,7 @@ class Launch:
         index = {p.name: k for k, p in enumerate(self.spec.params)}
         expected = [*(self._witness_read[slot] for slot in range(len(bands))),
                     *(self._witness_read.get(self._input_slot(index[p.name])) for p in inputs), *([0] if padding else [])]
-        digests, found = found[:len(outputs)], found[len(outputs):len(found) - len(self._witness)]
-        if found == expected:
+        if checked == expected:
             return Settled(digests, [], [])
         return Settled(digests, self.guard_problems(), self.changed_inputs())
 

@@ -3,8 +3,8 @@ again: a case's inputs (uploaded as the pristine image, and by a reference that 
 GPU) and its reference (uploaded for the judgement, which may not keep it on the device while a
 candidate runs). From pageable memory the driver stages every copy through a buffer of its own;
 from pinned memory the copy engine reads the array directly, through :func:`upload` (CuPy's
-``asarray`` would copy it into a pinned buffer of its own first). On the H100 (2026-12-06) these uploads were the worker's largest single cost
-of a GEMM check, about 0.3 s of 1.76 s. On the H200 (2026-12-06, 02:47 UTC) pinned memory took a
+``asarray`` would copy it into a pinned buffer of its own first). On the H100 (2026-12-06) these
+uploads were the worker's largest single cost of a GEMM check, about 0.3 s of 1.76 s. On the H200 (2026-12-06, 02:47 UTC) pinned memory took a
 warm GEMM check from 1.93 s to 1.77 s (median, ``PORTER_PINNED=0`` against the default) and a port
 run's later candidate from 1.43 s to 1.14 s.
 
