@@ -228,8 +228,8 @@ def test_runs_that_repeat_the_first_runs_bytes_are_judged_once_and_a_differing_o
     from porter.gate.runner import judge
 
     compared: list[int] = []
-    real = judge.summaries
-    monkeypatch.setattr(judge, "summaries", lambda *a, **k: compared.append(1) or real(*a, **k))
+    real = judge.compare
+    monkeypatch.setattr(judge, "compare", lambda *a, **k: compared.append(1) or real(*a, **k))
     honest = _state(_vector_add())
     try:
         reply = _device_case(honest, 3)
@@ -254,6 +254,42 @@ def test_runs_that_repeat_the_first_runs_bytes_are_judged_once_and_a_differing_o
     finally:
         state.close()
     assert reply.outputs and reply.outputs[1] is not None and reply.summaries == []
+
+
+def test_a_case_whose_runs_all_pass_waits_for_the_device_once(monkeypatch: Any) -> None:
+    """Every run of a case launches before anything is read, and the runs' checks and the first
+    run's judgement come back together: one read-back a case, whatever its size set or seed."""
+    reads: list[int] = []
+    real = fake_cupy.ndarray.get
+    monkeypatch.setattr(fake_cupy.ndarray, "get", lambda self, *a, **k: reads.append(1) or real(self, *a, **k))
+    state = _state(_vector_add())
+    try:
+        for seed in (3, 4):
+            reads.clear()
+            reply = _device_case(state, seed)
+            assert len(reads) == 1 and len(reply.summaries) == len(INITIAL_STATES) and reply.outputs == []
+    finally:
+        state.close()
+
+
+def test_a_later_run_that_rewrites_an_earlier_runs_outputs_is_found(monkeypatch: Any) -> None:
+    """The runs launch one after another before any is read: a launch that writes into the outputs
+    of an earlier run (a wild write, outside its own buffers) is found before their judgement is used."""
+    seen: list[int] = []
+
+    def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        count = int(n)
+        at(out, count, np.float32)[:] = np.float32(float(alpha)) * at(x, count, np.float32) + at(y, count, np.float32)
+        if seen:  # a later run: spoil the first run's outputs, which lie elsewhere
+            at(seen[0], count, np.float32)[:1] += 1
+        seen.append(int(out))
+
+    state = _state(body)
+    try:
+        with pytest.raises(RuntimeError, match="a later launch wrote into the buffers of an earlier one"):
+            _device_case(state, 5)
+    finally:
+        state.close()
 
 
 def test_an_input_written_by_the_kernel_is_found_on_the_device() -> None:
@@ -289,7 +325,7 @@ def test_an_input_written_with_the_device_image_it_is_restored_from_is_still_fou
 
 
 def test_a_run_wrong_only_from_zeros_ships_the_first_run_and_its_own_outputs() -> None:
-    """Judged on the device, the third run (from zeros, in the buffers the second run used) fails:
+    """Judged on the device, the third run (from zeros) fails:
     the host gets the first run's outputs, None for the second (it passed like the first) and the
     third's, and says the kernel depends on the output's initial contents."""
     from porter.gate.equivalence import judge_case

@@ -16,8 +16,8 @@ of it past the allocation's start), so alignment beyond the contract's is never 
 Every checked case runs once per initial state (``protocol.INITIAL_STATES``). The first run is **flush**:
 fenced, every buffer ending at the unmapped boundary (within ``align`` bytes of it, exactly at it
 when the buffer's size is a multiple of its alignment), so that an access one element past the end
-faults at every size. The later runs share buffers whose family and offsets the case's seed
-draws. A timing run's first input set lies as the first run, its later sets and the profiled
+faults at every size. The later runs each have buffers of their own, whose family and offsets the
+case's seed draws (alike for each). A timing run's first input set lies as the first run, its later sets and the profiled
 launch as a program's tensors lie (``plain``: near each other, offsets drawn from the seed), so
 that speed and native share are measured where programs run the kernel; compute-sanitizer's
 launch is plain with nothing before or after the data (``exact``), which the drawn run's plain
@@ -45,7 +45,7 @@ Placing = Literal["flush", "drawn", "plain", "exact"]
 
 def run_placing(run: int) -> Placing:
     """Where the buffers of a checked case's run ``run`` lie: the first run's flush, every later
-    run's drawn from the case's seed (the later runs share one drawn set of buffers). Timing and
+    run's drawn from the case's seed (each in buffers of its own, placed alike). Timing and
     profiling place theirs as the first run or as a program's tensors lie (``plain``: see
     ``runner.rounds.set_placing``), layouts the checked runs also cover."""
     return "flush" if run == 0 else "drawn"

@@ -7,7 +7,8 @@ summary made on the GPU (``porter.gate.runner.judge``, the same code over CuPy) 
 (:func:`porter.gate.elementwise.judge`) and one accumulation. Only array operations CuPy has too are
 used (``abs``, arithmetic, comparisons, ``isnan``/``isinf``/``isfinite``, ``where``, ``sum``,
 ``max``, ``min``, ``all``, ``any``, ``count_nonzero``, ``astype``, ``sort``), never a ufunc's ``out=`` or
-``where=``; every chunk's figures come back to the host together, as Python numbers.
+``where=``; every chunk's figures come back to the host together, as Python numbers, when the
+caller reads them (:class:`Figures`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,15 @@ def reference_scale(xp: Any, spec: Spec, name: str, ref: Any, *,
 def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
                      decode: Callable[[Any], Any] | None = None, decode_reference: Callable[[Any], Any] | None = None,
                      chunk: int = CHUNK, terms: tuple[float, float, float | None] | None = None) -> OutputSummary:
-    """:func:`summarize` for output ``name`` of a case (sizes, value case) with the terms it is
+    """:func:`output_figures`, read."""
+    return output_figures(xp, spec, name, sizes, values, out, ref, decode=decode, decode_reference=decode_reference,
+                          chunk=chunk, terms=terms).read()
+
+
+def output_figures(xp: Any, spec: Spec, name: str, sizes: dict[str, int], values: str, out: Any, ref: Any, *,
+                   decode: Callable[[Any], Any] | None = None, decode_reference: Callable[[Any], Any] | None = None,
+                   chunk: int = CHUNK, terms: tuple[float, float, float | None] | None = None) -> Figures:
+    """:func:`figures` for output ``name`` of a case (sizes, value case) with the terms it is
     judged by (:func:`output_terms`, unless given: the worker reads them from the reference on the
     host, where it is, rather than from its device copy): ``out`` flat, its elements as ``decode``
     reads them (default: of the output's dtype), ``ref`` flat."""
@@ -113,14 +122,15 @@ def summarize_output(xp: Any, spec: Spec, name: str, sizes: dict[str, int], valu
     assert p.dtype is not None  # an output buffer has a dtype
     dtype = np.dtype(p.dtype.numpy)
     exact = dtype.kind in "biu" and ref.dtype.kind in "biu" and atol == 0 and rtol == 0
-    return summarize(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=tuple(spec.shape(p, sizes)),
-                     dtype=str(dtype), values=decode, reference=decode_reference, chunk=chunk)
+    return figures(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=tuple(spec.shape(p, sizes)),
+                   dtype=str(dtype), values=decode, reference=decode_reference, chunk=chunk)
 
 
 @dataclass
 class _Tally:
     """Figures summed over chunks."""
 
+    count: int = 0
     bad: int = 0
     nan: int = 0
     inf: int = 0
@@ -136,8 +146,9 @@ class _Tally:
 
     def add(self, row: list[float]) -> None:
         """Add one chunk's :func:`_chunk_figures`, in their order."""
-        (lo, hi, near_zero, nan, ref_nan, inf, unjudged, bad, max_abs, max_rel,
+        (count, lo, hi, near_zero, nan, ref_nan, inf, unjudged, bad, max_abs, max_rel,
          err_scale, err_ssq, ref_scale, ref_ssq) = row
+        self.count += int(count)
         self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         self.near_zero += int(near_zero)
         self.nan += int(nan)
@@ -154,6 +165,55 @@ def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: f
               shape: tuple[int, ...], dtype: str, values: Callable[[Any], Any] | None = None,
               reference: Callable[[Any], Any] | None = None, chunk: int = CHUNK,
               masks: Masks | None = None) -> OutputSummary:
+    """:func:`figures`, read."""
+    return figures(xp, out, ref, atol=atol, rtol=rtol, limit=limit, exact=exact, shape=shape, dtype=dtype,
+                   values=values, reference=reference, chunk=chunk, masks=masks).read()
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One output's comparison, computed and not yet read: ``rows`` holds each chunk's figures
+    (:data:`FIGURES` float64 numbers a chunk, in :meth:`_Tally.add`'s order, where the array module
+    keeps its arrays: on a GPU they are read with whatever else the caller reads at that moment);
+    the rest is what turns them into an :class:`OutputSummary`."""
+
+    rows: Any  # (chunks, FIGURES) float64; None for an empty output
+    total: int
+    shape: tuple[int, ...]
+    dtype: str
+    atol: float
+    rtol: float
+
+    def read(self) -> OutputSummary:
+        """The summary, the rows read where they are (one synchronisation on a GPU)."""
+        return self.summary(self.rows.tolist() if self.rows is not None else [])
+
+    def summary(self, rows: list[list[float]]) -> OutputSummary:
+        """The summary from the rows, as read. Each chunk counts the elements it judged: rows that
+        were lost on the way (zeroed, or not the rows of this comparison) cannot read as a pass."""
+        t = _Tally()
+        for row in rows:
+            t.add(row)
+        if t.count != self.total:
+            raise RuntimeError(f"a summary's figures cover {t.count} of its {self.total} elements: they did not come "
+                               "back as computed")
+        err_norm, ref_norm = _l2(t.err_parts), _l2(t.ref_parts)
+        rel_l2 = err_norm / ref_norm if ref_norm else (0.0 if err_norm == 0 else math.inf)
+        size, atol, rtol = self.total, self.atol, self.rtol
+        return OutputSummary(
+            passed=t.bad == 0, shape=self.shape, dtype=self.dtype, atol=atol, rtol=rtol,
+            mismatches=t.bad, total=size, nan_count=t.nan, inf_count=t.inf, ref_nan_count=t.ref_nan,
+            unjudged=t.unjudged, max_abs_err=t.max_abs, max_rel_err=t.max_rel, rel_l2=rel_l2,
+            warnings=_warnings(size, t, atol, rtol))
+
+
+FIGURES = 15  # numbers a chunk's figures hold (see _chunk_figures)
+
+
+def figures(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: float | None, exact: bool,
+            shape: tuple[int, ...], dtype: str, values: Callable[[Any], Any] | None = None,
+            reference: Callable[[Any], Any] | None = None, chunk: int = CHUNK,
+            masks: Masks | None = None) -> Figures:
     """Compare the flat arrays ``out`` and ``ref`` (the same size) elementwise, ``chunk`` elements
     at a time: ``|out - ref| <= atol + rtol * |ref|`` (:func:`porter.gate.elementwise.judge`).
 
@@ -165,9 +225,10 @@ def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: f
     and never-written elements.
 
     Every figure of every chunk is an array operation with no test on the host between them, and
-    all of them come back together at the end: on a GPU, one synchronisation an output (a
-    synchronisation waits out another process's time slice on a shared GPU: about 2.3 ms on the
-    H100, 2026-12-06, against 0.04 ms on an idle one).
+    none is read here (:meth:`Figures.read`): on a GPU, the worker reads a case's figures with
+    the rest of what its runs left, in one synchronisation (a synchronisation waits out another
+    process's time slice on a shared GPU: about 2.3 ms on the H100, 2026-12-06, against 0.04 ms
+    on an idle one).
     """
     if atol < 0 or rtol < 0:
         raise ValueError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
@@ -179,21 +240,14 @@ def summarize(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: f
         for sl in chunks(size, chunk):
             rows.append(_chunk_figures(xp, sl, out, ref, decode(out[sl]), decode_ref(ref[sl]), atol, rtol, limit,
                                        exact, masks))
-    t = _Tally()
-    for row in (xp.stack(rows).tolist() if rows else []):
-        t.add(row)
-    err_norm, ref_norm = _l2(t.err_parts), _l2(t.ref_parts)
-    rel_l2 = err_norm / ref_norm if ref_norm else (0.0 if err_norm == 0 else math.inf)
-    return OutputSummary(
-        passed=t.bad == 0, shape=tuple(int(n) for n in shape), dtype=dtype, atol=float(atol), rtol=float(rtol),
-        mismatches=t.bad, total=size, nan_count=t.nan, inf_count=t.inf, ref_nan_count=t.ref_nan, unjudged=t.unjudged,
-        max_abs_err=t.max_abs, max_rel_err=t.max_rel, rel_l2=rel_l2,
-        warnings=_warnings(size, t, atol, rtol))
+    return Figures(xp.stack(rows) if rows else None, size, tuple(int(n) for n in shape), dtype, float(atol),
+                   float(rtol))
 
 
 def _chunk_figures(xp: Any, sl: slice, out: Any, ref: Any, o: Any, r: Any, atol: float, rtol: float,
                    limit: float | None, exact: bool, masks: Masks | None) -> Any:
-    """One chunk's figures as one float64 vector, in :meth:`_Tally.add`'s order: ``o`` and ``r``
+    """One chunk's figures as one float64 vector of :data:`FIGURES`, in :meth:`_Tally.add`'s order
+    (its element count first): ``o`` and ``r``
     are the chunk of ``out`` and ``ref`` in float64. The NaN/Inf rules and the limit apply
     everywhere (where every element is finite and judged they change nothing)."""
     lo, hi, near_zero = _reference_terms(xp, r, atol, rtol)
@@ -221,9 +275,11 @@ def _chunk_figures(xp: Any, sl: slice, out: Any, ref: Any, o: Any, r: Any, atol:
     magnitude = xp.abs(judged_ref)
     ref_max = magnitude.max()
     max_rel = (absdiff / xp.where(magnitude < TINY, TINY, magnitude)).max()
-    figures = [lo, hi, near_zero, xp.count_nonzero(o_nan), xp.count_nonzero(r_nan), xp.count_nonzero(xp.isinf(o)),
-               unjudged, xp.count_nonzero(bad), max_abs, max_rel,
-               *_partial_l2(xp, absdiff, max_abs), *_partial_l2(xp, judged_ref, ref_max)]
+    nan = xp.count_nonzero(o_nan)
+    # the chunk's elements counted on the device, from the data: rows lost on their way back count none
+    count = nan + xp.count_nonzero(~o_nan)
+    figures = [count, lo, hi, near_zero, nan, xp.count_nonzero(r_nan), xp.count_nonzero(xp.isinf(o)), unjudged,
+               xp.count_nonzero(bad), max_abs, max_rel, *_partial_l2(xp, absdiff, max_abs), *_partial_l2(xp, judged_ref, ref_max)]
     return xp.stack([xp.asarray(f, dtype=np.float64) for f in figures])
 
 

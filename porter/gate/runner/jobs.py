@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from porter.gate.runner import judge, rounds
-from porter.gate.runner.launch import Launch, read_digests
+from porter.gate.runner.launch import Launch, Pending, Settled, digests, read_back
 from porter.gate.runner.memory import scrubbed
 from porter.gate.runner.pinned import host_empty, pinned_copy, release_idle
 from porter.gate.runner.protocol import (
@@ -26,7 +26,7 @@ from porter.gate.runner.protocol import (
     TimeJob,
     TimeReply,
 )
-from porter.gate.runner.state import LoadedModule, WorkerState
+from porter.gate.runner.state import KernelKey, LoadedModule, WorkerState
 from porter.gate.summary import OutputSummary
 from porter.gate.usercode import load_callable, on_host
 
@@ -115,9 +115,16 @@ def _reference(state: WorkerState, spec: Any, sizes: dict[str, int], seed: int, 
 
 def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     """One case of the sweep: run the candidate's hot loop once per initial output state on the
-    same fresh inputs, each run from a fully restored state (see ``Launch.reset``): the first run's
-    buffers end at unmapped memory, the later runs' (one set they share) lie as the case's seed
-    draws (see :mod:`porter.gate.layout`).
+    same fresh inputs, each run from a fully restored state (see ``Launch.reset``) in buffers of
+    its own: the first run's end at unmapped memory, the later runs' lie as the case's seed draws
+    (see :mod:`porter.gate.layout`).
+
+    Every run launches, and what it left is computed behind it on the device (``Launch.check``),
+    before anything is read; then the first run's outputs are compared with the reference there
+    (:mod:`porter.gate.runner.judge`), and everything comes back in the case's one
+    synchronisation (a wait on a GPU another process shares costs that process's time slice).
+    The runs' own digests, taken again behind the last launch, say that no launch wrote into an
+    earlier run's outputs.
 
     ``launch`` is the candidate's own launch directive (or its own sequence of kernels); the
     reference (a source kernel included) always runs with the spec's own launch; ``first`` marks
@@ -140,30 +147,20 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
         release_idle(state.cp)
     kernel_key = (job.cubin, job.entry, repr(job.launch))
     judging = _Judging(state, job, source_spec, host_args) if job.judge == "device" else None
+    if judging is not None:
+        judging.reference()  # made (or taken) before any launch: it never meets a candidate kernel on the device
     per_run: list[dict[str, np.ndarray] | None] = []
     guards: list[str] = []
     modified: list[str] = []
-    digests: list[int] = []
     start = time.perf_counter()
     try:
-        for k, initial in enumerate(initials):
-            candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
-            candidate.reset(initial)
-            try:
-                candidate.run(module)
-                settled = candidate.settle()  # the run's one synchronisation: a kernel's fault is raised here
-            except Exception as err:
-                if k == 0:
-                    raise
-                # Keep the CUDA error's name in the text: it decides whether the worker restarts.
-                raise RuntimeError(f"{type(err).__name__}: {err} (in the launch whose outputs started as {initial}, "
-                                   f"its buffers placed otherwise; the launch from {initials[0]} completed: the kernel "
-                                   "depends on the output's initial contents or on where its buffers lie)") from err
-            if k == 0:  # as the timing loop digests outputs: 0 for one declared nondeterministic
-                digests = [d if p.deterministic else 0 for p, d in zip(spec.outputs, settled.outputs, strict=True)]
-            guards += [x for x in settled.guards if x not in guards]
-            modified += [x for x in settled.modified if x not in modified]
-            if judging is not None and judging.judged(candidate, settled.outputs):
+        launches, settled = _run_all(state, spec, sizes, host_args, seed, kernel_key, module, initials, judging)
+        # as the timing loop digests outputs: 0 for one declared nondeterministic
+        digests = [d if p.deterministic else 0 for p, d in zip(spec.outputs, settled[0].outputs, strict=True)]
+        for candidate, found in zip(launches, settled, strict=True):
+            guards += [x for x in found.guards if x not in guards]
+            modified += [x for x in found.modified if x not in modified]
+            if judging is not None and judging.judged(candidate, found.outputs):
                 continue
             runs = judging.earlier() if judging is not None else []
             judging = None  # from here on, every run's outputs go to the host
@@ -193,22 +190,71 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
                      digests=digests, kernel_s=kernel_s, fence=state.fence_note)
 
 
+def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
+             kernel_key: KernelKey, module: LoadedModule, initials: tuple[str, ...],
+             judging: _Judging | None) -> tuple[list[Launch], list[Settled]]:
+    """Every run of a case launched, each in its own buffers, what each left checked behind it, the
+    first run's outputs compared with the reference behind the last (where ``judging``), all read
+    with one synchronisation: each run's launch and what it left (``Launch.settled``). A kernel's
+    fault surfaces at that read; it names every run, since it cannot say which one faulted."""
+    launches: list[Launch] = []
+    pending: list[Pending] = []
+    try:
+        for k, initial in enumerate(initials):
+            candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
+            candidate.reset(initial)
+            candidate.run(module)
+            pending.append(candidate.check())
+            launches.append(candidate)
+        # Every earlier run's outputs as they are behind the last launch: as that run left them, or
+        # a later launch wrote into them.
+        again = digests(state, [c.buffers[p.name].data for c in launches[:-1] for p in spec.outputs])
+        compared = judging.compare(launches[0]) if judging is not None else None
+        found = read_back(state.cp, [*(p.values for p in pending), again, *([compared.values] if compared else [])])
+    except Exception as err:
+        if len(initials) == 1:
+            raise
+        # Keep the CUDA error's name in the text: it decides whether the worker restarts.
+        raise RuntimeError(f"{type(err).__name__}: {err} (in one of the case's launches, whose outputs started as "
+                           f"{', '.join(initials)}: the first in buffers that end at unmapped memory, the others placed "
+                           "otherwise; a kernel that faults in only some depends on the output's initial contents or "
+                           "on where its buffers lie)") from err
+    settled = [c.settled(p, [int(x) for x in values]) for c, p, values in zip(launches, pending, found)]
+    outputs = len(spec.outputs)
+    for k, found_run in enumerate(settled[:-1]):
+        if [int(x) for x in found[len(launches)][k * outputs:(k + 1) * outputs]] != found_run.outputs:
+            raise RuntimeError("the outputs of an earlier run changed after it completed: a later launch wrote into "
+                               "the buffers of an earlier one")
+    if judging is not None and compared is not None:
+        judging.first_compared(compared, found[-1])
+    return launches, settled
+
+
 class _Judging:
-    """A case judged on the device, run by run (see :mod:`porter.gate.runner.judge`): each run's
-    summaries, as long as every output passes and no output declared deterministic differs from the
-    first run's (by their digests, taken as each run completes). A reference the parent holds comes
-    with the job; one the worker makes is made on the host (or by the source kernel) after the
-    first run, and is sent back only where asked."""
+    """A case judged on the device (see :mod:`porter.gate.runner.judge`): each run's summaries, as
+    long as every output passes and no output declared deterministic differs from the first run's
+    (by their digests, taken as each run completes). A reference the parent holds comes with the
+    job; one the worker makes is made on the host (or by the source kernel) before the first
+    launch, and is sent back only where asked."""
 
     def __init__(self, state: WorkerState, job: CaseJob, source_spec: Any, host_args: dict[str, Any]) -> None:
         self.state, self.job, self.spec, self.host_args = state, job, source_spec, host_args
         self.summaries: list[dict[str, OutputSummary]] = []
         self._launches: list[tuple[Launch, list[int]]] = []
         self._reference: dict[str, np.ndarray] | None = None
+        self._first: dict[str, OutputSummary] | None = None  # the first run's, read with its checks
+
+    def compare(self, launch: Launch) -> judge.Comparison | None:
+        """The first run's outputs compared with the reference on the device, not read."""
+        return judge.compare(self.state, launch, self.spec, self.job.sizes, self.job.values, self.reference())
+
+    def first_compared(self, comparison: judge.Comparison, found: np.ndarray) -> None:
+        """:meth:`compare`'s figures as read."""
+        self._first = comparison.summaries(found)
 
     def judged(self, launch: Launch, bits: list[int]) -> bool:
-        """Whether the run that just completed in ``launch``, its outputs' digests ``bits``, passed
-        on the device (it is then judged); else the case goes to the host (see :meth:`earlier`)."""
+        """Whether the run that completed in ``launch``, its outputs' digests ``bits``, passed on
+        the device (it is then judged); else the case goes to the host (see :meth:`earlier`)."""
         first = self._launches[0][1] if self._launches else bits
         self._launches.append((launch, bits))
         if any(p.deterministic and a != b for p, a, b in zip(self.spec.outputs, bits, first, strict=True)):
@@ -218,7 +264,10 @@ class _Judging:
             # same reference comes to the same summaries, so the reference does not go up again.
             self.summaries.append(self.summaries[0])
             return True
-        found = judge.summaries(self.state, launch, self.spec, self.job.sizes, self.job.values, self.reference())
+        if len(self._launches) == 1 and self._first is not None:
+            found: dict[str, OutputSummary] | None = self._first
+        else:
+            found = judge.summaries(self.state, launch, self.spec, self.job.sizes, self.job.values, self.reference())
         if found is None or not all(s.passed for s in found.values()):
             return False
         self.summaries.append(found)
@@ -242,26 +291,16 @@ class _Judging:
 
     def earlier(self) -> list[dict[str, np.ndarray] | None]:
         """What the host needs of the runs before the last: the first run's outputs, copied to the
-        host still as that run left them (a later run that wrote into its buffers is an error, not a
-        verdict), and None for each run between, which passed on the device bit-identical to the
-        first in every output declared deterministic (the host judges None as the first run: the
-        later runs share one set of buffers, so theirs are gone)."""
+        host as that run left them (the case's read-back showed them unchanged since), and None for
+        each run between, which passed on the device bit-identical to the first in every output
+        declared deterministic (the host judges None as the first run)."""
         if len(self._launches) < 2:
             return []
-        launch, bits = self._launches[0]
-        if _raw_digests(self.state, launch) != bits:
-            raise RuntimeError("the outputs of the first run changed after it completed: a later launch wrote into "
-                               "the buffers of an earlier one")
-        return [launch.outputs()] + [None] * (len(self._launches) - 2)
+        return [self._launches[0][0].outputs()] + [None] * (len(self._launches) - 2)
 
     def sent(self) -> dict[str, np.ndarray] | None:
         """The reference for the reply: only one the worker made, and only where asked."""
         return self._reference if self.job.send_reference and self.job.reference.kind != "held" else None
-
-
-def _raw_digests(state: WorkerState, launch: Launch) -> list[int]:
-    """The digest of every output buffer's bytes (nondeterministic outputs too)."""
-    return read_digests(state, [launch.buffers[p.name].data for p in launch.spec.outputs])
 
 
 def _baseline_args(cp: Any, spec: Any, sizes: dict[str, int], launch: Launch) -> dict[str, Any]:

@@ -38,6 +38,18 @@ class Kernels(Protocol):
 
 
 @dataclass(frozen=True)
+class Pending:
+    """A run's checks (:meth:`Launch.check`), computed on the device and not yet read."""
+
+    values: Any  # uint64 device array: the outputs' digests, the bands', the inputs', the padding count, the witness
+    outputs: int
+    bands: int
+    inputs: tuple[str, ...]  # the input buffers digested, by name
+    padding: bool
+    due: frozenset[int]  # the witness slots this read-back is the first to read
+
+
+@dataclass(frozen=True)
 class Settled:
     """What a run left (:meth:`Launch.settle`): each output's keyed digest, in the spec's order,
     writes outside the buffers (guard bands, padding) and inputs changed, described."""
@@ -290,36 +302,57 @@ class Launch:
         return settled.guards, settled.modified
 
     def settle(self) -> Settled:
-        """What the run that was just launched left, with one synchronisation (which raises its
-        kernel's error, if it had one): the keyed digest (:mod:`porter.gate.runner.digestkey`) of
-        every output buffer, and :meth:`guard_problems` and :meth:`changed_inputs`.
+        """What the run that was just launched left (:meth:`check`), read with one synchronisation
+        (which raises its kernel's error, if it had one)."""
+        pending = self.check()
+        (found,) = read_back(self.state.cp, [pending.values])
+        return self.settled(pending, [int(x) for x in found])
 
-        Every guard band and input buffer is digested on the device and held to the digest it had
-        when porter wrote it; every padding is compared with its pattern. Those digests of what
-        porter wrote were computed on the device as it was written, before any kernel could run on
-        it (a guard band's when the buffer was made, an input's when its image went up), and come
-        back with the first run's digests after that: until then they are within a kernel's reach,
-        which could change one but not make it the digest of other bytes without the key (the same
-        limit as for a digest of a timed launch). Only where something differs are the problems
-        found again one by one, byte by byte, and described. A kernel that rewrote an input and
-        porter's device copy of it alike differs from the digest of what porter uploaded."""
+    def check(self) -> Pending:
+        """What the run that was just launched left, computed on the device behind it in stream
+        order and not read: the keyed digest (:mod:`porter.gate.runner.digestkey`) of every output
+        buffer, of every guard band and input buffer, the count of padding bytes that differ from
+        their pattern, and a copy of the digests of what porter wrote (see :meth:`settled`). The
+        caller reads the values with whatever else it reads then (:func:`read_back`): a case reads
+        its runs' checks and its judgement at once."""
         cp = self.state.cp
-        inputs = self._inputs()
+        inputs = [p.name for p in self._inputs()]
         padding = [padding.changed_count(cp, self.buffers[name].data, self._pristine[f"padding:{name}"][1])
                    for name, padding in self.padding.items()]
         bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
         outputs = [self.buffers[p.name].data for p in self.spec.outputs]
-        found = read_digests(self.state, [*outputs, *bands, *(self.buffers[p.name].data for p in inputs)],
-                             sum(padding[1:], padding[0]) if padding else None, also=self._witness)
-        digests = found[:len(outputs)]
-        checked = found[len(outputs):len(found) - len(self._witness)]
+        arrays = [*outputs, *bands, *(self.buffers[name].data for name in inputs)]
+        values = cp.zeros(len(arrays) + bool(padding) + len(self._witness), dtype=cp.uint64)
+        for slot, array in enumerate(arrays):
+            self.state.digest(array, values, slot)
+        if padding:
+            values[len(arrays):len(arrays) + 1] = sum(padding[1:], padding[0]).astype(cp.uint64)
+        values[len(values) - len(self._witness):] = self._witness  # as it is now, in stream order
+        return Pending(values, len(outputs), len(bands), tuple(inputs), bool(padding), frozenset(self._witness_due))
+
+    def settled(self, pending: Pending, found: list[int]) -> Settled:
+        """:meth:`check`'s values as read: each output's digest, and the guard bands' and inputs'
+        problems (:meth:`guard_problems`, :meth:`changed_inputs`).
+
+        Every guard band and input buffer is held to the digest it had when porter wrote it; every
+        padding is compared with its pattern. Those digests of what porter wrote were computed on
+        the device as it was written, before any kernel could run on it (a guard band's when the
+        buffer was made, an input's when its image went up), and come back with the first run's
+        digests after that: until then they are within a kernel's reach, which could change one but
+        not make it the digest of other bytes without the key (the same limit as for a digest of a
+        timed launch). Only where something differs are the problems found again one by one, byte
+        by byte, and described. A kernel that rewrote an input and porter's device copy of it alike
+        differs from the digest of what porter uploaded."""
         witness = found[len(found) - len(self._witness):]
-        for slot in self._witness_due:
+        for slot in pending.due:
             self._witness_read[slot] = witness[slot]
-        self._witness_due.clear()
+        self._witness_due -= pending.due
+        digests = found[:pending.outputs]
+        checked = found[pending.outputs:len(found) - len(self._witness)]
         index = {p.name: k for k, p in enumerate(self.spec.params)}
-        expected = [*(self._witness_read[slot] for slot in range(len(bands))),
-                    *(self._witness_read.get(self._input_slot(index[p.name])) for p in inputs), *([0] if padding else [])]
+        expected = [*(self._witness_read.get(slot) for slot in range(pending.bands)),
+                    *(self._witness_read.get(self._input_slot(index[name])) for name in pending.inputs),
+                    *([0] if pending.padding else [])]
         if checked == expected:
             return Settled(digests, [], [])
         return Settled(digests, self.guard_problems(), self.changed_inputs())
@@ -364,19 +397,23 @@ class Launch:
         self._pristine.clear()
 
 
-def read_digests(state: Device, arrays: list[Any], extra: Any = None, also: Any = None) -> list[int]:
-    """The keyed digest of each device array (see :mod:`porter.gate.runner.digestkey`), then
-    ``extra`` (a 0-d device count) where given, then the elements of ``also`` (a uint64 device
-    array) where given, read back with one synchronisation."""
-    cp = state.cp
-    out = cp.zeros(len(arrays) + (extra is not None), dtype=cp.uint64)
+def digests(state: Device, arrays: list[Any]) -> Any:
+    """The keyed digest of each device array (see :mod:`porter.gate.runner.digestkey`), computed in
+    stream order into a uint64 device array, not read."""
+    out = state.cp.zeros(len(arrays), dtype=state.cp.uint64)
     for slot, array in enumerate(arrays):
         state.digest(array, out, slot)
-    if extra is not None:
-        out[len(arrays):] = extra.astype(cp.uint64)
-    if also is not None:
-        out = cp.concatenate([out, also])
-    return [int(x) for x in out.get()]
+    return out
+
+
+def read_back(cp: Any, arrays: list[Any]) -> list[np.ndarray]:
+    """The elements of each uint64 device array, copied to the host with one synchronisation: on a
+    GPU another process shares, each wait for the device waits out that process's time slice
+    (about 2.3 ms on the H100, 2026-12-06)."""
+    flat = [array.reshape(-1) for array in arrays]
+    whole = cp.concatenate(flat).get() if flat else np.zeros(0, np.uint64)
+    ends = np.cumsum([array.size for array in flat])
+    return [whole[end - array.size:end] for array, end in zip(flat, ends, strict=True)]
 
 
 def output_digests(state: Device, launch: Launch) -> list[int]:

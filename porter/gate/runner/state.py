@@ -229,11 +229,11 @@ class WorkerState:
     def case_launch(self, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
                     kernel_key: KernelKey, run: int = 0) -> Launch:
         """The candidate's buffers for run ``run`` of a case (the first flush, the others drawn:
-        see :mod:`porter.gate.layout`; every run after the first in the same drawn buffers, each
-        from its own initial state): those of the same run of the last case when it ran the same
+        see :mod:`porter.gate.layout`; each run in buffers of its own, so that a case's runs all
+        launch before any is read): those of the same run of the last case when it ran the same
         kernel at the same sizes (rebound to the new inputs), so that consecutive cases are
         consecutive calls on the same memory with new data; fresh ones otherwise."""
-        slot = min(run, 1)
+        slot = run
         key = (kernel_key, str(spec.path), os.stat(spec.path).st_mtime_ns, tuple(sorted(sizes.items())))
         held = self._cases.get(slot)
         if held is not None and held[0] == key:
