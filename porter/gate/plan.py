@@ -233,11 +233,19 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     """A size set above the sweep's, drawn from ``seed``: one symbol the check may vary, drawn
     per check, at 2 to 4 times its largest listed value or more, until some buffer passes
     :data:`LARGE_ELEMENTS` elements (:data:`THOROUGH_BYTES` bytes when ``thorough``), with every
-    other symbol at the sweep's smallest size set (so that the reference stays cheap); inside
-    ``kernel.max_sizes``, ``kernel.require``, the lattice the sweep implies, the size budget
-    (:data:`BUDGET_BYTES` of buffers) and, with ``[cost] flops``, :data:`FLOPS_FACTOR` times the
-    FLOPs of the sweep's largest size set; when no symbol reaches the mark, the largest size set
-    above the sweep's inside those bounds. None when none fits (see :func:`skipped_unannounced`)."""
+    other symbol at the sweep's smallest size set (so that the reference stays cheap) unless it
+    must grow; inside ``kernel.max_sizes``, ``kernel.require``, the lattice the sweep implies, the
+    size budget (:data:`BUDGET_BYTES` of buffers) and, with ``[cost] flops``, :data:`FLOPS_FACTOR`
+    times the FLOPs of the sweep's largest size set; when no symbol reaches the mark, the largest
+    size set above the sweep's inside those bounds. None when none fits (see
+    :func:`skipped_unannounced`).
+
+    Before the drawn symbol grows past its first draw, the symbols that share a buffer with it
+    grow, in an order drawn too, each at most to its largest listed value (:func:`_grow_partner`):
+    a GEMM's K at 2 to 4 times the sweep's with N grown to 2048 passes the mark, where K alone
+    grew to 3.8M with M = 1 and N = 8, a launch of one CTA that ran about 0.1 s on the H100
+    (2026-12-06), three times a case, and could be a third of a check's time. Not in a thorough
+    check: its mark (2^31 bytes) is reached within the FLOPs bound only with the others small."""
     if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
     implied = _implied(spec)
@@ -252,14 +260,24 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     for name in rng.permutation(sorted(free)):
         _, hi, step = free[name]
         base = {k: smallest[k] for k in free if k != name}
+        partners = [str(k) for k in rng.permutation(sorted(base))]
         most = spec.max_sizes.get(name, 1 << 40)
         value = min(most, int(hi * rng.uniform(2, 4)))
         grown = False  # a size inside the bounds was found, and the next ones double it
+        narrower = None  # the base before its last partner grew: back to it where that growth fits no lattice
         for _ in range(tries):
             sizes = _on_lattice(spec, implied, rng, base, name, value, step)
+            if sizes is None and narrower is not None:
+                base, narrower = narrower, None
+                partners.pop(0)
+                continue
             if sizes is None:
                 break
             if total_buffer_bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
+                if narrower is not None:
+                    base, narrower = narrower, None
+                    partners.pop(0)
+                    continue
                 if grown or value <= hi + step:
                     break  # the last size inside the bounds was the largest
                 value = max(hi + step, value * 2 // 3)  # the first draw was past a bound: back off toward the sweep
@@ -270,14 +288,44 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
                     return sizes
                 if best is None or total_buffer_bytes(spec, sizes) > total_buffer_bytes(spec, best):
                     best = sizes
+                wider = None if thorough else _grow_partner(spec, free, base, name, sizes[name], partners)
+                if wider is not None:
+                    base, narrower = wider, base
+                    continue
+            narrower = None
             if value >= most:
                 break
             value = min(most, value * 2)
     return best
 
 
+def _grow_partner(spec: Spec, free: Mapping[str, tuple[int, int, int]], base: dict[str, int], name: str,
+                  value: int, partners: list[str]) -> dict[str, int] | None:
+    """``base`` with the first of ``partners`` that is below its largest listed value doubled (on
+    its lattice), where that makes the buffers hold more elements with ``name`` at ``value``; None
+    when no partner does. A partner that widens no buffer, or is at its largest value, is dropped
+    from ``partners``: a symbol grows only where it brings the mark nearer."""
+    now = _resolved(spec, {**base, name: value})
+    held = _buffer_elements(spec, now) if now is not None else 0
+    while partners:
+        partner = partners[0]
+        _, hi, step = free[partner]
+        doubled = min(hi, 2 * base[partner]) // step * step
+        if doubled > base[partner]:
+            wider = _resolved(spec, {**base, name: value, partner: doubled})
+            if wider is not None and _buffer_elements(spec, wider) > held:
+                return {**base, partner: doubled}
+        partners.pop(0)
+    return None
+
+
+def _buffer_elements(spec: Spec, sizes: dict[str, int]) -> int:
+    """The elements every buffer at ``sizes`` holds, together."""
+    return sum(spec.buffer_bytes(p, sizes) // p.dtype.itemsize for p in spec.params if p.kind == "buffer" and p.dtype)
+
+
 def _on_lattice(spec: Spec, implied: dict[str, tuple[int, int, int]], rng: np.random.Generator,
-                base: Mapping[str, int | str], name: str, value: int, step: int, tries: int = 16) -> dict[str, int] | None:
+                base: Mapping[str, int | str], name: str, value: int, step: int, tries: int = 64) -> dict[str, int] | None:
     """``name`` near ``value`` at a drawn residue, the others from ``base``, such that every symbol,
     derived ones too, stays on the lattice the sweep implies (a leading dimension ``ldb = "N"`` that
     every listed set keeps a multiple of 8 keeps N so); None when no residue drawn does."""

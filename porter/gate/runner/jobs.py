@@ -219,7 +219,8 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
                            f"{', '.join(initials)}: the first in buffers that end at unmapped memory, the others placed "
                            "otherwise; a kernel that faults in only some depends on the output's initial contents or "
                            "on where its buffers lie)") from err
-    settled = [c.settled(p, [int(x) for x in values]) for c, p, values in zip(launches, pending, found)]
+    runs = found[:len(launches)]  # then the earlier runs' digests again, then the comparison's figures
+    settled = [c.settled(p, [int(x) for x in values]) for c, p, values in zip(launches, pending, runs, strict=True)]
     outputs = len(spec.outputs)
     for k, found_run in enumerate(settled[:-1]):
         if [int(x) for x in found[len(launches)][k * outputs:(k + 1) * outputs]] != found_run.outputs:
