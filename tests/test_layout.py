@@ -292,6 +292,40 @@ def test_a_later_run_that_rewrites_an_earlier_runs_outputs_is_found(monkeypatch:
         state.close()
 
 
+def test_a_fault_hidden_behind_a_librarys_error_is_named_by_the_context(monkeypatch: Any) -> None:
+    """A case's runs launch one after another, so a kernel's fault surfaces at the next call, which
+    may be cuRAND's (a later run's random initial state): the case names the context's own error,
+    which makes the worker restart (a poisoned context kept would fail every later check)."""
+    from porter.gate.runner.worker import is_sticky
+
+    poisoned: list[bool] = []
+
+    def faulting(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
+        poisoned.append(True)
+
+    def synchronize(self: Any) -> None:
+        if poisoned:
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+
+    real = fake_cupy.random.RandomState
+
+    def generator(seed: int) -> Any:
+        if poisoned:
+            raise RuntimeError("CURANDError: CURAND_STATUS_LAUNCH_FAILURE")
+        return real(seed)
+
+    monkeypatch.setattr(fake_cupy._Device, "synchronize", synchronize)
+    monkeypatch.setattr(fake_cupy.random, "RandomState", generator)
+    state = _state(faulting)
+    try:
+        with pytest.raises(RuntimeError) as raised:
+            _device_case(state, 6)
+    finally:
+        poisoned.clear()
+        state.close()
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in str(raised.value) and is_sticky(raised.value), raised.value
+
+
 def test_an_input_written_by_the_kernel_is_found_on_the_device() -> None:
     def body(grid: Any, block: Any, x: Any, y: Any, out: Any, alpha: Any, n: Any) -> None:
         count = int(n)

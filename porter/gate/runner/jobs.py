@@ -190,6 +190,16 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
                      digests=digests, kernel_s=kernel_s, fence=state.fence_note)
 
 
+def context_error(cp: Any) -> Exception | None:
+    """The error the worker's CUDA context answers a synchronisation with (a kernel's fault keeps
+    it), or None where it has none."""
+    try:
+        cp.cuda.Device().synchronize()
+    except Exception as err:
+        return err
+    return None
+
+
 def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
              kernel_key: KernelKey, module: LoadedModule, initials: tuple[str, ...],
              judging: _Judging | None) -> tuple[list[Launch], list[Settled]]:
@@ -214,11 +224,14 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
     except Exception as err:
         if len(initials) == 1:
             raise
-        # Keep the CUDA error's name in the text: it decides whether the worker restarts.
-        raise RuntimeError(f"{type(err).__name__}: {err} (in one of the case's launches, whose outputs started as "
+        # A kernel's fault surfaces at the next call, which may be a library's (cuRAND's error hides
+        # it): name the context's own. Keep the CUDA error's name in the text: it decides whether
+        # the worker restarts, and what the parent says of the fault.
+        cause = context_error(state.cp) or err
+        raise RuntimeError(f"{type(cause).__name__}: {cause} (in one of the case's launches, whose outputs started as "
                            f"{', '.join(initials)}: the first in buffers that end at unmapped memory, the others placed "
                            "otherwise; a kernel that faults in only some depends on the output's initial contents or "
-                           "on where its buffers lie)") from err
+                           "on where its buffers lie)") from cause
     runs = found[:len(launches)]  # then the earlier runs' digests again, then the comparison's figures
     settled = [c.settled(p, [int(x) for x in values]) for c, p, values in zip(launches, pending, runs, strict=True)]
     outputs = len(spec.outputs)

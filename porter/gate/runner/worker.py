@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from porter.gate.runner.jobs import run
+from porter.gate.runner.jobs import context_error, run
 from porter.gate.runner.protocol import CaseJob, OutputsJob, RepeatJob, TimeJob
 from porter.gate.runner.state import WorkerState
 from porter.gate.runner.transfer import Parking, parking_directory, unpark
@@ -166,7 +166,13 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
             reply = replace(reply, worker_s=time.perf_counter() - began)
             conn.send({"ok": True, "reply": parking.park(reply)})
         except Exception as err:
-            sticky = is_sticky(err)
-            conn.send({"ok": False, "error": f"{type(err).__name__}: {err}", "sticky": sticky, "kind": "fault"})
+            # A library's error (cuRAND's, cuBLAS's) may stand in front of the context's own: a
+            # context a kernel poisoned answers every later call with its error, so ask it.
+            context = context_error(state.cp)
+            text = f"{type(err).__name__}: {err}"
+            if context is not None and _error_name(context) not in text:
+                text += f" (the device then: {type(context).__name__}: {context})"
+            sticky = is_sticky(err) or (context is not None and is_sticky(context))
+            conn.send({"ok": False, "error": text, "sticky": sticky, "kind": "fault"})
             if sticky:
                 return
