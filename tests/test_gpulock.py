@@ -14,9 +14,11 @@ from porter.gate.runner.fake import act, serve
 from porter.gate.runner.gpulock import GpuLock
 from porter.gate.runner.protocol import TimeJob
 
+START_S = 4.0  # after this, every process of a plan has started and waits for its moment
 
-def _hold(directory: str, kind: str, seconds: float, delay: float, log: str) -> None:
-    time.sleep(delay)
+
+def _hold(directory: str, kind: str, seconds: float, at: float, log: str) -> None:
+    time.sleep(max(0.0, at - time.monotonic()))  # the system's monotonic clock: one for every process
     lock = GpuLock("0000:1b:00.0", directory)
     with getattr(lock, kind)():
         start = time.monotonic()
@@ -34,7 +36,11 @@ def _windows(log: Path) -> list[tuple[str, float, float]]:
 def _run(tmp_path: Path, plan: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
     log = tmp_path / "log"
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_hold, args=(str(tmp_path), kind, seconds, delay, str(log)))
+    # Each process asks at its delay after one moment far enough ahead for every process to have
+    # started, not after its own start: a spawned process takes a second or more to start on a
+    # loaded machine, which reordered the asks.
+    epoch = time.monotonic() + START_S
+    procs = [ctx.Process(target=_hold, args=(str(tmp_path), kind, seconds, epoch + delay, str(log)))
              for kind, seconds, delay in plan]
     for p in procs:
         p.start()
