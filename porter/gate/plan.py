@@ -267,17 +267,15 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
         narrower = None  # the base before its last partner grew: back to it where that growth fits no lattice
         for _ in range(tries):
             sizes = _on_lattice(spec, implied, rng, base, name, value, step)
-            if sizes is None and narrower is not None:
+            past = sizes is not None and (total_buffer_bytes(spec, sizes) > budget
+                                          or bool(flops and (spec.flops(sizes) or 0) > flops))
+            if (sizes is None or past) and narrower is not None:  # the last partner's growth did not fit
                 base, narrower = narrower, None
                 partners.pop(0)
                 continue
             if sizes is None:
                 break
-            if total_buffer_bytes(spec, sizes) > budget or (flops and (spec.flops(sizes) or 0) > flops):
-                if narrower is not None:
-                    base, narrower = narrower, None
-                    partners.pop(0)
-                    continue
+            if past:
                 if grown or value <= hi + step:
                     break  # the last size inside the bounds was the largest
                 value = max(hi + step, value * 2 // 3)  # the first draw was past a bound: back off toward the sweep

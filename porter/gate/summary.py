@@ -247,9 +247,9 @@ def figures(xp: Any, out: Any, ref: Any, *, atol: float, rtol: float, limit: flo
 def _chunk_figures(xp: Any, sl: slice, out: Any, ref: Any, o: Any, r: Any, atol: float, rtol: float,
                    limit: float | None, exact: bool, masks: Masks | None) -> Any:
     """One chunk's figures as one float64 vector of :data:`FIGURES`, in :meth:`_Tally.add`'s order
-    (its element count first): ``o`` and ``r``
-    are the chunk of ``out`` and ``ref`` in float64. The NaN/Inf rules and the limit apply
-    everywhere (where every element is finite and judged they change nothing)."""
+    (its element count first): ``o`` and ``r`` are the chunk of ``out`` and ``ref`` in float64.
+    The NaN/Inf rules and the limit apply everywhere (where every element is finite and judged
+    they change nothing)."""
     lo, hi, near_zero = _reference_terms(xp, r, atol, rtol)
     ok, absdiff, finite = judge_everywhere(xp, o, r, atol, rtol)
     if exact:

@@ -321,14 +321,12 @@ class Launch:
                    for name, padding in self.padding.items()]
         bands = [band for buf in self.buffers.values() for band in buf.guard_bands()]
         outputs = [self.buffers[p.name].data for p in self.spec.outputs]
-        arrays = [*outputs, *bands, *(self.buffers[name].data for name in inputs)]
-        values = cp.zeros(len(arrays) + bool(padding) + len(self._witness), dtype=cp.uint64)
-        for slot, array in enumerate(arrays):
-            self.state.digest(array, values, slot)
+        parts = [digests(self.state, [*outputs, *bands, *(self.buffers[name].data for name in inputs)])]
         if padding:
-            values[len(arrays):len(arrays) + 1] = sum(padding[1:], padding[0]).astype(cp.uint64)
-        values[len(values) - len(self._witness):] = self._witness  # as it is now, in stream order
-        return Pending(values, len(outputs), len(bands), tuple(inputs), bool(padding), frozenset(self._witness_due))
+            parts.append(sum(padding[1:], padding[0]).astype(cp.uint64).reshape(1))
+        parts.append(self._witness)  # copied as it is now, in stream order
+        return Pending(cp.concatenate(parts), len(outputs), len(bands), tuple(inputs), bool(padding),
+                       frozenset(self._witness_due))
 
     def settled(self, pending: Pending, found: list[int]) -> Settled:
         """:meth:`check`'s values as read: each output's digest, and the guard bands' and inputs'
