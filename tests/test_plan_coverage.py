@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,18 +94,33 @@ _GEMMS = [ROOT / "examples" / name / "porter.toml" for name in ("gemm_bf16", "tr
 
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(_GEMMS), st.integers(0, 2**40))
-def test_a_large_gemm_case_grows_its_other_dimensions_before_its_drawn_one_grows_on(path, seed) -> None:
-    """The large case passes its mark with one symbol above the sweep's, at most 4 times its
-    largest listed value: where it alone would need millions (K = 3.8M with M = 1 and N = 8, one
-    CTA for 0.1 s a launch), the symbols sharing a buffer with it grow first, up to the sweep's
-    largest. (A thorough check's mark, 2^31 bytes, is reached only with the others small.)"""
-    from porter.gate.plan import free_symbols_of
+def test_a_large_gemm_case_takes_its_drawn_dimension_past_2_16_and_grows_the_others_before_it_grows_on(path, seed) -> None:
+    """The large case passes its mark with one symbol above the sweep's, by itself past 2^16 (a
+    16-bit count wraps there: K = 32768 once went unchecked) and at most 4 times that: where it
+    alone would need millions (K = 3.8M with M = 1 and N = 8, one CTA for 0.1 s a launch), the
+    symbols sharing a buffer with it grow, up to the sweep's largest. Its FLOPs stay bounded."""
+    from porter.gate.plan import FLOPS_FACTOR, LONG_EXTENT, free_symbols_of
 
     spec = load_spec(path)
     sizes = large_sizes(spec, seed)
     assert sizes is not None
     free = {k: v for k, v in free_symbols_of(spec).items() if isinstance(spec.sizes[k], int)}
     grown = [name for name, (_, hi, _) in free.items() if sizes[name] > hi]
-    assert len(grown) == 1 and sizes[grown[0]] <= 4 * free[grown[0]][1], sizes
+    assert len(grown) == 1 and LONG_EXTENT < sizes[grown[0]] <= 4 * LONG_EXTENT, sizes
     buffers = [p for p in spec.params if p.kind == "buffer"]
     assert any(np.prod(spec.shape(p, sizes)) > LARGE_ELEMENTS for p in buffers), sizes
+    assert (spec.flops(sizes) or 0) <= FLOPS_FACTOR * max(spec.flops(s) or 0 for s in spec.size_sets())
+
+
+@pytest.mark.parametrize("name", ["attention_fwd", "attention_bwd"])
+def test_where_a_symbol_past_2_16_leaves_no_room_its_partners_grow_first_and_reach_the_mark(name) -> None:
+    """Attention's FLOPs grow with S x S: with H at 65536 the sequence has no room left, and the
+    buffers stay below the mark. The large case then grows the partners right after the first
+    draw, so a check that draws H still passes 2^24 elements (S and D grown, H in the hundreds)."""
+    spec = load_spec(ROOT / "examples" / name / "porter.toml")
+    buffers = [p for p in spec.params if p.kind == "buffer"]
+    hi = max(s["H"] for s in spec.size_sets())
+    drawing_h = [s for s in (large_sizes(spec, seed) for seed in range(40)) if s is not None and s["H"] > hi]
+    marked = [s for s in drawing_h if any(np.prod(spec.shape(p, s)) > LARGE_ELEMENTS for p in buffers)]
+    assert drawing_h and marked, drawing_h[:3]
+    assert all(s["S"] > 1 and s["H"] < 65536 for s in marked), marked[:3]

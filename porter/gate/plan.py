@@ -13,7 +13,7 @@ guarantees".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +28,7 @@ THOROUGH_BYTES = 1 << 31  # ... and, in a thorough check, this many bytes (32-bi
 BUDGET_BYTES = 2 << 30  # the large case's buffers together stay below this (a check stays bounded)
 THOROUGH_BUDGET_BYTES = 12 << 30
 FLOPS_FACTOR = 4  # with [cost] flops, the large case costs at most 4x the sweep's largest size set
+LONG_EXTENT = 1 << 16  # the large case's drawn symbol passes this by itself first (16-bit counts wrap)
 _TRIES = 64
 
 
@@ -240,12 +241,14 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     size set above the sweep's inside those bounds. None when none fits (see
     :func:`skipped_unannounced`).
 
-    Before the drawn symbol grows past its first draw, the symbols that share a buffer with it
-    grow, in an order drawn too, each at most to its largest listed value (:func:`_grow_partner`):
-    a GEMM's K at 2 to 4 times the sweep's with N grown to 2048 passes the mark, where K alone
-    grew to 3.8M with M = 1 and N = 8, a launch of one CTA that ran about 0.1 s on the H100
-    (2026-12-06), three times a case, and could be a third of a check's time. Not in a thorough
-    check: its mark (2^31 bytes) is reached within the FLOPs bound only with the others small."""
+    The drawn symbol first grows by itself past :data:`LONG_EXTENT`, where the bounds let it (a
+    count held in 16 bits wraps there), and only then do the symbols that share a buffer with it
+    grow, in an order drawn too, each at most to its largest listed value (:func:`_grow_partner`),
+    before the drawn one doubles on: a GEMM's K just past 2^16 with N grown to 256 passes the mark,
+    where K alone grew to 3.8M with M = 1 and N = 8, a launch of one CTA that ran about 0.1 s on
+    the H100 (2026-12-06), three times a case, and could be a third of a check's time. Not in a
+    thorough check: its mark (2^31 bytes) is reached within the FLOPs bound only with the others
+    small, and a port's passing candidate is confirmed by one (porter.agent.session)."""
     if not spec.sweep or not spec.inputs_spec.unannounced:
         return None
     implied = _implied(spec)
@@ -256,45 +259,70 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     flops = FLOPS_FACTOR * max((spec.flops(sizes) or 0) for sizes in spec.size_sets())
     budget = THOROUGH_BUDGET_BYTES if thorough else BUDGET_BYTES
     rng = stream(seed, 4, {}, "large")
+
+    def past(sizes: dict[str, int]) -> bool:
+        return total_buffer_bytes(spec, sizes) > budget or bool(flops and (spec.flops(sizes) or 0) > flops)
+
     best = None  # the largest size set above the sweep's inside every bound: run when no symbol reaches the mark
     for name in rng.permutation(sorted(free)):
-        _, hi, step = free[name]
-        base = {k: smallest[k] for k in free if k != name}
-        partners = [str(k) for k in rng.permutation(sorted(base))]
-        most = spec.max_sizes.get(name, 1 << 40)
-        value = min(most, int(hi * rng.uniform(2, 4)))
-        grown = False  # a size inside the bounds was found, and the next ones double it
-        narrower = None  # the base before its last partner grew: back to it where that growth fits no lattice
-        for _ in range(tries):
-            sizes = _on_lattice(spec, implied, rng, base, name, value, step)
-            past = sizes is not None and (total_buffer_bytes(spec, sizes) > budget
-                                          or bool(flops and (spec.flops(sizes) or 0) > flops))
-            if (sizes is None or past) and narrower is not None:  # the last partner's growth did not fit
-                base, narrower = narrower, None
-                partners.pop(0)
-                continue
-            if sizes is None:
-                break
-            if past:
-                if grown or value <= hi + step:
-                    break  # the last size inside the bounds was the largest
-                value = max(hi + step, value * 2 // 3)  # the first draw was past a bound: back off toward the sweep
-                continue
-            grown = True
-            if sizes[name] > hi:
+        # alone past LONG_EXTENT where that still reaches the mark (attention's S x S cost may not let
+        # the partners grow after H = 65536), else the partners grow right after the first draw
+        for alone_until in ((None,) if thorough else (LONG_EXTENT, 0)):
+            for sizes in _growth(spec, implied, free, past, rng, smallest, str(name), alone_until, tries):
                 if _passes(spec, sizes, thorough):
                     return sizes
                 if best is None or total_buffer_bytes(spec, sizes) > total_buffer_bytes(spec, best):
                     best = sizes
-                wider = None if thorough else _grow_partner(spec, free, base, name, sizes[name], partners)
-                if wider is not None:
-                    base, narrower = wider, base
-                    continue
-            narrower = None
-            if value >= most:
-                break
-            value = min(most, value * 2)
     return best
+
+
+def _growth(spec: Spec, implied: dict[str, tuple[int, int, int]], free: Mapping[str, tuple[int, int, int]],
+            past: Callable[[dict[str, int]], bool], rng: np.random.Generator, smallest: Mapping[str, int],
+            name: str, alone_until: int | None, tries: int) -> Iterator[dict[str, int]]:
+    """The size sets inside the bounds (``past`` says which are not) with ``name`` above the
+    sweep's, in the order the large case tries them: ``name`` at 2 to 4 times its largest listed
+    value, then doubled, by itself until it passes ``alone_until`` (or meets a bound; forever when
+    None), and from there each time after the partners have grown (:func:`_grow_partner`)."""
+    _, hi, step = free[name]
+    base = {k: smallest[k] for k in free if k != name}
+    partners = [str(k) for k in rng.permutation(sorted(base))]
+    most = spec.max_sizes.get(name, 1 << 40)
+    value = min(most, int(hi * rng.uniform(2, 4)))
+    inside: dict[str, int] | None = None  # the last size set found inside the bounds
+    alone = True
+    narrower = None  # the base before its last partner grew: back to it where that growth fits no lattice
+    for _ in range(tries):
+        sizes = _on_lattice(spec, implied, rng, base, name, value, step)
+        out = sizes is not None and past(sizes)
+        if (sizes is None or out) and narrower is not None:  # the last partner's growth did not fit
+            base, narrower = narrower, None
+            partners.pop(0)
+            continue
+        if sizes is None:
+            return
+        if out:
+            if inside is None:  # the first draw was past a bound: back off toward the sweep
+                if value <= hi + step:
+                    return
+                value = max(hi + step, value * 2 // 3)
+                continue
+            if alone_until is None or not alone:
+                return  # the last size inside the bounds was the largest
+            sizes, value, alone = inside, inside[name], False  # alone, it met a bound: the partners grow from there
+        else:
+            inside = sizes
+            if sizes[name] > hi:
+                yield sizes
+        if sizes[name] > hi:
+            alone = alone and (alone_until is None or (sizes[name] <= alone_until and value < most))
+            wider = None if alone else _grow_partner(spec, free, base, name, sizes[name], partners)
+            if wider is not None:
+                base, narrower = wider, base
+                continue
+        narrower = None
+        if value >= most or out:
+            return
+        value = min(most, value * 2)
 
 
 def _grow_partner(spec: Spec, free: Mapping[str, tuple[int, int, int]], base: dict[str, int], name: str,
