@@ -124,3 +124,16 @@ def test_where_a_symbol_past_2_16_leaves_no_room_its_partners_grow_first_and_rea
     marked = [s for s in drawing_h if any(np.prod(spec.shape(p, s)) > LARGE_ELEMENTS for p in buffers)]
     assert drawing_h and marked, drawing_h[:3]
     assert all(s["S"] > 1 and s["H"] < 65536 for s in marked), marked[:3]
+
+
+def test_the_seeds_of_the_16_bit_count_attack_draw_its_large_case_along_k_past_2_16() -> None:
+    """tests/data/attacks' ``gemm_k16_count`` (a k loop to ``K & 0xFFFF``) is caught only by a large
+    case that draws K: its manifest's seeds must keep drawing one, or its GPU test proves nothing."""
+    from porter._toml import tomllib
+    from porter.gate.plan import LONG_EXTENT
+
+    manifest = tomllib.loads((ROOT / "tests" / "data" / "attacks" / "manifest.toml").read_text())
+    attack = next(a for a in manifest["attack"] if a["name"] == "gemm_k16_count")
+    spec = load_spec(ROOT / attack["spec"] / "porter.toml")
+    sizes = large_sizes(spec, attack["options"]["seeds"][0])
+    assert sizes is not None and sizes["K"] > LONG_EXTENT and sizes["K"] % (1 << 16), sizes
