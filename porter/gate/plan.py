@@ -311,9 +311,9 @@ def _growth(spec: Spec, implied: dict[str, tuple[int, int, int]], free: Mapping[
             sizes, value, alone = inside, inside[name], False  # alone, it met a bound: the partners grow from there
         else:
             inside = sizes
-            if sizes[name] > hi:
-                yield sizes
         if sizes[name] > hi:
+            if not out:
+                yield sizes
             alone = alone and (alone_until is None or (sizes[name] <= alone_until and value < most))
             wider = None if alone else _grow_partner(spec, free, base, name, sizes[name], partners)
             if wider is not None:
