@@ -5,14 +5,14 @@ agrees with triton.testing.do_bench.
 
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
    with warm workers as the repair loop sees them; the first (cold) run, which includes starting
-   the workers, is reported separately. ``--lanes`` workers (default 2: the check's own and one
-   beside it, as ``porter check`` borrows the pool's free slot) share the cases; timing stays on
+   the workers, is reported separately. ``--lanes`` workers (default: the pool's workers a GPU, the
+   check's own and those beside it, as ``porter check`` borrows the pool's free slots) share the cases; timing stays on
    the check's own (see porter/gate/lanes.py).
 2. The same checks as a port run's later candidates make them: on the run's seeds, with the
    reference outputs held from its first check (the pace of the repair loop).
 3. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
    the check, interleaved with the source and library), against triton.testing.do_bench (median,
-   L2 flushed) on the same cubin and inputs: three runs of each, alternated (porter's in its warm
+   L2 flushed) on the same cubin and inputs: five runs of each, alternated (porter's in its warm
    worker, do_bench's each in a fresh process), their medians compared (one do_bench run's median
    alone moved 4% from one run to the next on the H200, and 1.6% between three on the H100).
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from porter.pool.local import DEFAULT_PER_GPU  # noqa: E402
 from tools.round_profile import JobClock  # noqa: E402  (after the path: run as a script)
 
 
@@ -80,7 +81,7 @@ class PhaseClock(JobClock):
 
 
 def full_checks(example: Path, repeats: int, profile: Path | None = None,
-                lanes: int = 2) -> tuple[float, list[float], list[float], float, list[float], list[float]]:
+                lanes: int = DEFAULT_PER_GPU) -> tuple[float, list[float], list[float], float, list[float], list[float]]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -256,7 +257,9 @@ def do_bench_ms(example: Path) -> float:
     raise SystemExit(f"do_bench failed:\n{out.stderr[-3000:]}")
 
 
-DO_BENCH_RUNS = 3  # do_bench's own median moved 4% between two runs on the H200 (2026-12-06)
+# do_bench's own median moved 4% between two runs on the H200 (2026-12-06), and porter's ratio to it
+# spread 0.983 to 1.008 over the H100 runs of three each: five each narrow the spread of the medians compared
+DO_BENCH_RUNS = 5
 
 
 def main() -> None:
@@ -264,7 +267,7 @@ def main() -> None:
     parser.add_argument("example", nargs="?", default=str(ROOT / "examples" / "gemm_bf16"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", type=Path, help="a folder for where the warm checks' seconds went")
-    parser.add_argument("--lanes", type=int, default=2, help="workers a full check's cases are split over "
+    parser.add_argument("--lanes", type=int, default=DEFAULT_PER_GPU, help="workers a full check's cases are split over "
                         "(porter check's: the pool's slots on the GPU; 1 for one worker)")
     args = parser.parse_args()
     example = Path(args.example)
