@@ -9,10 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from porter.gate.plan import LARGE_ELEMENTS, large_sizes, plan_cases, unannounced_sizes, with_residue
+from porter.gate.plan import (
+    LARGE_ELEMENTS,
+    large_sizes,
+    lowest_with_residue,
+    plan_cases,
+    unannounced_sizes,
+    with_residue,
+)
 from porter.gate.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +32,8 @@ def test_every_residue_the_lattice_allows_is_drawn_with_equal_chance(step, tile,
     rng = np.random.default_rng(value)
     drawn = [with_residue(rng, value * step, step, tile) for _ in range(40 * tile // step)]
     assert all(d % step == 0 and d >= step for d in drawn)
+    # the large case keeps its drawn symbol alone until this bound, not one draw, passes 2^16
+    assert min(drawn) >= lowest_with_residue(value * step, step, tile)
     counts = np.bincount([d % tile // step for d in drawn], minlength=tile // step)
     assert (counts > 0).all()  # every class modulo the tile, so modulo every power of two below it
 
@@ -94,6 +103,7 @@ _GEMMS = [ROOT / "examples" / name / "porter.toml" for name in ("gemm_bf16", "tr
 
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(_GEMMS), st.integers(0, 2**40))
+@example(_GEMMS[0], 1174)  # M = 65627 by itself, then redrawn at 65479 as N grew
 def test_a_large_gemm_case_takes_its_drawn_dimension_past_2_16_and_grows_the_others_before_it_grows_on(path, seed) -> None:
     """The large case passes its mark with one symbol above the sweep's, by itself past 2^16 (a
     16-bit count wraps there: K = 32768 once went unchecked) and at most 4 times that: where it
@@ -117,13 +127,15 @@ def test_where_a_symbol_past_2_16_leaves_no_room_its_partners_grow_first_and_rea
     """Attention's FLOPs grow with S x S: with H at 65536 the sequence has no room left, and the
     buffers stay below the mark. The large case then grows the partners right after the first
     draw, so a check that draws H still passes 2^24 elements (S and D grown, H in the hundreds)."""
+    from porter.gate.plan import LONG_EXTENT
+
     spec = load_spec(ROOT / "examples" / name / "porter.toml")
     buffers = [p for p in spec.params if p.kind == "buffer"]
     hi = max(s["H"] for s in spec.size_sets())
     drawing_h = [s for s in (large_sizes(spec, seed) for seed in range(40)) if s is not None and s["H"] > hi]
     marked = [s for s in drawing_h if any(np.prod(spec.shape(p, s)) > LARGE_ELEMENTS for p in buffers)]
     assert drawing_h and marked, drawing_h[:3]
-    assert all(s["S"] > 1 and s["H"] < 65536 for s in marked), marked[:3]
+    assert all(s["S"] > 1 and s["H"] < LONG_EXTENT for s in marked), marked[:3]
 
 
 def test_the_seeds_of_the_16_bit_count_attack_draw_its_large_case_along_k_past_2_16() -> None:

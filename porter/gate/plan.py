@@ -142,6 +142,11 @@ def with_residue(rng: np.random.Generator, value: int, step: int, tile: int) -> 
     return moved if moved >= step else moved + period
 
 
+def lowest_with_residue(value: int, step: int, tile: int) -> int:
+    """A bound :func:`with_residue` never takes ``value`` below, whatever residue it draws."""
+    return max(step, value - max(tile, step) + 1)
+
+
 def _draw_in_range(rng: np.random.Generator, lo: int, hi: int, step: int, tile: int) -> int:
     """A value on the lattice of ``step`` in [lo, hi]: log-uniform, at a residue drawn modulo the
     tile (:func:`with_residue`); uniform over the lattice when the range holds fewer values than
@@ -244,7 +249,7 @@ def large_sizes(spec: Spec, seed: int, *, thorough: bool = False, tries: int = _
     The drawn symbol first grows by itself past :data:`LONG_EXTENT`, where the bounds let it (a
     count held in 16 bits wraps there), and only then do the symbols that share a buffer with it
     grow, in an order drawn too, each at most to its largest listed value (:func:`_grow_partner`),
-    before the drawn one doubles on: a GEMM's K just past 2^16 with N grown to 256 passes the mark,
+    before the drawn one doubles on: a GEMM's K just past 2^16 with M or N grown to 256 passes the mark,
     where K alone grew to 3.8M with M = 1 and N = 8, a launch of one CTA that ran about 0.1 s on
     the H100 (2026-12-06), three times a case, and could be a third of a check's time. Not in a
     thorough check: its mark (2^31 bytes) is reached within the FLOPs bound only with the others
@@ -314,7 +319,9 @@ def _growth(spec: Spec, implied: dict[str, tuple[int, int, int]], free: Mapping[
         if sizes[name] > hi:
             if not out:
                 yield sizes
-            alone = alone and (alone_until is None or (sizes[name] <= alone_until and value < most))
+            # alone until every later draw near ``value`` passes alone_until, not this one only
+            lowest = lowest_with_residue(value, step, spec.max_tile)
+            alone = alone and (alone_until is None or (lowest <= alone_until and value < most))
             wider = None if alone else _grow_partner(spec, free, base, name, sizes[name], partners)
             if wider is not None:
                 base, narrower = wider, base
