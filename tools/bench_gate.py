@@ -5,9 +5,9 @@ agrees with triton.testing.do_bench.
 
 1. Full evaluation (assemble with a cold ptxas cache, whole sweep x 2 seeds, timing), repeated
    with warm workers as the repair loop sees them; the first (cold) run, which includes starting
-   the workers, is reported separately. ``--lanes`` workers (default: the pool's workers a GPU, the
-   check's own and those beside it, as ``porter check`` borrows the pool's free slots) share the cases; timing stays on
-   the check's own (see porter/gate/lanes.py).
+   the workers, is reported separately. ``--lanes`` workers (default: the pool's workers a GPU,
+   the check's own and those beside it, as ``porter check`` borrows the pool's free slots) share
+   the cases; timing stays on the check's own (see porter/gate/lanes.py).
 2. The same checks as a port run's later candidates make them: on the run's seeds, with the
    reference outputs held from its first check (the pace of the repair loop).
 3. The kernel's median time at the spec's default sizes as porter measures it (alone, and inside
