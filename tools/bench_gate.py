@@ -153,9 +153,11 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         for name, chosen in (("worker.txt", jobs[cold_jobs:fresh_jobs]), ("worker-loop.txt", jobs[loop_first:-1])):
             if chosen:
                 write_top(pstats.Stats(*map(str, chosen)), profile / name)
-    for kind in phases[-1]:
+    # every phase any warm check had, in the order first seen: the last check's own worker may have
+    # handed all of one kind of case to its helpers
+    for kind in dict.fromkeys(k for p in phases[1:] for k in p):
         print(f"  phase {kind}: median {statistics.median(p.get(kind, 0.0) for p in phases[1:]):.3f} s (warm)")
-    for kind in loop_phases[-1]:
+    for kind in dict.fromkeys(k for p in loop_phases for k in p):
         print(f"  repair-loop candidate, phase {kind}: median "
               f"{statistics.median(p.get(kind, 0.0) for p in loop_phases):.3f} s")
     timing = verdict.gate("timing")
