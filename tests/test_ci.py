@@ -591,3 +591,17 @@ def test_ci_runs_from_a_subfolder_of_the_repository(repo: Path, toolchain) -> No
     commit(repo, "comment", {KERNEL: kernel_text() + "// tuned\n"})
     outcome, _ = ci(repo / FOLDER, toolchain, base="HEAD~1")
     assert [k.path for k in outcome.kernels] == [KERNEL] and outcome.exit_code == 3
+
+
+def test_port_to_writes_no_run_record_through_a_link_the_pull_request_commits(repo: Path, toolchain,
+                                                                               tmp_path: Path) -> None:
+    outside = tmp_path / "another-project"
+    outside.mkdir()
+    (repo / ".porter").symlink_to(outside)
+    (repo / KERNEL).write_text(kernel_text() + "// tuned\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tuned, and .porter elsewhere")
+    outcome, _ = ci(repo, toolchain, base="HEAD~1", port_to="sm_90a")
+    (port,) = outcome.ports
+    assert port.status == "not ported" and ".porter is a symbolic link in the checkout" in port.reason
+    assert not any(outside.iterdir())

@@ -454,3 +454,34 @@ def test_git_variables_from_a_hook_do_not_redirect_porter_into_the_users_index(t
     before = snapshot(repo)
     assert review(make_result(tmp_path), repo).branch == BRANCH
     assert snapshot(repo) == before
+
+
+def test_for_porter_ci_a_spec_linked_to_an_uncommitted_file_is_not_carried(tmp_path):
+    """A pull request commits its spec as a link to the bot's untracked ``.env``: the branch (pushed
+    with --push) must not carry the file's bytes."""
+    repo = make_repo(tmp_path)
+    (repo / ".env").write_text("OPENAI_API_KEY=sk-the-owners\n")
+    (repo / "k" / "porter.toml").unlink()
+    (repo / "k" / "porter.toml").symlink_to("../.env")
+    git(repo, "add", "k/porter.toml")
+    git(repo, "commit", "-q", "-m", "the spec, as a link")
+    outcome = review(make_result(tmp_path), repo, committed_spec_only=True)
+    assert added(repo, BRANCH) == {"k/kernel_sm80.sm_90a.ptx", "k/PORT_REPORT.md"}
+    assert "sk-the-owners" not in git(repo, "log", "-p", "--all")
+    # the link resolves to .env, which HEAD does not hold: said, and not carried (before, the branch held it)
+    assert outcome.warnings == (".env in the working tree is not HEAD's: the branch carries no copy of it (the port "
+                                "was checked with the spec of the revision that judged the kernel)",)
+
+
+def test_a_review_branch_leaves_the_users_other_worktrees_registered(tmp_path):
+    """One on a disk that is unmounted for now: its folder is missing, its record must stay."""
+    repo = make_repo(tmp_path)
+    away = tmp_path / "usb" / "wt"
+    git(repo, "worktree", "add", "-q", "--detach", str(away))
+    (away / "notes.txt").write_text("work in progress\n")
+    git(away, "commit", "-q", "-am", "detached work")
+    held = git(away, "rev-parse", "HEAD").strip()
+    (tmp_path / "usb").rename(tmp_path / "usb-unmounted")
+    review(make_result(tmp_path), repo)
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert str(away) in listed and held in listed

@@ -39,6 +39,12 @@ def _spec_at_head(repo: Path, kernel: str, checked_with: str) -> Path:
     return next((repo / c for c in spec_candidates(kernel) if (repo / c).is_file()), repo / checked_with)
 
 
+def _linked(root: Path, paths: tuple[str, ...]) -> str:
+    """The first of ``paths`` (under ``root``) that is a symbolic link, or "": the checkout is the
+    pull request's, and a link it commits could send porter's writes out of the repository."""
+    return next((p for p in paths if (root / p).is_symlink()), "")
+
+
 def trusted_tree(git: GitRepo, outcome: CiOutcome, kernel: CiKernel, root: Path) -> tuple[Path, Path]:
     """Write under ``root`` what porting ``kernel`` may read: its spec folder from the revision that
     judged it, the base revision's agents, and the head's kernel. Returns (kernel file, spec file)."""
@@ -68,6 +74,10 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
         check_model(model, api_base=api_base, env=os.environ)
     except PorterError as err:
         return tuple(CiPort(k.path, NoJudgement.NOT_PORTED, f"not ported: {err}") for k in kernels)
+    runs_root, linked = git.root / ".porter" / "runs", _linked(git.root, (".porter", ".porter/runs"))
+    if linked:
+        why = f"not ported: {linked} is a symbolic link in the checkout, and no run record is written through one"
+        return tuple(CiPort(k.path, NoJudgement.NOT_PORTED, why) for k in kernels)
     ports = []
     with tempfile.TemporaryDirectory(prefix="porter-ci-port-") as tmp:
         root = Path(tmp).resolve()
@@ -77,7 +87,7 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
                 with opened(runner_factory) as runner:
                     result = run_port(kernel, load_spec(spec_file), to_arch, toolchain=toolchain, runner=runner,
                                       model=make_model(model, api_base=api_base), budget=budget, repo_root=root,
-                                      runs_root=git.root / ".porter" / "runs")
+                                      runs_root=runs_root)
             except PorterError as err:
                 ports.append(CiPort(k.path, NoJudgement.NOT_PORTED, f"not ported: {err}"))
                 continue
@@ -86,7 +96,7 @@ def port_changed(outcome: CiOutcome, repo: Path, *, to_arch: str, model: str | N
                                     result.run_id))
                 continue
             review = open_review_branch(result, kernel=git.root / k.path, spec_path=_spec_at_head(git.root, k.path, k.spec),
-                                        push=push)
+                                        push=push, committed_spec_only=True)
             ports.append(CiPort(k.path, result.status, result.stop_reason, result.run_id, review.branch, review.pushed,
                                 review.warnings + ((review.push_error,) if review.push_error else ())))
     return tuple(ports)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from porter.errors import EnvironmentProblem
+from porter.gate.runner import sealed
 from porter.gate.verdict import SanitizerFinding, SanitizerReport
 
 
@@ -62,7 +64,7 @@ class LaunchJob:
         cubin_path.write_bytes(self.cubin)
         job = folder / "job.json"
         job.write_text(json.dumps({"cubin_path": str(cubin_path), "entry": self.entry,
-                                   "spec_path": str(self.spec_path), "sizes": self.sizes, "seed": self.seed,
+                                   "spec_path": os.path.abspath(self.spec_path), "sizes": self.sizes, "seed": self.seed,
                                    "launch": self.launch, "result_path": str(folder / "result.json"),
                                    "placing": placing}))
         return job
@@ -87,17 +89,23 @@ def _launch_command(job_path: Path) -> list[str]:
     return [sys.executable, "-m", "porter.gate.runner.launch_once", str(job_path)]
 
 
+def _run_launch(command: list[str], timeout_s: float, device: int) -> subprocess.CompletedProcess[str]:
+    """A tool's run of launch_once: from an empty folder, since ``python -m`` imports from the folder
+    it starts in first (a pull request's checkout, in porter ci), every path in the job absolute."""
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env(device),
+                          cwd=sealed.empty_folder())
+
+
 def _child_env(device: int = 0) -> dict[str, str]:
     """This process's environment for a tool's launch, with porter importable and only GPU ``device``
     (an index among the GPUs this process sees) visible, as its device 0. It carries this run's
     digest key (:mod:`porter.gate.runner.digestkey`), as the GPU workers' environment does: the
-    launch's digests are held to theirs."""
-    import os
-
+    launch's digests are held to theirs; and, as theirs, no provider key and no unsafe import path
+    (:mod:`porter.gate.runner.sealed`: the launch runs in an empty folder, :func:`_run_launch`)."""
     from porter.gate.runner.digestkey import digest_key
 
     digest_key()  # in os.environ from here on, had no worker been started yet
-    env = dict(os.environ)
+    env = sealed.child_env()
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the porter package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if device:
@@ -290,7 +298,7 @@ def run_ncu(job: LaunchJob, *, metrics: tuple[str, ...] = (), sections: tuple[st
             command += ["--metrics", ",".join(metrics)]
         command += _launch_command(job_path)
         try:
-            out = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env(job.device))
+            out = _run_launch(command, timeout_s, job.device)
         except subprocess.TimeoutExpired:
             return NcuRun(False, f"ncu did not finish in {timeout_s:.0f} s")
         rep = report.with_suffix(".ncu-rep")
@@ -374,8 +382,7 @@ def run_sanitizer(job: LaunchJob, tool: str, *, timeout_s: float = 600.0) -> San
         if tool == "racecheck":
             command += ["--racecheck-report", "hazard"]
         try:
-            out = subprocess.run(command + _launch_command(job_path), capture_output=True, text=True,
-                                 timeout=timeout_s, env=_child_env(job.device))
+            out = _run_launch(command + _launch_command(job_path), timeout_s, job.device)
         except subprocess.TimeoutExpired:
             return SanitizerReport(tool, False, 0, (), f"{tool} did not finish in {timeout_s:.0f} s")
         digests = _launch_digests(Path(tmp))

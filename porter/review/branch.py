@@ -181,7 +181,8 @@ def commit_message(result: PortResult, best: CandidateRecord, *, ported: str, re
 
 def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_place: bool = False,
                        branch_on_failure: bool = False, push: str | None = None, out_dir: Path | None = None,
-                       repo: Path | None = None, toolchain: str = "", gpu: str = "") -> ReviewOutcome:
+                       repo: Path | None = None, toolchain: str = "", gpu: str = "",
+                       committed_spec_only: bool = False) -> ReviewOutcome:
     """Commit the best candidate of ``result`` on a new branch ``porter/<entry>-<target>``.
 
     ``kernel`` and ``spec_path`` are the files the session ported and checked with; ``repo`` is the
@@ -189,7 +190,9 @@ def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_
     content on the branch instead of adding ``<stem>.<target>.ptx`` beside it. ``push`` names a remote
     to push the branch to. ``toolchain`` and ``gpu`` describe the machine for the report (default:
     what the verdict recorded). Without a usable repository, raises InputError having written
-    nothing, unless ``out_dir`` is given: the files go there instead.
+    nothing, unless ``out_dir`` is given: the files go there instead. A spec whose working-tree copy
+    is not HEAD's is carried onto the branch, unless ``committed_spec_only`` (``porter ci``: the
+    working tree is a pull request's, and a spec there may be a link to a file nobody committed).
     """
     best = result.best
     if best is None:
@@ -211,11 +214,13 @@ def open_review_branch(result: PortResult, *, kernel: Path, spec_path: Path, in_
                               toolchain=toolchain, gpu=gpu)
     assert where.top is not None and where.head is not None
     return _commit_branch(result, best, where.top, where.head, kernel=kernel, spec_path=spec_path,
-                          in_place=in_place, push=push, toolchain=toolchain, gpu=gpu)
+                          in_place=in_place, push=push, toolchain=toolchain, gpu=gpu,
+                          committed_spec_only=committed_spec_only)
 
 
 def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: str, *, kernel: Path,
-                   spec_path: Path, in_place: bool, push: str | None, toolchain: str, gpu: str) -> ReviewOutcome:
+                   spec_path: Path, in_place: bool, push: str | None, toolchain: str, gpu: str,
+                   committed_spec_only: bool = False) -> ReviewOutcome:
     kernel_rel = repo_relative(kernel, top)
     assert kernel_rel is not None  # _locate checked it
     folder = PurePosixPath(kernel_rel).parent
@@ -236,7 +241,10 @@ def _commit_branch(result: PortResult, best: CandidateRecord, top: Path, head: s
     else:
         spec_ref = spec_rel
         spec_state = _committed_state(top, head, spec_rel, spec_path)
-        if spec_state != "same":
+        if spec_state != "same" and committed_spec_only:
+            warnings.append(f"{spec_rel} in the working tree is not HEAD's: the branch carries no copy of it "
+                            f"(the port was checked with the spec of the revision that judged the kernel)")
+        elif spec_state != "same":
             files[spec_rel] = spec_path.read_bytes()
             warnings.append(f"{spec_rel} {'has uncommitted changes' if spec_state == 'modified' else 'is not committed'}: "
                             f"the branch carries the working-tree copy the port was checked with")
@@ -276,8 +284,9 @@ def _commit_in_worktree(top: Path, head: str, files: dict[str, bytes], message: 
                  config=no_hooks + identity)
             return _git(tree, "rev-parse", "HEAD").stdout.strip()
         finally:
+            # its own worktree only: a prune would also forget the user's worktrees whose folders
+            # are missing for now (an unmounted disk), with their index and detached HEAD
             _git(top, "worktree", "remove", "--force", str(tree), check=False)
-            _git(top, "worktree", "prune", check=False)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, overload
 
 from porter.errors import EnvironmentProblem
+from porter.gate.runner import sealed
 from porter.gate.runner.digestkey import digest_key
 from porter.gate.runner.gpulock import GpuLock
 from porter.gate.runner.protocol import (
@@ -153,6 +154,9 @@ class Runner:
         digest_key()  # in this process's environment before the worker inherits it (as tool launches do)
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=target, args=(child, self.device), daemon=True)
+        # started in an empty folder without the provider's keys: nothing of the folder porter runs
+        # in (a pull request's checkout, in porter ci) is imported before the worker's own code
+        self._ctx.set_executable(sealed.launcher())
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent

@@ -15,7 +15,9 @@ job's sizes:
 - ``array``: replies with ``array``, ``arange(n)`` of the job's ``values`` as dtype, parked as the
   real worker parks large arrays;
 - ``digest_key``: replies with ``key``, the worker's digest key (:mod:`porter.gate.runner.digestkey`),
-  which it has from the environment its parent spawned it with.
+  which it has from the environment its parent spawned it with;
+- ``environ``: replies with ``names``, the names of the worker's environment variables
+  (:mod:`porter.gate.runner.sealed` keeps the provider's keys from it).
 
 A device index below 0 makes the start-up fail, as on a machine without a usable GPU; the variable
 ``PORTER_FAKE_GPU_PCI`` gives the fake GPU a PCI address, so that its parent takes the GPU's lock
@@ -90,6 +92,8 @@ def serve(conn: Any, device: int) -> None:
             elif name == "array":
                 array = np.arange(sizes["n"]).astype(job.values if isinstance(job, OutputsJob) else "f4")
                 conn.send({"ok": True, "reply": parking.park(OutputsReply({"array": array}))})
+            elif name == "environ":
+                conn.send({"ok": True, "reply": OutputsReply({"names": np.asarray(sorted(os.environ))})})
             elif name == "digest_key":
                 key = np.asarray(digest_key(), dtype=np.uint64)
                 conn.send({"ok": True, "reply": OutputsReply({"key": key})})
