@@ -346,3 +346,12 @@ def test_a_missing_barrier_fails_in_emulation_though_lockstep_hides_it() -> None
     assert ", a size set drawn for this check: the emulator: vector_add: race: out differs between schedules " \
            "minpc and random:21 (" in gate.summary, gate.summary
     assert gate.details and all("] equivalent (" in d for d in gate.details)  # every fixed case was right
+
+
+@pytest.mark.parametrize("name", ["va_emu_fingerprint", "va_aligned_256"])
+def test_a_kernel_right_only_for_pointers_shaped_as_the_emulators_were_fails_emulation(toolchain, name: str) -> None:
+    """tests/data/emulation_attacks: each passed every emulated check and was wrong on an H100."""
+    kernel = ROOT / "tests" / "data" / "emulation_attacks" / f"{name}.ptx"
+    verdict = check(kernel, VECTOR_ADD, toolchain, emulate=True, seeds=(7, 8))
+    gate = verdict.gate("emulation")
+    assert gate is not None and gate.status == "failed" and "elements wrong" in gate.summary

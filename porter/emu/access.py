@@ -12,7 +12,6 @@ import numpy as np
 from porter.emu.diagnostics import Diagnostic, EmuTrap
 from porter.emu.memory import (
     CONST_WINDOW,
-    GLOBAL_BASE,
     LOCAL_WINDOW,
     PARAM_WINDOW,
     RANK_SHIFT,
@@ -29,11 +28,10 @@ from porter.emu.state import Cta
 def locate(gm: GlobalMemory, addrs: np.ndarray, width: int, cta: Cta, line: int) -> tuple[Buffer, np.ndarray]:
     """The one buffer all ``addrs`` fall in and the byte offsets; fatal diagnostic otherwise."""
     a = addrs.astype(np.uint64, copy=False)
-    slots = (a - np.uint64(GLOBAL_BASE)) >> np.uint64(SLOT_SHIFT) if a.size else a
+    slots = a >> np.uint64(SLOT_SHIFT) if a.size else a
     first = int(slots[0]) if a.size else 0
-    if a.size and (a.min() < GLOBAL_BASE or not (slots == first).all() or gm.in_slot(first) is None):
-        bad = next((int(x) for x, s in zip(a, slots, strict=True)
-                    if int(x) < GLOBAL_BASE or gm.in_slot(int(s)) is None), None)
+    if a.size and (not (slots == first).all() or gm.in_slot(first) is None):
+        bad = next((int(x) for x, s in zip(a, slots, strict=True) if gm.in_slot(int(s)) is None), None)
         if bad is not None:
             raise EmuTrap(Diagnostic("out-of-bounds", line, f"global access at 0x{bad:x} is in no buffer",
                                      cta.ctaid, True, {"address": bad}))
@@ -119,7 +117,7 @@ def _load_global(cta: Cta, addrs: np.ndarray, width: int, line: int) -> np.ndarr
         return _gather(buf.data, offs, width)
     except _Mixed:
         out = np.empty((addrs.size, width), np.uint8)
-        slots = (addrs.astype(np.uint64) - np.uint64(GLOBAL_BASE)) >> np.uint64(SLOT_SHIFT)
+        slots = addrs.astype(np.uint64) >> np.uint64(SLOT_SHIFT)
         for s in np.unique(slots):
             sel = slots == s
             buf, offs = locate(gm, addrs[sel], width, cta, line)
@@ -134,7 +132,7 @@ def _store_global(cta: Cta, addrs: np.ndarray, values: np.ndarray, line: int) ->
         buf, offs = locate(gm, addrs, width, cta, line)
         _scatter(buf.data, offs, values)
     except _Mixed:
-        slots = (addrs.astype(np.uint64) - np.uint64(GLOBAL_BASE)) >> np.uint64(SLOT_SHIFT)
+        slots = addrs.astype(np.uint64) >> np.uint64(SLOT_SHIFT)
         for s in np.unique(slots):
             sel = slots == s
             buf, offs = locate(gm, addrs[sel], width, cta, line)
@@ -222,11 +220,8 @@ def _generic(cta: Cta, addrs: np.ndarray, width: int, idx: np.ndarray, line: int
             space = "param"
         elif w == CONST_WINDOW >> 40:
             space = "const"
-        elif w >= GLOBAL_BASE >> 40:
+        else:  # in a buffer's slot, or in none: locate() says which
             space = "global"
-        else:
-            raise EmuTrap(Diagnostic("out-of-bounds", line, f"generic address 0x{int(a[0]):x} is in no state space",
-                                     cta.ctaid, True, {"address": int(a[0])}))
         if values is None:
             out[sel] = load(cta, space, a, width, idx[sel], line)
         else:

@@ -15,13 +15,14 @@ keeps the encode parameters and recognises the parameter's address when a TMA na
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from porter.emu.decode import Program, type_bytes
-from porter.emu.memory import CONST_WINDOW, PARAM_WINDOW, GlobalMemory
+from porter.emu.memory import CONST_WINDOW, PARAM_WINDOW, START_ALIGN, GlobalMemory
 
 SWIZZLE_SPANS = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
@@ -67,9 +68,10 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def lay_out(program: Program, args: list[Any], rng: random.Random) -> Layout:
+def lay_out(program: Program, args: list[Any], rng: random.Random, aligns: Mapping[int, int] | None = None) -> Layout:
     """The arguments' places: each array a global buffer (placed by ``rng``, see
-    :class:`~porter.emu.memory.GlobalMemory`), the param space's bytes and symbols, tensor maps."""
+    :class:`~porter.emu.memory.GlobalMemory`, at a multiple of the larger of its ``aligns`` entry and
+    its pointer's ``.ptr .align``), the param space's bytes and symbols, tensor maps."""
     params = program.params
     if len(args) != len(params):
         raise ValueError(f"{program.entry.name} takes {len(params)} arguments, got {len(args)}")
@@ -83,7 +85,8 @@ def lay_out(program: Program, args: list[Any], rng: random.Random) -> Layout:
             if arr is not a:
                 copies.add(i)
             arrays[i] = arr
-            bases[i] = memory.add(f"arg{i} ({params[i].name})", arr.reshape(-1).view(np.uint8))
+            align = max((aligns or {}).get(i, START_ALIGN), (params[i].align or 1) if params[i].is_ptr else 1)
+            bases[i] = memory.add(f"arg{i} ({params[i].name})", arr.reshape(-1).view(np.uint8), align)
     offset = 0
     param_bytes = bytearray()
     symbols: dict[str, int] = {}

@@ -9,7 +9,7 @@ from porter.emu.access import load, space_of, store
 from porter.emu.context import Context, Exec, builder, type_suffix
 from porter.emu.decode import Op
 from porter.emu.fp import two_sum
-from porter.emu.memory import RANK_SHIFT, SHARED_OFFSET_MASK, SHARED_WINDOW
+from porter.emu.memory import RANK_SHIFT, SHARED_OFFSET_MASK, SHARED_WINDOW, WINDOWS
 from porter.emu.state import Cta
 
 _SPACES = ("global", "shared", "shared::cta", "shared::cluster", "local", "param", "const", "param::entry",
@@ -199,7 +199,7 @@ def _isspacep(op: Op, ctx: Context) -> Exec:
     def run(cta: Cta, idx: np.ndarray) -> None:
         win = space_of(np.broadcast_to(np.asarray(a(cta, idx)), (idx.size,)))
         if which == "global":
-            d(cta, idx, win >= 0x10)
+            d(cta, idx, ~np.isin(win, sorted(WINDOWS)))
         else:
             d(cta, idx, win == windows.get(which.split("::")[0], -1))
 

@@ -2,10 +2,14 @@
 
 Addresses are laid out so that a generic address says its space by its bits [40,48):
 
-- global buffers: each alone in a 64 GiB slot (``GLOBAL_BASE + (slot << 36)``), so that an access
-  past either end is caught and names the buffer; the slot and the buffer's start inside it (a
-  multiple of 256 bytes, what cudaMalloc guarantees, and no more) are drawn per launch, so that no
-  pointer value or distance between buffers tells a kernel it runs in the emulator;
+- global buffers: each alone in a 64 GiB slot of the 47-bit user address space (the address's bits
+  [36,47) name it), so that an access past either end is caught and names the buffer. The slot and
+  the buffer's start inside it are drawn per launch: half the slots where the CUDA driver maps
+  device memory on Linux (bits [40,47) = 0x7f, as a GPU's pointers read: 0x7f5b0fe00000 on an H100),
+  the rest anywhere outside the windows below; the start at any multiple of 16 bytes (the spec's
+  contract: cudaMalloc's 256 is one draw in 16) that leaves the buffer inside its slot. So no bit
+  of a pointer, or distance between two, is the same at every launch: a kernel that is right only
+  for pointers of some fixed shape is wrong at some launch of the emulation gate;
 - shared: the ``.shared`` address is ``rank << 24 | offset`` (as the H200 showed for clusters:
   the CTA's rank in bits 24 and up, see the async-tensor-core reference §6), data starting at
   offset 1024; its generic address is ``SHARED_WINDOW`` + that;
@@ -22,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-GLOBAL_BASE = 1 << 44
 SLOT_SHIFT = 36
 SHARED_WINDOW = 0x08 << 40
 LOCAL_WINDOW = 0x09 << 40
@@ -31,6 +34,7 @@ CONST_WINDOW = 0x0B << 40
 RANK_SHIFT = 24
 SHARED_OFFSET_MASK = (1 << RANK_SHIFT) - 1
 SHARED_START = 1024  # first shared byte a kernel can own (the H200 reports 0x400 for the first variable)
+WINDOWS = frozenset(w >> 40 for w in (SHARED_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, CONST_WINDOW))
 
 
 @dataclass
@@ -42,9 +46,11 @@ class Buffer:
     base: int
 
 
-SLOTS = 240  # slots below 2^48: a 48-bit virtual address, as a GPU's pointers are
-START_ALIGN = 256
-START_SPAN = 1 << 30  # a buffer starts in the first GiB of its slot
+SLOTS = 1 << (47 - SLOT_SHIFT)  # a 47-bit user address space, as a GPU's pointers are on Linux
+_DRIVER_SLOTS = range(0x7F << 40 >> SLOT_SHIFT, 0x80 << 40 >> SLOT_SHIFT)
+# not slot 0 (the null page), none holding a window's addresses
+_OTHER_SLOTS = [s for s in range(1, SLOTS) if (s << SLOT_SHIFT) >> 40 not in WINDOWS and s not in _DRIVER_SLOTS]
+START_ALIGN = 16
 
 
 class GlobalMemory:
@@ -55,20 +61,33 @@ class GlobalMemory:
     def __init__(self, rng: random.Random) -> None:
         self.buffers: list[Buffer] = []
         self._rng = rng
-        self._slots = self._rng.sample(range(SLOTS), SLOTS)
         self._by_slot: dict[int, Buffer] = {}
 
     def add(self, name: str, data: np.ndarray, align: int = START_ALIGN) -> int:
-        if len(self.buffers) == SLOTS:
-            raise ValueError(f"more than {SLOTS} global buffers")
-        slot = self._slots[len(self.buffers)]
+        if len(self.buffers) == len(_DRIVER_SLOTS) + len(_OTHER_SLOTS):
+            raise ValueError(f"more than {len(self.buffers)} global buffers")
+        slot = self._free_slot()
         step = max(align, START_ALIGN)
-        base = GLOBAL_BASE + (slot << SLOT_SHIFT) + step * self._rng.randrange(START_SPAN // step)
+        room = max(0, (1 << SLOT_SHIFT) - int(data.size)) // step
+        base = (slot << SLOT_SHIFT) + step * self._rng.randrange(room + 1)
         buffer = Buffer(name, data, base)
         self.buffers.append(buffer)
         self._by_slot[slot] = buffer
         return base
 
+    def _free_slot(self) -> int:
+        driver = [s for s in _DRIVER_SLOTS if s not in self._by_slot]
+        if driver and self._rng.random() < 0.5:
+            return self._rng.choice(driver)
+        while True:  # 1800 slots, each launch a handful of buffers: a free one comes at once
+            slot = self._rng.choice(_OTHER_SLOTS if len(self._by_slot) < len(_OTHER_SLOTS) else driver)
+            if slot not in self._by_slot:
+                return slot
+
     def in_slot(self, slot: int) -> Buffer | None:
         """The buffer whose slot is ``slot``, if any."""
         return self._by_slot.get(slot)
+
+    def holding(self, address: int) -> Buffer | None:
+        """The buffer whose slot ``address`` falls in, if any (the address may still be past its end)."""
+        return self._by_slot.get(address >> SLOT_SHIFT) if address >= 0 else None

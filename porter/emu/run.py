@@ -13,7 +13,7 @@ import hashlib
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -118,8 +118,8 @@ def _sm_count(program: Program) -> int:
 
 
 def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
-            check_uninitialized: bool, seed: int) -> tuple[Launch, dict[int, np.ndarray]]:
-    layout = lay_out(program, args, random.Random(seed))
+            check_uninitialized: bool, seed: int, aligns: Mapping[int, int]) -> tuple[Launch, dict[int, np.ndarray]]:
+    layout = lay_out(program, args, random.Random(seed), aligns)
     symbols = function_addresses(program.module) | layout.symbols
     const = lay_out_globals(program, layout.memory, symbols)
     shared_layout, shared_size = _shared_layout(program, dynamic_smem)
@@ -149,8 +149,8 @@ def _clusters(grid: Dim3, cluster: Dim3) -> list[list[Dim3]]:
 
 def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
               schedule: str, max_steps: int, check_uninitialized: bool,
-              ctas: Sequence[Dim3] | None, seed: int) -> tuple[dict[int, np.ndarray], Launch]:
-    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized, seed)
+              ctas: Sequence[Dim3] | None, seed: int, aligns: Mapping[int, int]) -> tuple[dict[int, np.ndarray], Launch]:
+    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized, seed, aligns)
     if any(d.fatal for d in launch.findings.items):
         return arrays, launch
     execs = compile_program(program, launch)
@@ -181,7 +181,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
             args: Sequence[Any], *, dynamic_smem: int = 0, cluster: int | Sequence[int] | None = None,
             schedule: str | Sequence[str] = "minpc", max_steps: int = 50_000_000,
             check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None,
-            seed: int | None = None) -> EmuResult:
+            seed: int | None = None, aligns: Mapping[int, int] | None = None) -> EmuResult:
     """Run ``entry`` of ``ptx`` on the CPU over ``args`` (see :mod:`porter.emu.args`).
 
     ``schedule`` is one schedule or several (``"minpc"``, ``"round_robin"``, ``"random:SEED"``);
@@ -192,6 +192,8 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     what a kernel could read of its surroundings (where its buffers lie, the bits of registers and
     of shared and local memory before it writes them, %smid, %gridid): the same for every
     schedule, fresh and unpredictable when None (:attr:`EmuResult.seed` says which, to replay it).
+    ``aligns`` maps an array argument's index to the alignment its start keeps (the spec's
+    contract), where that is more than 16 bytes or the pointer's ``.ptr .align``.
     """
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
@@ -210,7 +212,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
         run_args = args if i == 0 else [a.copy() if isinstance(a, np.ndarray) else a for a in pristine]
         with np.errstate(all="ignore"):  # a kernel's overflows and NaNs are its results, not Python's warnings
             results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized,
-                                     only, seed))
+                                     only, seed, aligns or {}))
     buffers, main = results[0]
     diagnostics = list(main.findings.items)
     for s, (other, launch) in zip(schedules[1:], results[1:], strict=True):

@@ -21,7 +21,7 @@ from porter.emu.calls import CallSite, call_site
 from porter.emu.context import Context, Exec, builder
 from porter.emu.decode import Op, Operand, Sym
 from porter.emu.diagnostics import Diagnostic, EmuTrap
-from porter.emu.memory import CONST_WINDOW, GLOBAL_BASE, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from porter.emu.memory import CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOWS
 from porter.emu.printf import render
 from porter.emu.state import Cta
 from porter.text import plain
@@ -62,7 +62,7 @@ def _region(cta: Cta, address: int, thread: int, line: int) -> np.ndarray:
     if window == SHARED_WINDOW >> 40:
         target, offs = shared_target(cta, np.array([address - SHARED_WINDOW], np.uint64), 1, line, cluster=True)
         return target.smem[int(offs[0]):]
-    if address >= GLOBAL_BASE:
+    if window not in WINDOWS:
         buf, offs = locate(cta.launch.memory, np.array([address], np.uint64), 1, cta, line)
         return buf.data[int(offs[0]):]
     spaces = {LOCAL_WINDOW >> 40: (LOCAL_WINDOW, cta.local[thread]),

@@ -19,7 +19,7 @@ from porter.emu.access import load, shared_target, store
 from porter.emu.args import SWIZZLE_SPANS, TensorMap
 from porter.emu.context import Context, Exec, builder, trap
 from porter.emu.decode import Op, TensorAddr
-from porter.emu.memory import GLOBAL_BASE, PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK, SLOT_SHIFT, Buffer
+from porter.emu.memory import PARAM_WINDOW, RANK_SHIFT, SHARED_OFFSET_MASK, WINDOWS, Buffer
 from porter.emu.smemdesc import swizzle
 from porter.emu.state import Cta
 from porter.emu.sync import complete_tx
@@ -49,7 +49,7 @@ def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, Buffer, int]:
     if found is not None:
         tm, base = found
         return tm, next(b for b in memory.buffers if b.base == base), 0
-    if addr < GLOBAL_BASE:
+    if addr >> 40 in WINDOWS:
         raise trap(cta, op, "unsupported", f"tensor map at 0x{addr:x}: neither a CUtensorMap kernel parameter nor "
                    "one built in global memory with tensormap.replace")
     if cta.current is None:
@@ -69,7 +69,7 @@ def _tensormap(cta: Cta, op: Op, addr: int) -> tuple[TensorMap, Buffer, int]:
     tm = TensorMap(-1, itemsize, tuple(inner_first_dims[::-1]), tuple(strides[::-1]), tuple(inner_first_box[::-1]),
                    _SWIZZLES[_field(raw, "swizzle_mode")], oob_nan=bool(_field(raw, "fill_mode")))
     start = _field(raw, "global_address")
-    buf = memory.in_slot((start - GLOBAL_BASE) >> SLOT_SHIFT) if start >= GLOBAL_BASE else None
+    buf = memory.holding(start)
     if buf is None or start < buf.base:
         raise trap(cta, op, "out-of-bounds", f"tensor map at 0x{addr:x} maps global address 0x{start:x}, in no buffer")
     return tm, buf, start - buf.base

@@ -72,6 +72,11 @@ class Case:
     seed: int = 1  # the case's seed: it draws the inputs and, per step, the emulator's surroundings
     value_case: str = ""  # the value case its inputs come from ("" for the spec's default fills)
 
+    def aligns(self, step: Step) -> dict[int, int]:
+        """Each buffer argument's contract alignment (the spec's ``align``), by its place in ``step``:
+        the emulator keeps it, and no more."""
+        return {i: p.align for i, name in enumerate(step.args) if (p := self.spec.param(name)).kind != "tensormap"}
+
     def arguments(self, step: Step) -> list[Any]:
         """The emulator's arguments of one step, in the entry's parameter order."""
         out: list[Any] = []
@@ -140,7 +145,7 @@ def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
                 case.values[name][...] = 0
             continue
         res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
-                      cluster=step.cluster, seed=(case.seed << 8) + index, **kw)
+                      cluster=step.cluster, seed=(case.seed << 8) + index, aligns=case.aligns(step), **kw)
         results.append(res)
         if not res.ok:
             break
