@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -355,3 +356,24 @@ def test_a_kernel_right_only_for_pointers_shaped_as_the_emulators_were_fails_emu
     verdict = check(kernel, VECTOR_ADD, toolchain, emulate=True, seeds=(7, 8))
     gate = verdict.gate("emulation")
     assert gate is not None and gate.status == "failed" and "elements wrong" in gate.summary
+
+
+@pytest.mark.parametrize("name", ["va_fmax_poison", "va_skip_if_written", "va_skip_where_zero", "va_trap_if_written"])
+def test_a_kernel_right_only_when_its_outputs_start_as_nan_fails_emulation(toolchain, name: str) -> None:
+    """Outputs start as the GPU gate's three initial states, drawn per case (poison alone until
+    2026-12-06: these attacks passed emulation, and failed only the GPU gate)."""
+    kernel = ROOT / "tests" / "data" / "attacks" / f"{name}.ptx"
+    verdict = check(kernel, VECTOR_ADD, toolchain, emulate=True, seeds=(7, 8))
+    gate = verdict.gate("emulation")
+    assert gate is not None and gate.status == "failed", gate
+
+
+def test_each_initial_state_of_an_output_is_drawn_for_some_case() -> None:
+    spec = load_spec(VECTOR_ADD)
+    ptx = (VECTOR_ADD / "kernel.ptx").read_text()
+    seen = set()
+    for seed in range(40):
+        out = emulated.case_of(spec, ptx, {"n": 100}, seed).values["out"]
+        seen.add("poison" if np.isnan(out).all() else "zeros" if not out.any() else "random")
+        assert np.isnan(out).all() or np.isfinite(out).all()
+    assert seen == {"poison", "zeros", "random"}

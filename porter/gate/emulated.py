@@ -26,8 +26,11 @@ import numpy as np
 from porter.emu import Diagnostic, EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
-from porter.gate.inputs import make_args, stream
+from porter.gate.dtypes import DType
+from porter.gate.inputs import INITIAL, make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
+from porter.gate.runner.memory import random_finite
+from porter.gate.runner.protocol import INITIAL_STATES
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
@@ -93,18 +96,35 @@ class Case:
         return out
 
 
+def _initial_output(dtype: DType, shape: tuple[int, ...], initial: str, seed: int) -> np.ndarray:
+    """An output buffer as the GPU gate's ``initial`` state leaves it (NaN poison, random finite
+    values, zeros)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    if initial == "poison":
+        words = np.full(count, dtype.poison_bits, np.dtype(f"u{dtype.itemsize}"))
+    elif initial == "zeros":
+        words = np.zeros(count, np.dtype(f"u{dtype.itemsize}"))
+    else:
+        words = random_finite(np, dtype, count * dtype.itemsize, seed).view(np.dtype(f"u{dtype.itemsize}"))
+    return words.view(dtype.numpy).reshape(shape)
+
+
 def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: str = "") -> Case:
     """The emulator's view of ``ptx`` run under ``spec`` (its porter-launch lines already applied)
     at resolved ``sizes``, with the inputs of seed ``seed`` and value case ``values``."""
     host = make_args(spec, sizes, seed, values)
     memory: dict[str, Any] = {}
-    for p in spec.params:
+    # An output starts as one of the GPU gate's three initial states, drawn per case: a kernel
+    # right only when its outputs start as NaN (skipping elements already written, taking a max
+    # with what is there) fails the cases that start them random or zero.
+    initial = INITIAL_STATES[int(stream(seed, INITIAL, sizes, len(spec.params), values).integers(len(INITIAL_STATES)))]
+    for index, p in enumerate(spec.params):
         if p.kind == "buffer":
             assert p.dtype is not None
             shape = spec.memory_shape(p, sizes)
             if p.role == "out":
-                word = np.dtype(f"u{p.dtype.itemsize}")
-                memory[p.name] = np.full(shape, p.dtype.poison_bits, word).view(p.dtype.numpy)
+                memory[p.name] = _initial_output(p.dtype, shape, initial,
+                                                 int(stream(seed, INITIAL, sizes, index, initial).integers(2**32)))
             else:
                 view = np.asarray(host[p.name])
                 arr = np.zeros(shape, view.dtype)
