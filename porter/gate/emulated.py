@@ -26,10 +26,9 @@ import numpy as np
 from porter.emu import Diagnostic, EmuResult, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
-from porter.gate.dtypes import DType
 from porter.gate.inputs import INITIAL, make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
-from porter.gate.runner.memory import random_finite
+from porter.gate.runner.memory import initial_contents
 from porter.gate.runner.protocol import INITIAL_STATES
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
@@ -96,19 +95,6 @@ class Case:
         return out
 
 
-def _initial_output(dtype: DType, shape: tuple[int, ...], initial: str, seed: int) -> np.ndarray:
-    """An output buffer as the GPU gate's ``initial`` state leaves it (NaN poison, random finite
-    values, zeros)."""
-    count = int(np.prod(shape, dtype=np.int64))
-    if initial == "poison":
-        words = np.full(count, dtype.poison_bits, np.dtype(f"u{dtype.itemsize}"))
-    elif initial == "zeros":
-        words = np.zeros(count, np.dtype(f"u{dtype.itemsize}"))
-    else:
-        words = random_finite(np, dtype, count * dtype.itemsize, seed).view(np.dtype(f"u{dtype.itemsize}"))
-    return words.view(dtype.numpy).reshape(shape)
-
-
 def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: str = "") -> Case:
     """The emulator's view of ``ptx`` run under ``spec`` (its porter-launch lines already applied)
     at resolved ``sizes``, with the inputs of seed ``seed`` and value case ``values``."""
@@ -123,8 +109,9 @@ def case_of(spec: Spec, ptx: str, sizes: dict[str, int], seed: int = 1, values: 
             assert p.dtype is not None
             shape = spec.memory_shape(p, sizes)
             if p.role == "out":
-                memory[p.name] = _initial_output(p.dtype, shape, initial,
-                                                 int(stream(seed, INITIAL, sizes, index, initial).integers(2**32)))
+                nbytes = int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize
+                fill = int(stream(seed, INITIAL, sizes, index, initial).integers(2**32))  # NumPy's seeds are 32-bit
+                memory[p.name] = initial_contents(np, p.dtype, nbytes, initial, fill).view(p.dtype.numpy).reshape(shape)
             else:
                 view = np.asarray(host[p.name])
                 arr = np.zeros(shape, view.dtype)

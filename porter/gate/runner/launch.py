@@ -9,7 +9,7 @@ import numpy as np
 
 from porter.gate import layout
 from porter.gate.layout import Placement
-from porter.gate.runner.memory import DeviceBuffer, random_finite, scrub_and_free, scrubbed
+from porter.gate.runner.memory import DeviceBuffer, initial_contents, scrub_and_free, scrubbed
 from porter.gate.runner.pinned import upload
 from porter.gate.spec import DEFAULT_ALIGN
 
@@ -200,15 +200,8 @@ class Launch:
         if key not in self._pristine:
             padding = self.padding.get(p.name)
             nbytes = padding.view_bytes if padding is not None else self.buffers[p.name].nbytes
-            if initial == "poison":
-                word = {1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[p.dtype.itemsize]
-                view = cp.empty(nbytes, dtype=cp.uint8)
-                view.view(word).fill(p.dtype.poison_bits)
-            elif initial == "zeros":
-                view = cp.zeros(nbytes, dtype=cp.uint8)
-            else:
-                rng = stream(self.seed, INITIAL, self.sizes, index, initial)
-                view = random_finite(cp, p.dtype, nbytes, int(rng.integers(2**62)))
+            rng = stream(self.seed, INITIAL, self.sizes, index, initial)
+            view = initial_contents(cp, p.dtype, nbytes, initial, int(rng.integers(2**62)))
             if padding is not None:
                 view = padding.image(cp, view, self._pristine[f"padding:{p.name}"][1])
             self._pristine[key] = view

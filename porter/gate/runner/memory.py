@@ -131,6 +131,19 @@ def scrub_and_free(cp: Any, buffers: list[DeviceBuffer]) -> None:
 _FLOAT_FIELDS = {"f64": (52, 11), "f32": (23, 8), "f16": (10, 5), "bf16": (7, 8), "e5m2": (2, 5)}
 
 
+def initial_contents(cp: Any, dtype: Any, nbytes: int, initial: str, seed: int) -> Any:
+    """``nbytes`` of an output buffer as the initial state ``initial`` (one of
+    :data:`porter.gate.runner.protocol.INITIAL_STATES`) leaves it: ``dtype``'s NaN poison, zeros,
+    or random finite values drawn from ``seed`` (:func:`random_finite`); CuPy or NumPy as ``cp``."""
+    if initial == "poison":
+        view = cp.empty(nbytes, dtype=cp.uint8)
+        view.view({1: cp.uint8, 2: cp.uint16, 4: cp.uint32, 8: cp.uint64}[dtype.itemsize]).fill(dtype.poison_bits)
+        return view
+    if initial == "zeros":
+        return cp.zeros(nbytes, dtype=cp.uint8)
+    return random_finite(cp, dtype, nbytes, seed)
+
+
 def random_finite(cp: Any, dtype: Any, nbytes: int, seed: int) -> Any:
     """``nbytes`` of random finite values of ``dtype``, made on the GPU: random bit patterns (every
     magnitude from subnormal to the largest finite), with the few that would be inf or NaN moved to
