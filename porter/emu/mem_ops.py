@@ -189,6 +189,9 @@ def _mapa(op: Op, ctx: Context) -> Exec:
     return run
 
 
+_WINDOW_NUMBERS = sorted(WINDOWS)
+
+
 @builder("isspacep")
 def _isspacep(op: Op, ctx: Context) -> Exec:
     which = op.parts[1]
@@ -199,7 +202,7 @@ def _isspacep(op: Op, ctx: Context) -> Exec:
     def run(cta: Cta, idx: np.ndarray) -> None:
         win = space_of(np.broadcast_to(np.asarray(a(cta, idx)), (idx.size,)))
         if which == "global":
-            d(cta, idx, ~np.isin(win, sorted(WINDOWS)))
+            d(cta, idx, ~np.isin(win, _WINDOW_NUMBERS))
         else:
             d(cta, idx, win == windows.get(which.split("::")[0], -1))
 

@@ -76,11 +76,10 @@ class GlobalMemory:
         return base
 
     def _free_slot(self) -> int:
-        driver = [s for s in _DRIVER_SLOTS if s not in self._by_slot]
-        if driver and self._rng.random() < 0.5:
-            return self._rng.choice(driver)
-        while True:  # 1800 slots, each launch a handful of buffers: a free one comes at once
-            slot = self._rng.choice(_OTHER_SLOTS if len(self._by_slot) < len(_OTHER_SLOTS) else driver)
+        """A slot no buffer holds: among the driver's as often as among the others (add() checked
+        that one is free; a launch holds a handful of buffers, so one comes at once)."""
+        while True:
+            slot = self._rng.choice(_DRIVER_SLOTS if self._rng.random() < 0.5 else _OTHER_SLOTS)
             if slot not in self._by_slot:
                 return slot
 
