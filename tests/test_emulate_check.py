@@ -368,6 +368,22 @@ def test_a_kernel_right_only_when_its_outputs_start_as_nan_fails_emulation(toolc
     assert gate is not None and gate.status == "failed", gate
 
 
+@pytest.mark.parametrize(("name", "said"), [
+    ("va_latch_alpha", "elements wrong"),  # its first case's alpha, latched in a module variable
+    ("va_oob_unless_first_launch", "out-of-bounds: global access of 4 bytes at 0x"),  # "launched before"
+    ("va_input_scratch", "read-only: store to x, an input the kernel may only read"),
+])
+def test_a_kernel_honest_only_in_a_fresh_module_or_to_its_inputs_end_state_fails_emulation(toolchain, name: str,
+                                                                                           said: str) -> None:
+    """One module for every case of the gate, as the GPU worker has, and inputs read-only (until
+    2026-12-06 each case started a fresh module and inputs were compared after the launch only:
+    these attacks passed emulation, and failed only the GPU gate)."""
+    kernel = ROOT / "tests" / "data" / "attacks" / f"{name}.ptx"
+    for seeds in ((7, 8), (1, 2)):
+        gate = check(kernel, VECTOR_ADD, toolchain, emulate=True, seeds=seeds).gate("emulation")
+        assert gate is not None and gate.status == "failed" and said in gate.summary, gate
+
+
 def test_each_initial_state_of_an_output_is_drawn_for_some_case() -> None:
     spec = load_spec(VECTOR_ADD)
     ptx = (VECTOR_ADD / "kernel.ptx").read_text()

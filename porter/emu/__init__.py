@@ -5,8 +5,8 @@ API is :func:`emulate` (NumPy arrays, scalars and :class:`TensorMap` in, an :cla
 with the written buffers and :class:`Diagnostic` findings out). See docs/emulator.md.
 """
 
-from porter.emu.args import TensorMap
+from porter.emu.args import ModuleGlobals, TensorMap
 from porter.emu.diagnostics import Diagnostic
 from porter.emu.run import EmuResult, emulate
 
-__all__ = ["Diagnostic", "EmuResult", "TensorMap", "emulate"]
+__all__ = ["Diagnostic", "EmuResult", "ModuleGlobals", "TensorMap", "emulate"]

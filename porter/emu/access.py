@@ -50,6 +50,14 @@ def locate(gm: GlobalMemory, addrs: np.ndarray, width: int, cta: Cta, line: int)
     return buf, offs
 
 
+def writable(buf: Buffer, cta: Cta, line: int) -> Buffer:
+    """``buf``, which a store is about to write; fatal where it is a read-only input."""
+    if buf.read_only:
+        raise EmuTrap(Diagnostic("read-only", line, f"store to {buf.name}, an input the kernel may only read "
+                                 f"(the GPU gate maps it read-only)", cta.ctaid, True, {"buffer": buf.name}))
+    return buf
+
+
 class _Mixed(Exception):
     """Addresses of one access fall in several buffers: the caller splits them."""
 
@@ -130,13 +138,13 @@ def _store_global(cta: Cta, addrs: np.ndarray, values: np.ndarray, line: int) ->
     width = values.shape[1]
     try:
         buf, offs = locate(gm, addrs, width, cta, line)
-        _scatter(buf.data, offs, values)
+        _scatter(writable(buf, cta, line).data, offs, values)
     except _Mixed:
         slots = addrs.astype(np.uint64) >> np.uint64(SLOT_SHIFT)
         for s in np.unique(slots):
             sel = slots == s
             buf, offs = locate(gm, addrs[sel], width, cta, line)
-            _scatter(buf.data, offs, values[sel])
+            _scatter(writable(buf, cta, line).data, offs, values[sel])
 
 
 def shared_target(cta: Cta, addrs: np.ndarray, width: int, line: int, *, cluster: bool) -> tuple[Cta, np.ndarray]:

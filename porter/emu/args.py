@@ -14,15 +14,14 @@ keeps the encode parameters and recognises the parameter's address when a TMA na
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from porter.emu.decode import Program, type_bytes
-from porter.emu.memory import CONST_WINDOW, PARAM_WINDOW, START_ALIGN, GlobalMemory
+from porter.emu.memory import CONST_WINDOW, PARAM_WINDOW, START_ALIGN, Buffer, GlobalMemory
 
 SWIZZLE_SPANS = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
@@ -68,14 +67,15 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def lay_out(program: Program, args: list[Any], rng: random.Random, aligns: Mapping[int, int] | None = None) -> Layout:
-    """The arguments' places: each array a global buffer (placed by ``rng``, see
+def lay_out(program: Program, args: list[Any], memory: GlobalMemory, aligns: Mapping[int, int] | None = None,
+            read_only: Collection[int] = ()) -> Layout:
+    """The arguments' places: each array a global buffer in ``memory`` (placed by its draws, see
     :class:`~porter.emu.memory.GlobalMemory`, at a multiple of the larger of its ``aligns`` entry and
-    its pointer's ``.ptr .align``), the param space's bytes and symbols, tensor maps."""
+    its pointer's ``.ptr .align``; read-only where its index is in ``read_only``), the param
+    space's bytes and symbols, tensor maps."""
     params = program.params
     if len(args) != len(params):
         raise ValueError(f"{program.entry.name} takes {len(params)} arguments, got {len(args)}")
-    memory = GlobalMemory(rng)
     arrays: dict[int, np.ndarray] = {}
     copies: set[int] = set()
     bases: dict[int, int] = {}
@@ -86,7 +86,8 @@ def lay_out(program: Program, args: list[Any], rng: random.Random, aligns: Mappi
                 copies.add(i)
             arrays[i] = arr
             align = max((aligns or {}).get(i, START_ALIGN), (params[i].align or 1) if params[i].is_ptr else 1)
-            bases[i] = memory.add(f"arg{i} ({params[i].name})", arr.reshape(-1).view(np.uint8), align)
+            bases[i] = memory.add(f"arg{i} ({params[i].name})", arr.reshape(-1).view(np.uint8), align,
+                                  read_only=i in read_only).base
     offset = 0
     param_bytes = bytearray()
     symbols: dict[str, int] = {}
@@ -126,14 +127,40 @@ def _scalar_bytes(type_: str, value: Any, size: int) -> bytes:
     return (int(value) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
 
-def lay_out_globals(program: Program, memory: GlobalMemory, symbols: dict[str, int]) -> np.ndarray:
-    """Module ``.global`` variables as buffers and ``.const`` ones in the const window; the const bytes."""
+@dataclass
+class ModuleGlobals:
+    """A loaded module's ``.global`` variables, kept from launch to launch as a GPU keeps a module's:
+    the same bytes (what one launch leaves, the next reads) at the same addresses. Without one, each
+    launch starts from the variables' initializers, as a freshly loaded module does; with one, a
+    kernel that latches state in a variable at its first launch (an argument, a "launched before"
+    flag) is seen doing so at the later ones. Its buffers are placed before a launch's arguments."""
+
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+
+    def copy(self) -> ModuleGlobals:
+        """The same variables, their bytes copied (another schedule of the same launch starts from them)."""
+        return ModuleGlobals({k: replace(b, data=b.data.copy()) for k, b in self.buffers.items()})
+
+
+def lay_out_globals(program: Program, memory: GlobalMemory, symbols: dict[str, int],
+                    module: ModuleGlobals | None = None) -> np.ndarray:
+    """Module ``.global`` variables as buffers (those ``module`` holds where it placed them, already in
+    ``memory``; the others new, and kept in ``module``) and ``.const`` ones in the const window; the
+    const bytes."""
     const = bytearray()
     for var in program.variables.values():
         if var.space == "global":
-            data = np.zeros(max(var.size or 0, len(var.init), 1), np.uint8)
-            data[: len(var.init)] = np.frombuffer(var.init, np.uint8)
-            symbols[var.name] = memory.add(var.name, data, var.align)
+            size = max(var.size or 0, len(var.init), 1)
+            kept = module.buffers.get(var.name) if module is not None else None
+            if kept is not None and kept.data.size != size:
+                raise ValueError(f"module variable {var.name} is {kept.data.size} bytes, declared {size}: another module")
+            if kept is None:
+                data = np.zeros(size, np.uint8)
+                data[: len(var.init)] = np.frombuffer(var.init, np.uint8)
+                kept = memory.add(var.name, data, var.align)
+                if module is not None:
+                    module.buffers[var.name] = kept
+            symbols[var.name] = kept.base
         elif var.space == "const":
             start = _align(len(const), var.align)
             const.extend(b"\0" * (start - len(const)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 # The kinds, so that callers can match on them without parsing messages.
 KINDS = (
     "out-of-bounds",        # an access outside every buffer or past a buffer's end
+    "read-only",            # a store to an input the caller made read-only
     "misaligned",           # an access not aligned to its size
     "deadlock",             # a wait that can never complete (barrier, mbarrier, tcgen05.alloc)
     "uninitialized-shared",  # a read of shared memory nothing wrote

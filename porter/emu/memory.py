@@ -44,6 +44,7 @@ class Buffer:
     name: str
     data: np.ndarray  # uint8, 1-D, a view of the caller's array where it is contiguous
     base: int
+    read_only: bool = False  # an input the kernel may only read: a store to it is fatal, as on the GPU gate
 
 
 SLOTS = 1 << (47 - SLOT_SHIFT)  # a 47-bit user address space, as a GPU's pointers are on Linux
@@ -63,17 +64,24 @@ class GlobalMemory:
         self._rng = rng
         self._by_slot: dict[int, Buffer] = {}
 
-    def add(self, name: str, data: np.ndarray, align: int = START_ALIGN) -> int:
+    def add(self, name: str, data: np.ndarray, align: int = START_ALIGN, *, read_only: bool = False) -> Buffer:
+        """A new buffer over ``data`` at a drawn place (see the module's docstring)."""
         if len(self.buffers) == len(_DRIVER_SLOTS) + len(_OTHER_SLOTS):
             raise ValueError(f"more than {len(self.buffers)} global buffers")
         slot = self._free_slot()
         step = max(align, START_ALIGN)
         room = max(0, (1 << SLOT_SHIFT) - int(data.size)) // step
-        base = (slot << SLOT_SHIFT) + step * self._rng.randrange(room + 1)
-        buffer = Buffer(name, data, base)
+        buffer = Buffer(name, data, (slot << SLOT_SHIFT) + step * self._rng.randrange(room + 1), read_only)
+        self.place(buffer)
+        return buffer
+
+    def place(self, buffer: Buffer) -> None:
+        """``buffer`` where it already lies (a module variable keeps its address from launch to launch)."""
+        slot = buffer.base >> SLOT_SHIFT
+        if slot in self._by_slot:
+            raise ValueError(f"{buffer.name} at 0x{buffer.base:x} is in the slot of {self._by_slot[slot].name}")
         self.buffers.append(buffer)
         self._by_slot[slot] = buffer
-        return base
 
     def _free_slot(self) -> int:
         """A slot no buffer holds: among the driver's as often as among the others (add() checked

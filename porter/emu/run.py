@@ -13,20 +13,20 @@ import hashlib
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from porter.emu.args import TensorMap, lay_out, lay_out_globals
+from porter.emu.args import ModuleGlobals, TensorMap, lay_out, lay_out_globals
 from porter.emu.calls import function_addresses, link
 from porter.emu.compile import compile_program
 from porter.emu.context import Context
 from porter.emu.decode import Program
 from porter.emu.diagnostics import Diagnostic, EmuTrap, Findings
-from porter.emu.memory import LOCAL_WINDOW, SHARED_START
+from porter.emu.memory import LOCAL_WINDOW, SHARED_START, GlobalMemory
 from porter.emu.schedule import Deadlocked, Scheduler
 from porter.emu.state import Cta, Launch
 from porter.errors import InputError
@@ -117,11 +117,26 @@ def _sm_count(program: Program) -> int:
         return 132
 
 
+@dataclass(frozen=True)
+class _Surroundings:
+    """What one emulate() call's launches share besides the program: the places' seed, the arguments'
+    alignments, the read-only ones, the module's variables."""
+
+    seed: int
+    aligns: Mapping[int, int]
+    read_only: Collection[int]
+    module: ModuleGlobals | None
+
+
 def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
-            check_uninitialized: bool, seed: int, aligns: Mapping[int, int]) -> tuple[Launch, dict[int, np.ndarray]]:
-    layout = lay_out(program, args, random.Random(seed), aligns)
+            check_uninitialized: bool, around: _Surroundings) -> tuple[Launch, dict[int, np.ndarray]]:
+    seed = around.seed
+    memory = GlobalMemory(random.Random(seed))
+    for kept in (around.module.buffers.values() if around.module is not None else ()):
+        memory.place(kept)  # before the arguments are drawn: a module variable's address never changes
+    layout = lay_out(program, args, memory, around.aligns, around.read_only)
     symbols = function_addresses(program.module) | layout.symbols
-    const = lay_out_globals(program, layout.memory, symbols)
+    const = lay_out_globals(program, layout.memory, symbols, around.module)
     shared_layout, shared_size = _shared_layout(program, dynamic_smem)
     local_size = _local_layout(program, symbols)
     tensormaps: dict[int, Any] = {off: tm for off, tm in layout.tensormaps.items()}
@@ -149,8 +164,8 @@ def _clusters(grid: Dim3, cluster: Dim3) -> list[list[Dim3]]:
 
 def _run_once(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster: Dim3, dynamic_smem: int,
               schedule: str, max_steps: int, check_uninitialized: bool,
-              ctas: Sequence[Dim3] | None, seed: int, aligns: Mapping[int, int]) -> tuple[dict[int, np.ndarray], Launch]:
-    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized, seed, aligns)
+              ctas: Sequence[Dim3] | None, around: _Surroundings) -> tuple[dict[int, np.ndarray], Launch]:
+    launch, arrays = _launch(program, args, grid, block, cluster, dynamic_smem, check_uninitialized, around)
     if any(d.fatal for d in launch.findings.items):
         return arrays, launch
     execs = compile_program(program, launch)
@@ -181,7 +196,8 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
             args: Sequence[Any], *, dynamic_smem: int = 0, cluster: int | Sequence[int] | None = None,
             schedule: str | Sequence[str] = "minpc", max_steps: int = 50_000_000,
             check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None,
-            seed: int | None = None, aligns: Mapping[int, int] | None = None) -> EmuResult:
+            seed: int | None = None, aligns: Mapping[int, int] | None = None, read_only: Collection[int] = (),
+            module: ModuleGlobals | None = None) -> EmuResult:
     """Run ``entry`` of ``ptx`` on the CPU over ``args`` (see :mod:`porter.emu.args`).
 
     ``schedule`` is one schedule or several (``"minpc"``, ``"round_robin"``, ``"random:SEED"``);
@@ -193,7 +209,11 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     of shared and local memory before it writes them, %smid, %gridid): the same for every
     schedule, fresh and unpredictable when None (:attr:`EmuResult.seed` says which, to replay it).
     ``aligns`` maps an array argument's index to the alignment its start keeps (the spec's
-    contract), where that is more than 16 bytes or the pointer's ``.ptr .align``.
+    contract), where that is more than 16 bytes or the pointer's ``.ptr .align``. A store to an
+    array argument whose index is in ``read_only`` is fatal (``read-only``), as a store through
+    the GPU gate's read-only mapping of an input faults. ``module`` carries the module's
+    ``.global`` variables between calls (:class:`~porter.emu.args.ModuleGlobals`); with several
+    schedules each starts from them, and the first one's end state is kept.
     """
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
@@ -207,12 +227,15 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     only = [_dim3(x) for x in ctas] if ctas is not None else None
     args = list(args)
     pristine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    loaded = module.copy() if module is not None and len(schedules) > 1 else None
     results: list[tuple[dict[int, np.ndarray], Launch]] = []
     for i, s in enumerate(schedules):
         run_args = args if i == 0 else [a.copy() if isinstance(a, np.ndarray) else a for a in pristine]
+        around = _Surroundings(seed, aligns or {}, frozenset(read_only),
+                               module if i == 0 or loaded is None else loaded.copy())
         with np.errstate(all="ignore"):  # a kernel's overflows and NaNs are its results, not Python's warnings
             results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized,
-                                     only, seed, aligns or {}))
+                                     only, around))
     buffers, main = results[0]
     diagnostics = list(main.findings.items)
     for s, (other, launch) in zip(schedules[1:], results[1:], strict=True):
@@ -231,4 +254,4 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     return EmuResult(buffers, diagnostics, main.steps, time.perf_counter() - started, schedules, main.printed, seed)
 
 
-__all__ = ["EmuResult", "TensorMap", "emulate"]
+__all__ = ["EmuResult", "ModuleGlobals", "TensorMap", "emulate"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.emu.access import load, shared_target, store
+from porter.emu.access import load, shared_target, store, writable
 from porter.emu.args import SWIZZLE_SPANS, TensorMap
 from porter.emu.context import Context, Exec, builder, trap
 from porter.emu.decode import Op, TensorAddr
@@ -220,7 +220,7 @@ def _tensor(op: Op, ctx: Context) -> Exec:
                 where = _dst_addresses(own, nrows, row_bytes, span)
                 cta.check_written(cta, where.reshape(-1), 1, op.line)
                 data = cta.smem[where].reshape(nrows, -1, tm.itemsize)
-                buf.data[cols[ok]] = data[ok]
+                writable(buf, cta, op.line).data[cols[ok]] = data[ok]
 
     return run
 

@@ -14,16 +14,17 @@ that only emulated stays ``not run`` (docs/emulator.md, "In the gate").
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from porter.emu import Diagnostic, EmuResult, TensorMap, emulate
+from porter.emu import Diagnostic, EmuResult, ModuleGlobals, TensorMap, emulate
 from porter.errors import InputError
 from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import INITIAL, make_args, stream
@@ -78,6 +79,12 @@ class Case:
         """Each buffer argument's contract alignment (the spec's ``align``), by its place in ``step``:
         the emulator keeps it, and no more."""
         return {i: p.align for i, name in enumerate(step.args) if (p := self.spec.param(name)).kind != "tensormap"}
+
+    def read_only(self, step: Step) -> frozenset[int]:
+        """The places in ``step`` of the buffers the spec makes inputs: the GPU gate hands each over
+        through a read-only mapping, and the emulator makes a store to one fatal alike."""
+        return frozenset(i for i, name in enumerate(step.args)
+                         if (p := self.spec.param(name)).kind == "buffer" and p.role == "in")
 
     def arguments(self, step: Step) -> list[Any]:
         """The emulator's arguments of one step, in the entry's parameter order."""
@@ -144,7 +151,8 @@ def emu_case(example: Path, ptx_file: Path, sizes: dict[str, int] | None = None,
 
 
 def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
-    """Every step of the hot loop in the emulator, in order; stops after a step that failed."""
+    """Every step of the hot loop in the emulator, in order; stops after a step that failed. ``kw``
+    go to :func:`porter.emu.emulate` (``module``: the variables earlier cases left)."""
     results = []
     for index, step in enumerate(case.steps):
         if not step.entry:
@@ -152,7 +160,8 @@ def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
                 case.values[name][...] = 0
             continue
         res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
-                      cluster=step.cluster, seed=(case.seed << 8) + index, aligns=case.aligns(step), **kw)
+                      cluster=step.cluster, seed=(case.seed << 8) + index, aligns=case.aligns(step),
+                      read_only=case.read_only(step), **kw)
         results.append(res)
         if not res.ok:
             break
@@ -261,13 +270,22 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
 
 
 def _said(step: Step, finding: Diagnostic) -> str:
-    """A fatal finding as the gate says it; a race names the buffer that differs between the
-    schedules (the step's parameter), where the emulator can only number its argument."""
+    """A fatal finding as the gate says it, each buffer by the spec's name for it (the emulator
+    knows an argument's place and PTX name only); a race names the buffer that differs between
+    the schedules."""
+    def spec_name(found: re.Match[str]) -> str:
+        k = int(found.group(1))
+        return step.args[k] if 0 <= k < len(step.args) else found.group(0)
+
+    said = replace(finding, message=_ARGUMENT.sub(spec_name, finding.message))
     argument = finding.details.get("argument") if finding.kind == "race" else None
     if not isinstance(argument, int) or not 0 <= argument < len(step.args):
-        return str(finding)
-    said = finding.message.replace(f"argument {argument} ", f"{step.args[argument]} ", 1)
-    return f"{step.entry}: race: {said} (a missing barrier or wait)"
+        return str(said)
+    message = said.message.replace(f"argument {argument} ", f"{step.args[argument]} ", 1)
+    return f"{step.entry}: race: {message} (a missing barrier or wait)"
+
+
+_ARGUMENT = re.compile(r"\barg(\d+) \([^()]*\)")  # how the emulator names an argument's buffer (porter.emu.args)
 
 
 def _label(spec: Spec, sizes: dict[str, int]) -> str:
@@ -339,6 +357,9 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
     start = time.perf_counter()
     results: list[CaseResult] = []
     skipped = []
+    # One module for every case, as the GPU worker loads the candidate once and runs its cases in
+    # it: a kernel that latches state in a module variable at its first launch is seen at the next.
+    module = ModuleGlobals()
     for k, (sizes, seed, values) in enumerate([*fixed, *always]):
         if k < len(fixed) and time.perf_counter() - start > budget_s:
             skipped.append(f"{size_label(sizes)} (seed {seed})")
@@ -352,7 +373,7 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         orders = ({"schedule": ("minpc", f"random:{seed}")}
                   if sizes is drawn and not values and all(p.deterministic for p in spec.outputs) else {})
         try:
-            judged = _judge(case, run_emulated(case, **orders), seed)
+            judged = _judge(case, run_emulated(case, module=module, **orders), seed)
         except Exception as err:  # the emulator's or the reference's fault, not the kernel's
             return Gate("emulation", Status.ERROR, f"at {where}: {type(err).__name__}: {err}")
         if judged.status != Status.PASSED:
