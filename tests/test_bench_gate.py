@@ -5,8 +5,10 @@ lands in the phase of its kind. The benchmark itself needs a GPU; this runs on t
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import candidates
 
 from porter.gate.check import CheckOptions, run_check
@@ -20,6 +22,7 @@ def _bench_gate():
     spec = importlib.util.spec_from_file_location("bench_gate", ROOT / "tools" / "bench_gate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -41,3 +44,13 @@ def test_a_check_through_the_phase_clocks_reaches_its_verdict(toolchain, tmp_pat
     # timing and the launches in a row after it on the check's own
     assert not [line for line in helper.jobs if line.startswith(("time ", "repeat "))]
     assert "repeat" in phases
+
+
+def test_a_do_bench_process_gives_its_own_median_and_the_short_windows(monkeypatch) -> None:
+    """The do_bench process (a GPU's, here a stand-in printing as it does) reports both medians."""
+    bench = _bench_gate()
+    monkeypatch.setattr(bench, "DO_BENCH", 'import sys; print("warming up"); print("DO_BENCH_MS 0.4557 0.4512")')
+    assert bench.do_bench_ms(ROOT) == bench.DoBench(0.4557, 0.4512)
+    monkeypatch.setattr(bench, "DO_BENCH", 'import sys; sys.exit("no GPU")')
+    with pytest.raises(SystemExit, match="do_bench failed"):
+        bench.do_bench_ms(ROOT)

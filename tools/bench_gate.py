@@ -14,7 +14,9 @@ agrees with triton.testing.do_bench.
    the check, interleaved with the source and library), against triton.testing.do_bench (median,
    L2 flushed) on the same cubin and inputs: five runs of each, alternated (porter's in its warm
    worker, do_bench's each in a fresh process), their medians compared (one do_bench run's median
-   alone moved 4% from one run to the next on the H200, and 1.6% between three on the H100).
+   alone moved 4% from one run to the next on the H200, and 1.6% between three on the H100). Each
+   do_bench process also times a 20 ms window first, about as long as porter's timing keeps the
+   GPU at full load: whether the length of the load explains a difference between the two.
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
 where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
 the most costly functions of the parent's and of the worker's warm checks (parent.txt, worker.txt)
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +84,8 @@ class PhaseClock(JobClock):
 
 
 def full_checks(example: Path, repeats: int, profile: Path | None = None,
-                lanes: int = DEFAULT_PER_GPU) -> tuple[float, list[float], list[float], float, list[float], list[float]]:
+                lanes: int = DEFAULT_PER_GPU) -> tuple[float, list[float], list[float], float, list[float],
+                                                       list[DoBench]]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -139,7 +143,8 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
                             contenders=(Contender("candidate", "kernel", cubin=cubin, entry=spec.entry),), budget_s=2.0)
         # porter's timing and do_bench's (each in a fresh process) alternated, so that a drift of
         # the GPU's clocks over the minute reaches both alike.
-        alone_ms, triton_ms = [], []
+        alone_ms: list[float] = []
+        triton_ms: list[DoBench] = []
         for _ in range(DO_BENCH_RUNS):
             alone_ms.append(statistics.median(run_job(runner, alone_job, 300.0).times_ms[0]))
             triton_ms.append(do_bench_ms(example))
@@ -245,17 +250,32 @@ grid, block, shared, _ = spec.launch_dims(sizes)
 if shared > 48 * 1024:
     fn.max_dynamic_shared_size_bytes = shared
 launch = lambda: fn(tuple(grid), tuple(block), tuple(args), shared_mem=shared)
+# A short window first (about as long as porter's timing keeps the GPU busy), then do_bench's own.
+short = triton.testing.do_bench(launch, warmup=5, rep=20, return_mode="median")
 ms = triton.testing.do_bench(launch, warmup=100, rep=1000, return_mode="median")
-print(f"DO_BENCH_MS {ms}")
+print(f"DO_BENCH_MS {ms} {short}")
 '''
 
 
-def do_bench_ms(example: Path) -> float:
+@dataclass(frozen=True)
+class DoBench:
+    """One do_bench process's medians: with its defaults (100 ms of warm-up, 1 s of launches), and
+    first over a short window (20 ms), about as long as porter's timing keeps the GPU at full load.
+    Why both: on the H200 (2026-12-06) porter's timing was 1.2% faster than do_bench's in four of
+    five alternated pairs; a clock that sags under a second of full load would give that sign,
+    and the short window's median says whether the length of the load is what differs."""
+
+    ms: float
+    short_ms: float
+
+
+def do_bench_ms(example: Path) -> DoBench:
     out = subprocess.run([sys.executable, "-c", DO_BENCH, str(ROOT), str(example)], capture_output=True, text=True,
                          check=False)
     for line in out.stdout.splitlines():
         if line.startswith("DO_BENCH_MS"):
-            return float(line.split()[1])
+            _, ms, short = line.split()
+            return DoBench(float(ms), float(short))
     raise SystemExit(f"do_bench failed:\n{out.stderr[-3000:]}")
 
 
@@ -273,8 +293,9 @@ def main() -> None:
                         "(porter check's: the pool's slots on the GPU; 1 for one worker)")
     args = parser.parse_args()
     example = Path(args.example)
-    cold, warm, loop, porter_ms, alone_runs, triton_runs = full_checks(example, args.repeats, args.profile, args.lanes)
-    alone_ms, triton_ms = statistics.median(alone_runs), statistics.median(triton_runs)
+    cold, warm, loop, porter_ms, alone_runs, do_bench_runs = full_checks(example, args.repeats, args.profile, args.lanes)
+    triton_runs, short_runs = [d.ms for d in do_bench_runs], [d.short_ms for d in do_bench_runs]
+    alone_ms, triton_ms, short_ms = (statistics.median(runs) for runs in (alone_runs, triton_runs, short_runs))
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")
     print(f"full check, warm workers ({args.lanes}), cold ptxas cache: median {statistics.median(warm):.2f} s "
@@ -284,6 +305,8 @@ def main() -> None:
     print(f"kernel median at default sizes, timed alone, {len(alone_runs)} runs each, alternated: porter "
           f"{alone_ms:.4f} ms ({', '.join(f'{ms:.4f}' for ms in alone_runs)}), triton do_bench {triton_ms:.4f} ms "
           f"({', '.join(f'{ms:.4f}' for ms in triton_runs)}, each a fresh process), ratio {alone_ms / triton_ms:.3f}")
+    print(f"do_bench over a 20 ms window first, in the same processes: {short_ms:.4f} ms "
+          f"({', '.join(f'{ms:.4f}' for ms in short_runs)}), porter's ratio to it {alone_ms / short_ms:.3f}")
     print(f"kernel median inside the check (interleaved with source and library): {porter_ms:.4f} ms")
 
 
