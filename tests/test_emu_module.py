@@ -114,6 +114,9 @@ def test_a_store_into_a_read_only_input_is_fatal_and_names_it(how: str) -> None:
     assert finding.kind == "read-only" and "arg0 (x)" in finding.message
     assert x[1] == 2.0  # the store did not land
 
+    named = emulate(ptx, "k", 1, 1, [np.full(4, 2.0, np.float32), out], read_only={0}, names={0: "lhs"})
+    assert "store to lhs," in named.fatal[0].message  # the caller's name for it (the gate: the spec's)
+
     writable = emulate(ptx, "k", 1, 1, [np.full(4, 2.0, np.float32), out])  # the same kernel, x writable
     assert writable.ok, [str(d) for d in writable.diagnostics]
 

@@ -144,10 +144,10 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         # porter's timing and do_bench's (each in a fresh process) alternated, so that a drift of
         # the GPU's clocks over the minute reaches both alike.
         alone_ms: list[float] = []
-        triton_ms: list[DoBench] = []
+        do_bench_runs: list[DoBench] = []
         for _ in range(DO_BENCH_RUNS):
             alone_ms.append(statistics.median(run_job(runner, alone_job, 300.0).times_ms[0]))
-            triton_ms.append(do_bench_ms(example))
+            do_bench_runs.append(do_bench_ms(example))
     if profile is not None:
         (profile / "jobs.txt").write_text("\n".join(clock.jobs) + "\n")
         write_top(parent, profile / "parent.txt")
@@ -170,7 +170,7 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         print(f"  last check's timing gate: {timing.summary}")
         for line in timing.details:
             print(f"    {line}")
-    return walls[0], walls[1:], loop_walls, median_ms, alone_ms, triton_ms
+    return walls[0], walls[1:], loop_walls, median_ms, alone_ms, do_bench_runs
 
 
 def loop_candidates(kernel: Path, spec, clock: PhaseClock, repeats: int) -> tuple[list[float], list[dict[str, float]], int]:

@@ -68,11 +68,11 @@ def _align(n: int, a: int) -> int:
 
 
 def lay_out(program: Program, args: list[Any], memory: GlobalMemory, aligns: Mapping[int, int] | None = None,
-            read_only: Collection[int] = ()) -> Layout:
+            read_only: Collection[int] = (), names: Mapping[int, str] | None = None) -> Layout:
     """The arguments' places: each array a global buffer in ``memory`` (placed by its draws, see
     :class:`~porter.emu.memory.GlobalMemory`, at a multiple of the larger of its ``aligns`` entry and
-    its pointer's ``.ptr .align``; read-only where its index is in ``read_only``), the param
-    space's bytes and symbols, tensor maps."""
+    its pointer's ``.ptr .align``; read-only where its index is in ``read_only``; named in findings
+    by ``names``, else by its index and PTX name), the param space's bytes and symbols, tensor maps."""
     params = program.params
     if len(args) != len(params):
         raise ValueError(f"{program.entry.name} takes {len(params)} arguments, got {len(args)}")
@@ -86,7 +86,8 @@ def lay_out(program: Program, args: list[Any], memory: GlobalMemory, aligns: Map
                 copies.add(i)
             arrays[i] = arr
             align = max((aligns or {}).get(i, START_ALIGN), (params[i].align or 1) if params[i].is_ptr else 1)
-            bases[i] = memory.add(f"arg{i} ({params[i].name})", arr.reshape(-1).view(np.uint8), align,
+            name = (names or {}).get(i, f"arg{i} ({params[i].name})")
+            bases[i] = memory.add(name, arr.reshape(-1).view(np.uint8), align,
                                   read_only=i in read_only).base
     offset = 0
     param_bytes = bytearray()

@@ -120,11 +120,12 @@ def _sm_count(program: Program) -> int:
 @dataclass(frozen=True)
 class _Surroundings:
     """What one emulate() call's launches share besides the program: the places' seed, the arguments'
-    alignments, the read-only ones, the module's variables."""
+    alignments, the read-only ones, their names in findings, the module's variables."""
 
     seed: int
     aligns: Mapping[int, int]
     read_only: Collection[int]
+    names: Mapping[int, str]
     module: ModuleGlobals | None
 
 
@@ -134,7 +135,7 @@ def _launch(program: Program, args: list[Any], grid: Dim3, block: Dim3, cluster:
     memory = GlobalMemory(random.Random(seed))
     for kept in (around.module.buffers.values() if around.module is not None else ()):
         memory.place(kept)  # before the arguments are drawn: a module variable's address never changes
-    layout = lay_out(program, args, memory, around.aligns, around.read_only)
+    layout = lay_out(program, args, memory, around.aligns, around.read_only, around.names)
     symbols = function_addresses(program.module) | layout.symbols
     const = lay_out_globals(program, layout.memory, symbols, around.module)
     shared_layout, shared_size = _shared_layout(program, dynamic_smem)
@@ -197,7 +198,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
             schedule: str | Sequence[str] = "minpc", max_steps: int = 50_000_000,
             check_uninitialized: bool = True, ctas: Sequence[Sequence[int]] | None = None,
             seed: int | None = None, aligns: Mapping[int, int] | None = None, read_only: Collection[int] = (),
-            module: ModuleGlobals | None = None) -> EmuResult:
+            names: Mapping[int, str] | None = None, module: ModuleGlobals | None = None) -> EmuResult:
     """Run ``entry`` of ``ptx`` on the CPU over ``args`` (see :mod:`porter.emu.args`).
 
     ``schedule`` is one schedule or several (``"minpc"``, ``"round_robin"``, ``"random:SEED"``);
@@ -211,7 +212,9 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     ``aligns`` maps an array argument's index to the alignment its start keeps (the spec's
     contract), where that is more than 16 bytes or the pointer's ``.ptr .align``. A store to an
     array argument whose index is in ``read_only`` is fatal (``read-only``), as a store through
-    the GPU gate's read-only mapping of an input faults. ``module`` carries the module's
+    the GPU gate's read-only mapping of an input faults. ``names`` says what findings call an
+    array argument, by its index (by default ``arg2 (param_name)``, or ``argument 2`` in a
+    race). ``module`` carries the module's
     ``.global`` variables between calls (:class:`~porter.emu.args.ModuleGlobals`); with several
     schedules each starts from them, and the first one's end state is kept.
     """
@@ -231,7 +234,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
     results: list[tuple[dict[int, np.ndarray], Launch]] = []
     for i, s in enumerate(schedules):
         run_args = args if i == 0 else [a.copy() if isinstance(a, np.ndarray) else a for a in pristine]
-        around = _Surroundings(seed, aligns or {}, frozenset(read_only),
+        around = _Surroundings(seed, aligns or {}, frozenset(read_only), names or {},
                                module if i == 0 or loaded is None else loaded.copy())
         with np.errstate(all="ignore"):  # a kernel's overflows and NaNs are its results, not Python's warnings
             results.append(_run_once(program, run_args, g, b, c, dynamic_smem, s, max_steps, check_uninitialized,
@@ -248,7 +251,7 @@ def emulate(ptx: str | PtxModule, entry: str, grid: int | Sequence[int], block: 
             if not np.array_equal(a, o):
                 first = int(np.argmax(a != o))
                 diagnostics.append(Diagnostic(
-                    "race", 0, f"argument {k} differs between schedules {schedules[0]} and {s} "
+                    "race", 0, f"{(names or {}).get(k, f'argument {k}')} differs between schedules {schedules[0]} and {s} "
                     f"({int((a != o).sum())} bytes, first at byte {first}): an ordering race", (0, 0, 0), False,
                     {"argument": k, "first_byte": first}))
     return EmuResult(buffers, diagnostics, main.steps, time.perf_counter() - started, schedules, main.printed, seed)

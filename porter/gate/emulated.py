@@ -14,11 +14,10 @@ that only emulated stays ``not run`` (docs/emulator.md, "In the gate").
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +160,7 @@ def run_emulated(case: Case, **kw: Any) -> list[EmuResult]:
             continue
         res = emulate(case.ptx, step.entry, step.grid, step.block, case.arguments(step), dynamic_smem=step.shared,
                       cluster=step.cluster, seed=(case.seed << 8) + index, aligns=case.aligns(step),
-                      read_only=case.read_only(step), **kw)
+                      read_only=case.read_only(step), names=dict(enumerate(step.args)), **kw)
         results.append(res)
         if not res.ok:
             break
@@ -270,22 +269,11 @@ def _judge(case: Case, results: list[EmuResult], seed: int) -> CaseResult:
 
 
 def _said(step: Step, finding: Diagnostic) -> str:
-    """A fatal finding as the gate says it, each buffer by the spec's name for it (the emulator
-    knows an argument's place and PTX name only); a race names the buffer that differs between
-    the schedules."""
-    def spec_name(found: re.Match[str]) -> str:
-        k = int(found.group(1))
-        return step.args[k] if 0 <= k < len(step.args) else found.group(0)
-
-    said = replace(finding, message=_ARGUMENT.sub(spec_name, finding.message))
-    argument = finding.details.get("argument") if finding.kind == "race" else None
-    if not isinstance(argument, int) or not 0 <= argument < len(step.args):
-        return str(said)
-    message = said.message.replace(f"argument {argument} ", f"{step.args[argument]} ", 1)
-    return f"{step.entry}: race: {message} (a missing barrier or wait)"
-
-
-_ARGUMENT = re.compile(r"\barg(\d+) \([^()]*\)")  # how the emulator names an argument's buffer (porter.emu.args)
+    """A fatal finding as the gate says it (each buffer by the spec's name: run_emulated passes
+    them); a race with the step's entry and what it means."""
+    if finding.kind == "race":
+        return f"{step.entry}: race: {finding.message} (a missing barrier or wait)"
+    return str(finding)
 
 
 def _label(spec: Spec, sizes: dict[str, int]) -> str:
