@@ -46,11 +46,18 @@ def test_a_check_through_the_phase_clocks_reaches_its_verdict(toolchain, tmp_pat
     assert "repeat" in phases
 
 
-def test_a_do_bench_process_gives_its_own_median_and_the_short_windows(monkeypatch) -> None:
-    """The do_bench process (a GPU's, here a stand-in printing as it does) reports both medians."""
+def test_a_do_bench_process_gives_a_median_for_each_window_in_order(monkeypatch) -> None:
+    """The do_bench process (a GPU's, here a stand-in printing as it does) is told its windows and
+    reports a median for each; a line short of one is a failure, not a shifted table."""
     bench = _bench_gate()
-    monkeypatch.setattr(bench, "DO_BENCH", 'import sys; print("warming up"); print("DO_BENCH_MS 0.4557 0.4512")')
-    assert bench.do_bench_ms(ROOT) == bench.DoBench(0.4557, 0.4512)
+    echo = 'import sys; print("warming up"); print("DO_BENCH_MS", *(len(w) for w in sys.argv[3:]))'
+    monkeypatch.setattr(bench, "DO_BENCH", echo)
+    # the headline first, do_bench left to its own defaults; then the second of launches
+    assert bench.do_bench_ms(ROOT) == (len("default"), len("100,1000"))
+    assert list(bench.DO_BENCH_WINDOWS.values()) == [None, (100, 1000)]
+    monkeypatch.setattr(bench, "DO_BENCH", 'print("DO_BENCH_MS 0.4557")')
+    with pytest.raises(SystemExit, match="do_bench failed"):
+        bench.do_bench_ms(ROOT)
     monkeypatch.setattr(bench, "DO_BENCH", 'import sys; sys.exit("no GPU")')
     with pytest.raises(SystemExit, match="do_bench failed"):
         bench.do_bench_ms(ROOT)

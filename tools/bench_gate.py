@@ -15,8 +15,8 @@ agrees with triton.testing.do_bench.
    L2 flushed) on the same cubin and inputs: five runs of each, alternated (porter's in its warm
    worker, do_bench's each in a fresh process), their medians compared (one do_bench run's median
    alone moved 4% from one run to the next on the H200, and 1.6% between three on the H100). Each
-   do_bench process also times a 20 ms window first, about as long as porter's timing keeps the
-   GPU at full load: whether the length of the load explains a difference between the two.
+   do_bench process times two windows (see ``DO_BENCH_WINDOWS``): do_bench's defaults, the
+   headline, then a second of launches, which says whether the length of the load moves the median.
 Prints a small table; speed goals live here, not in unit tests. ``--profile DIR`` also writes
 where the warm checks' seconds went: every worker job with its sizes and seconds (jobs.txt), and
 the most costly functions of the parent's and of the worker's warm checks (parent.txt, worker.txt)
@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +84,7 @@ class PhaseClock(JobClock):
 
 def full_checks(example: Path, repeats: int, profile: Path | None = None,
                 lanes: int = DEFAULT_PER_GPU) -> tuple[float, list[float], list[float], float, list[float],
-                                                       list[DoBench]]:
+                                                       list[tuple[float, ...]]]:
     from porter.gate.check import CheckOptions, run_check
     from porter.gate.runner import Runner
     from porter.gate.spec import load_spec
@@ -144,7 +143,7 @@ def full_checks(example: Path, repeats: int, profile: Path | None = None,
         # porter's timing and do_bench's (each in a fresh process) alternated, so that a drift of
         # the GPU's clocks over the minute reaches both alike.
         alone_ms: list[float] = []
-        do_bench_runs: list[DoBench] = []
+        do_bench_runs: list[tuple[float, ...]] = []
         for _ in range(DO_BENCH_RUNS):
             alone_ms.append(statistics.median(run_job(runner, alone_job, 300.0).times_ms[0]))
             do_bench_runs.append(do_bench_ms(example))
@@ -250,33 +249,32 @@ grid, block, shared, _ = spec.launch_dims(sizes)
 if shared > 48 * 1024:
     fn.max_dynamic_shared_size_bytes = shared
 launch = lambda: fn(tuple(grid), tuple(block), tuple(args), shared_mem=shared)
-# A short window first (about as long as porter's timing keeps the GPU busy), then do_bench's own.
-short = triton.testing.do_bench(launch, warmup=5, rep=20, return_mode="median")
-ms = triton.testing.do_bench(launch, warmup=100, rep=1000, return_mode="median")
-print(f"DO_BENCH_MS {ms} {short}")
+# "default": do_bench's own defaults, as its users call it (whatever this triton's are); "w,r": those
+windows = [{} if w == "default" else dict(zip(("warmup", "rep"), map(int, w.split(",")))) for w in sys.argv[3:]]
+medians = [triton.testing.do_bench(launch, return_mode="median", **window) for window in windows]
+print("DO_BENCH_MS", *medians)
 '''
 
-
-@dataclass(frozen=True)
-class DoBench:
-    """One do_bench process's medians: with its defaults (100 ms of warm-up, 1 s of launches), and
-    first over a short window (20 ms), about as long as porter's timing keeps the GPU at full load.
-    Why both: on the H200 (2026-12-06) porter's timing was 1.2% faster than do_bench's in four of
-    five alternated pairs; a clock that sags under a second of full load would give that sign,
-    and the short window's median says whether the length of the load is what differs."""
-
-    ms: float
-    short_ms: float
+# do_bench's windows, timed in this order in each do_bench process: None for do_bench called with
+# its own defaults, as its users call it (triton 3.6: 25 ms of warm-up, 100 ms of launches), the
+# headline; else (warm-up ms, repetition ms). Until 2026-12-07 this script timed only the second (a
+# 100 ms warm-up and a second of launches, ten times the defaults) and called it the default; on
+# the H200 porter was 1.2% faster than that. Both are kept: whether a longer load moves the median.
+DO_BENCH_WINDOWS: dict[str, tuple[int, int] | None] = {
+    "its defaults": None, "a second of launches (100 ms warm-up, 1000 ms)": (100, 1000)}
 
 
-def do_bench_ms(example: Path) -> DoBench:
-    out = subprocess.run([sys.executable, "-c", DO_BENCH, str(ROOT), str(example)], capture_output=True, text=True,
-                         check=False)
+def do_bench_ms(example: Path) -> tuple[float, ...]:
+    """One fresh do_bench process's medians (ms), one a window of ``DO_BENCH_WINDOWS``, in its order."""
+    windows = ["default" if w is None else f"{w[0]},{w[1]}" for w in DO_BENCH_WINDOWS.values()]
+    out = subprocess.run([sys.executable, "-c", DO_BENCH, str(ROOT), str(example), *windows], capture_output=True,
+                         text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("DO_BENCH_MS"):
-            _, ms, short = line.split()
-            return DoBench(float(ms), float(short))
-    raise SystemExit(f"do_bench failed:\n{out.stderr[-3000:]}")
+            medians = tuple(float(ms) for ms in line.split()[1:])
+            if len(medians) == len(windows):
+                return medians
+    raise SystemExit(f"do_bench failed:\n{out.stdout[-1000:]}{out.stderr[-3000:]}")
 
 
 # do_bench's own median moved 4% between two runs on the H200 (2026-12-06), and porter's ratio to it
@@ -294,19 +292,19 @@ def main() -> None:
     args = parser.parse_args()
     example = Path(args.example)
     cold, warm, loop, porter_ms, alone_runs, do_bench_runs = full_checks(example, args.repeats, args.profile, args.lanes)
-    triton_runs, short_runs = [d.ms for d in do_bench_runs], [d.short_ms for d in do_bench_runs]
-    alone_ms, triton_ms, short_ms = (statistics.median(runs) for runs in (alone_runs, triton_runs, short_runs))
+    alone_ms = statistics.median(alone_runs)
     print(f"example: {example.name}")
     print(f"full check, cold (worker start + everything): {cold:.2f} s")
     print(f"full check, warm workers ({args.lanes}), cold ptxas cache: median {statistics.median(warm):.2f} s "
           f"(min {min(warm):.2f}, max {max(warm):.2f}, n={len(warm)})")
     print(f"repair-loop candidate (a port run's later candidate: the run's seeds, references held): median "
           f"{statistics.median(loop):.2f} s (min {min(loop):.2f}, max {max(loop):.2f}, n={len(loop)})")
-    print(f"kernel median at default sizes, timed alone, {len(alone_runs)} runs each, alternated: porter "
-          f"{alone_ms:.4f} ms ({', '.join(f'{ms:.4f}' for ms in alone_runs)}), triton do_bench {triton_ms:.4f} ms "
-          f"({', '.join(f'{ms:.4f}' for ms in triton_runs)}, each a fresh process), ratio {alone_ms / triton_ms:.3f}")
-    print(f"do_bench over a 20 ms window first, in the same processes: {short_ms:.4f} ms "
-          f"({', '.join(f'{ms:.4f}' for ms in short_runs)}), porter's ratio to it {alone_ms / short_ms:.3f}")
+    print(f"kernel median at default sizes, timed alone, {len(alone_runs)} runs each, alternated with do_bench's "
+          f"(each a fresh process): porter {alone_ms:.4f} ms ({', '.join(f'{ms:.4f}' for ms in alone_runs)})")
+    for index, window in enumerate(DO_BENCH_WINDOWS):
+        runs = [medians[index] for medians in do_bench_runs]
+        print(f"  triton do_bench, {window}: {statistics.median(runs):.4f} ms ({', '.join(f'{ms:.4f}' for ms in runs)}), "
+              f"porter's ratio to it {alone_ms / statistics.median(runs):.3f}")
     print(f"kernel median inside the check (interleaved with source and library): {porter_ms:.4f} ms")
 
 
