@@ -372,6 +372,9 @@ def test_a_kernel_right_only_when_its_outputs_start_as_nan_fails_emulation(toolc
     ("va_latch_alpha", "elements wrong"),  # its first case's alpha, latched in a module variable
     ("va_oob_unless_first_launch", "out-of-bounds: global access of 4 bytes at 0x"),  # "launched before"
     ("va_input_scratch", "read-only: store to x, an input the kernel may only read"),
+    # wrong from the third launch on the same buffers: the key they remember moves at every launch
+    ("va_first_launches", "left module variable g_key other than it found it"),
+    ("va_trap_after_n", "left module variable g_key other than it found it"),
 ])
 def test_a_kernel_honest_only_in_a_fresh_module_or_to_its_inputs_end_state_fails_emulation(toolchain, name: str,
                                                                                            said: str) -> None:
@@ -393,3 +396,63 @@ def test_each_initial_state_of_an_output_is_drawn_for_some_case() -> None:
         seen.add("poison" if np.isnan(out).all() else "zeros" if not out.any() else "random")
         assert np.isnan(out).all() or np.isfinite(out).all()
     assert seen == {"poison", "zeros", "random"}
+
+
+def _stateful_vector_add(counting: str, threads: int = 4096) -> str:
+    """The vector_add example's kernel with one module variable, ``g_state`` (a u32 a thread, for
+    the first ``threads`` threads), that each of those threads updates by ``counting`` (PTX on
+    %r7, what it found, into %r8) before its element; it does its element only while what it found
+    is below ``LIMIT`` (replaced by the caller)."""
+    head, body = (VECTOR_ADD / "kernel.ptx").read_text().split("\tmad.lo.s32 \t%r1, %r3, %r4, %r5;\n")
+    work = body.split("\tcvta.to.global.u64 \t%rd4, %rd1;\n")[1]
+    head = head.replace(".address_size 64\n", ".address_size 64\n\n.global .align 4 .b8 g_state[16384];\n")
+    head = head.replace(".reg .pred \t%p<2>;", ".reg .pred \t%p<4>;").replace(".reg .b32 \t%r<6>;", ".reg .b32 \t%r<10>;")
+    head = head.replace(".reg .b64 \t%rd<11>;", ".reg .b64 \t%rd<14>;")
+    return head + f"""\tmad.lo.s32 \t%r1, %r3, %r4, %r5;
+\tsetp.ge.s32 \t%p1, %r1, %r2;
+\t@%p1 bra \t$L__BB0_2;
+\tsetp.ge.u32 \t%p3, %r1, {threads};
+\t@%p3 bra \t$L__work;
+\tmov.u64 \t%rd11, g_state;
+\tmul.wide.u32 \t%rd12, %r1, 4;
+\tadd.s64 \t%rd13, %rd11, %rd12;
+\tld.global.u32 \t%r7, [%rd13];
+\t{counting}
+\tst.global.u32 \t[%rd13], %r8;
+\tsetp.ge.u32 \t%p2, %r7, LIMIT;
+\t@%p2 bra \t$L__BB0_2;
+$L__work:
+\tcvta.to.global.u64 \t%rd4, %rd1;
+{work}"""
+
+
+@settings(max_examples=12, deadline=None)
+@given(limit=st.integers(1, 1 << 31), step=st.sampled_from(["add.s32 \t%r8, %r7, 1;", "xor.b32 \t%r8, %r7, 1;",
+                                                               "mul.lo.s32 \t%r8, %r7, 3;"]),
+       seed=st.integers(1, 1000))
+def test_a_kernel_whose_module_state_moves_after_its_first_launch_fails_emulation(limit: int, step: str,
+                                                                                 seed: int) -> None:
+    """Whatever launch it breaks at, a kernel that counts its launches in a module variable (or
+    moves it any other way) fails: from the second case on, a launch must leave the module's
+    variables as it found them. Where it breaks within the cases emulated, its wrong outputs fail
+    it first; past them (the attacks first_launches and trap_after_n broke at the third launch on
+    the same buffers, which emulation never made), the moved variable does."""
+    ptx = _stateful_vector_add(step).replace("LIMIT", str(limit))
+    if step.startswith("mul"):  # a variable that starts at zero stays zero: start it at one
+        ptx = ptx.replace(".b8 g_state[16384];", ".u32 g_state[4096] = {1};")
+    gate = emulated.emulation_gate(load_spec(VECTOR_ADD), ptx, (seed, seed + 1))
+    assert gate.status == "failed", gate
+    assert "elements wrong" in gate.summary or "left module variable g_state other than it found it" in gate.summary
+
+
+def test_a_module_variable_may_be_set_for_good_at_the_first_launch_only() -> None:
+    """A one-time flag (thread 0 stores 1 where the first launch found 0) starts every later launch
+    from the state a checked one started from: equivalent, as the plain kernel is. A flag a
+    thread, which a launch over more elements than the first one's sets anew, is not: the launch
+    that sets it starts from a state no checked launch did, and later ones from another."""
+    spec = load_spec(VECTOR_ADD)
+    once = _stateful_vector_add("mov.u32 \t%r8, 1;", threads=1).replace("LIMIT", str(1 << 31))
+    assert emulated.emulation_gate(spec, once, (7, 8)).status == "passed"
+    each = _stateful_vector_add("mov.u32 \t%r8, 1;").replace("LIMIT", str(1 << 31))
+    gate = emulated.emulation_gate(spec, each, (7, 8))
+    assert gate.status == "failed" and "left module variable g_state" in gate.summary, gate

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -360,10 +360,17 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         # lockstep order alone hides. Not where an output may differ run to run (atomics).
         orders = ({"schedule": ("minpc", f"random:{seed}")}
                   if sizes is drawn and not values and all(p.deterministic for p in spec.outputs) else {})
+        found = module_image(module)
         try:
             judged = _judge(case, run_emulated(case, module=module, **orders), seed)
         except Exception as err:  # the emulator's or the reference's fault, not the kernel's
             return Gate("emulation", Status.ERROR, f"at {where}: {type(err).__name__}: {err}")
+        if judged.status == Status.PASSED and k > 0 and (moved := state_moved(found, module)):
+            judged = replace(judged, status=Status.FAILED, reason=(
+                f"the launch left module variable{'s' if len(moved) > 1 else ''} {', '.join(moved)} other than "
+                f"it found {'them' if len(moved) > 1 else 'it'}: a kernel whose state moves from launch to launch "
+                "may do anything at a later launch, which emulation never sees (only the first launch may set "
+                "a module variable for good)"))
         if judged.status != Status.PASSED:
             wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
             return Gate("emulation", judged.status, f"at {where}: {judged.reason}",
@@ -378,6 +385,25 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         left_out.append("no size set drawn for this check: only the sizes the spec lists were emulated")
     return Gate("emulation", Status.PASSED, f"equivalent in emulation ({len(results)} cases, shapes {shapes})",
                 (*map(_equivalent_case, results), *left_out))
+
+
+def module_image(module: ModuleGlobals) -> dict[str, bytes]:
+    """The bytes of each module variable laid out so far (one a launch has not reached yet is still
+    its initializer, and absent here)."""
+    return {name: kept.data.tobytes() for name, kept in module.buffers.items()}
+
+
+def state_moved(found: dict[str, bytes], module: ModuleGlobals) -> list[str]:
+    """The module variables a launch left other than it found them (``found``: :func:`module_image`
+    before it). Why the gate holds every launch after the first to none: emulation checks a few
+    launches, each on fresh buffers, and a program makes many. A kernel that leaves its module's
+    variables as it found them starts every later launch from the state a checked one started
+    from, so what was checked holds for them by induction; one that counts its launches, or keys
+    a cache on its arguments, can break at the launch after the last one checked, whatever that
+    number is (the attack kernels ``first_launches`` and ``trap_after_n`` did, at the third). The
+    first launch may set a variable for good (a one-time table, a "ready" flag): every later one
+    then starts from that state, and is checked from it."""
+    return [name for name, kept in module.buffers.items() if found.get(name, kept.data.tobytes()) != kept.data.tobytes()]
 
 
 def _equivalent_case(case: CaseResult) -> str:
