@@ -375,6 +375,7 @@ def test_a_kernel_right_only_when_its_outputs_start_as_nan_fails_emulation(toolc
     # wrong from the third launch on the same buffers: the key they remember moves at every launch
     ("va_first_launches", "left module variable g_key other than it found it"),
     ("va_trap_after_n", "left module variable g_key other than it found it"),
+    ("va_trap_after_many", "left module variable g_count other than it found it"),  # at the 100th launch
 ])
 def test_a_kernel_honest_only_in_a_fresh_module_or_to_its_inputs_end_state_fails_emulation(toolchain, name: str,
                                                                                            said: str) -> None:

@@ -39,6 +39,7 @@ from porter.gate.runner.protocol import (
     TimeJob,
     TimeReply,
 )
+from porter.gate.runner.state import state_moves
 from porter.gate.spec import load_spec
 from porter.gate.timing import drawn_timed_sizes, timed_outputs_problems
 
@@ -525,3 +526,38 @@ def test_an_illegal_address_says_what_the_fences_make_of_it() -> None:
                  "CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"):
         assert "read-only" in fault_reason(WorkerFault(name, kind="fault"))
     assert "read-only" not in fault_reason(WorkerFault("CUDA_ERROR_LAUNCH_FAILED", kind="fault"))
+
+
+# --- a module's state may not move after its first launch -----------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(0, 3), min_size=3, max_size=3), min_size=1, max_size=8))
+def test_state_moves_names_each_variable_at_the_first_launch_that_moved_it(rows: list[list[int]]) -> None:
+    """Whatever the states, a variable is named exactly when some launch left it other than the one
+    before it found it, at the first such launch; never for a value it returned to later."""
+    moved = state_moves(["a", "b", "c"], np.array(rows, dtype=np.uint64).reshape(len(rows), 3))
+    for k, name in enumerate("abc"):
+        changes = [r for r in range(1, len(rows)) if rows[r][k] != rows[r - 1][k]]
+        assert moved.get(name) == (changes[0] if changes else None)
+
+
+def test_a_case_whose_launches_moved_a_module_variable_fails_with_it_named() -> None:
+    spec = load_spec(VECTOR_ADD / "porter.toml")
+    case = Case({"n": 1000}, 3)
+    right = _right(spec, case)
+    result = judge_case(spec, case, replace(_reply(spec, case, [right]), moved=["g_count"]))
+    assert result.status == "failed"
+    assert "left module variables other than it found them: g_count" in result.reason
+    assert judge_case(spec, case, _reply(spec, case, [right])).status == "passed"
+
+
+def test_launches_in_a_row_that_moved_a_module_variable_fail_timing() -> None:
+    """Their outputs all right (a counter that would break only at the hundredth launch): the moved
+    variable alone fails them."""
+    key = Case({"n": 8}, 1).key()
+    reply = TimeReply(names=["candidate"], times_ms=[[1.0] * 4], digests=[[7] * 4], outputs_per_launch=1,
+                      guards=[[]], seeds=[1])
+    counting = RepeatReply(digests=[7] * 64, guards=[], moved=["g_count (moved by launch 2)"])
+    problems = timed_outputs_problems(reply, counting, [key], {key: [7]}, "n=8")
+    assert len(problems) == 1 and "g_count (moved by launch 2)" in problems[0] and "module variables" in problems[0]
+    assert timed_outputs_problems(reply, replace(counting, moved=[]), [key], {key: [7]}, "n=8") == []

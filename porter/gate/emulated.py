@@ -29,7 +29,7 @@ from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import INITIAL, make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
 from porter.gate.runner.memory import initial_contents
-from porter.gate.runner.protocol import INITIAL_STATES
+from porter.gate.runner.protocol import INITIAL_STATES, STATE_MOVES
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
@@ -368,9 +368,7 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         if judged.status == Status.PASSED and k > 0 and (moved := state_moved(found, module)):
             judged = replace(judged, status=Status.FAILED, reason=(
                 f"the launch left module variable{'s' if len(moved) > 1 else ''} {', '.join(moved)} other than "
-                f"it found {'them' if len(moved) > 1 else 'it'}: a kernel whose state moves from launch to launch "
-                "may do anything at a later launch, which emulation never sees (only the first launch may set "
-                "a module variable for good)"))
+                f"it found {'them' if len(moved) > 1 else 'it'}: {STATE_MOVES}"))
         if judged.status != Status.PASSED:
             wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
             return Gate("emulation", judged.status, f"at {where}: {judged.reason}",

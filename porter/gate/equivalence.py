@@ -21,7 +21,7 @@ from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey, total_buffer_bytes
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
-from porter.gate.runner.protocol import PREFETCH_DEPTH, CaseJob, CaseReply, Reference, Upcoming
+from porter.gate.runner.protocol import PREFETCH_DEPTH, STATE_MOVES, CaseJob, CaseReply, Reference, Upcoming
 from porter.gate.spec import Spec
 from porter.gate.summary import output_terms
 from porter.gate.verdict import (
@@ -147,13 +147,16 @@ def _case_result(case: Case, reply: CaseReply, checks: list[OutputCheck], proble
                  nondet: list[str]) -> CaseResult:
     sizes = case.sizes
     reasons = []
-    if checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified:
+    if (checks and not any(c.judged for c in checks) and not problems and not reply.guards and not reply.modified
+            and not reply.moved):
         return CaseResult(sizes=dict(sizes), seed=case.seed, status=Status.NOT_RUN, values=case.values, outputs=tuple(checks),
                           reason="not judged: the reference is not finite in the outputs' dtypes anywhere on these inputs")
     if reply.guards:
         reasons.append("out-of-bounds write: " + "; ".join(reply.guards))
     if reply.modified:
         reasons.append("wrote its input: " + "; ".join(reply.modified))
+    if reply.moved:
+        reasons.append(f"left module variables other than it found them: {', '.join(reply.moved)}; {STATE_MOVES}")
     reasons += problems
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))

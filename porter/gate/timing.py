@@ -18,7 +18,15 @@ from porter.gate.plan import (
 )
 from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive, run_job
-from porter.gate.runner.protocol import Contender, Reference, RepeatJob, RepeatReply, TimeJob, TimeReply
+from porter.gate.runner.protocol import (
+    STATE_MOVES,
+    Contender,
+    Reference,
+    RepeatJob,
+    RepeatReply,
+    TimeJob,
+    TimeReply,
+)
 from porter.gate.runner.rounds import per_set, within_target
 from porter.gate.spec import Spec
 from porter.gate.verdict import (
@@ -229,6 +237,9 @@ def timed_outputs_problems(reply: TimeReply, repeat: RepeatReply, keys: list[Cas
     guards = reply.guards[reply.of("candidate")] + repeat.guards
     if guards:
         problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
+    if repeat.moved:
+        problems.append(f"the launches in a row at {label} left module variables other than they found them: "
+                        f"{', '.join(repeat.moved)}; {STATE_MOVES}")
     expected = [verified.get(key) for key in keys]
     digests = reply.digests[reply.of("candidate")]
     if not keys or not all(expected) or digests is None:

@@ -26,7 +26,7 @@ from porter.gate.runner.protocol import (
     TimeJob,
     TimeReply,
 )
-from porter.gate.runner.state import KernelKey, LoadedModule, WorkerState
+from porter.gate.runner.state import KernelKey, LoadedModule, WorkerState, state_moves
 from porter.gate.summary import OutputSummary
 from porter.gate.usercode import load_callable, on_host
 
@@ -154,7 +154,7 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     modified: list[str] = []
     start = time.perf_counter()
     try:
-        launches, settled = _run_all(state, spec, sizes, host_args, seed, kernel_key, module, initials, judging)
+        launches, settled, moved = _run_all(state, spec, sizes, host_args, seed, kernel_key, module, initials, judging)
         # as the timing loop digests outputs: 0 for one declared nondeterministic
         digests = [d if p.deterministic else 0 for p, d in zip(spec.outputs, settled[0].outputs, strict=True)]
         for candidate, found in zip(launches, settled, strict=True):
@@ -181,13 +181,13 @@ def job_case(state: WorkerState, job: CaseJob) -> CaseReply:
     if judging is not None:
         return CaseReply(outputs=[], initials=list(initials), reference=judging.sent(), guards=guards,
                          modified=modified, digests=digests, kernel_s=kernel_s, fence=state.fence_note,
-                         summaries=judging.summaries)
+                         summaries=judging.summaries, moved=moved)
     # A reference the parent already holds for this case (a port run's earlier candidate) is
     # neither computed nor sent again.
     ref = None if job.reference.kind == "held" else _reference(state, source_spec, sizes, seed, values,
                                                                host_args, job.reference)
     return CaseReply(outputs=per_run, initials=list(initials), reference=ref, guards=guards, modified=modified,
-                     digests=digests, kernel_s=kernel_s, fence=state.fence_note)
+                     digests=digests, kernel_s=kernel_s, fence=state.fence_note, moved=moved)
 
 
 def context_error(cp: Any) -> Exception | None:
@@ -202,25 +202,37 @@ def context_error(cp: Any) -> Exception | None:
 
 def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: dict[str, Any], seed: int,
              kernel_key: KernelKey, module: LoadedModule, initials: tuple[str, ...],
-             judging: _Judging | None) -> tuple[list[Launch], list[Settled]]:
+             judging: _Judging | None) -> tuple[list[Launch], list[Settled], list[str]]:
     """Every run of a case launched, each in its own buffers, what each left checked behind it, the
     first run's outputs compared with the reference behind the last (where ``judging``), all read
     with one synchronisation: each run's launch and what it left (``Launch.settled``). A kernel's
-    fault surfaces at that read; it names every run, since it cannot say which one faulted."""
+    fault surfaces at that read; it names every run, since it cannot say which one faulted. Also
+    the module variables the case's launches left other than they found them."""
     launches: list[Launch] = []
     pending: list[Pending] = []
+    # The module's variables before the case and after it (after its first run where that was the
+    # module's first launch, which may set them for good): see state.state_moves.
+    variables, exempt = len(module.globals), module.fresh
+    held = state.cp.zeros(2 * variables, dtype=state.cp.uint64)
     try:
+        if not exempt:
+            module.digest_state(state, held, 0)
         for k, initial in enumerate(initials):
             candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
             candidate.reset(initial)
             candidate.run(module)
+            module.fresh = False
+            if k == 0 and exempt:
+                module.digest_state(state, held, 0)
             pending.append(candidate.check())
             launches.append(candidate)
+        module.digest_state(state, held, variables)
         # Every earlier run's outputs as they are behind the last launch: as that run left them, or
         # a later launch wrote into them.
         again = digests(state, [c.buffers[p.name].data for c in launches[:-1] for p in spec.outputs])
         compared = judging.compare(launches[0]) if judging is not None else None
-        found = read_back(state.cp, [*(p.values for p in pending), again, *([compared.values] if compared else [])])
+        found = read_back(state.cp, [*(p.values for p in pending), again, held,
+                                     *([compared.values] if compared else [])])
     except Exception as err:
         if len(initials) == 1:
             raise
@@ -241,7 +253,7 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
                                "the buffers of an earlier one")
     if judging is not None and compared is not None:
         judging.first_compared(compared, found[-1])
-    return launches, settled
+    return launches, settled, list(state_moves(module.names, found[len(launches) + 1].reshape(2, variables)))
 
 
 class _Judging:
@@ -426,6 +438,9 @@ def job_time(state: WorkerState, job: TimeJob) -> TimeReply:
             return [[cp.cuda.get_elapsed_time(*evs[r]) for r in range(first, end)] for evs in events]
 
         times = rounds.adaptive_rounds(run_batch, len(steps), sets, job.min_reps, cap, job.ci_target)
+        for _, kernel, _ in (step for own_steps in steps for step in own_steps):
+            if kernel is not None:
+                kernel.fresh = False  # each timed launch started from the image, and may have set its variables
         reps = len(times[0]) if times else 0
         guards = [[g for launch, _, _ in own_steps for g in launch.guard_problems()] for own_steps in steps]
         digest_lists = [None if d is None else [int(x) for x in d[:reps * outputs].get()] for d in digests]
@@ -454,17 +469,22 @@ def job_repeat(state: WorkerState, job: RepeatJob) -> RepeatReply:
             launch.hold(_reference(state, spec, job.sizes, job.seed, "", host_args, job.reference))
         module = state.module(c.cubin)
         module.restore()
-        outputs = len(spec.outputs)
+        outputs, variables = len(spec.outputs), len(module.globals)
         digests = cp.zeros(job.launches * outputs, dtype=cp.uint64)
+        held = cp.zeros(job.launches * variables, dtype=cp.uint64)  # the module's state after each launch
         for r in range(job.launches):
             launch.reset()
             launch.run(module)
             launch.digest_outputs(digests, r * outputs)
-        found = [int(x) for x in digests.get()]
+            module.digest_state(state, held, r * variables)
+        module.fresh = False
+        found, states = read_back(cp, [digests, held])
         guards = launch.guard_problems()
     finally:
         launch.release()
-    return RepeatReply(digests=found, guards=guards)
+    moved = state_moves(module.names, states.reshape(job.launches, variables))
+    return RepeatReply(digests=[int(x) for x in found], guards=guards,
+                       moved=[f"{name} (moved by launch {row + 1})" for name, row in moved.items()])
 
 
 def job_outputs(state: WorkerState, job: OutputsJob) -> OutputsReply:

@@ -25,6 +25,10 @@ from porter.gate.summary import OutputSummary
 # torch.zeros leaves). A kernel that skips work when it sees "already computed" outputs, leans on
 # NaN arithmetic (fmaxf(NaN, v) = v) or writes only where an output is not yet zero fails one.
 INITIAL_STATES = ("poison", "random", "zeros")
+# What a module variable left moved after a launch means, as every gate says it (the worker's
+# cases and launches in a row, the emulator's cases): see ``state.state_moves`` for why.
+STATE_MOVES = ("a kernel whose state moves from launch to launch can break at a launch after the last one checked; "
+               "only a module's first launch may set a variable for good")
 
 Outputs = dict[str, np.ndarray]
 # Where a case's outputs are compared with the reference: on the GPU, by the worker, an output
@@ -92,7 +96,8 @@ class CaseReply:
     started from, the reference (None when it was ``held``, or judged on the device and not asked
     for), out-of-bounds writes, inputs the kernel changed, the first run's output digests (0 for an
     output declared nondeterministic), the kernel's seconds and, where buffers could not be fenced,
-    why. A case judged on the device where every output of every run passed (and no output declared
+    why, and the module variables its launches left other than they found them. A case judged on
+    the device where every output of every run passed (and no output declared
     deterministic differs between runs) has ``summaries`` (per run, per output) and no ``outputs``;
     any other case has ``outputs`` and no ``summaries``, and is judged on the host."""
 
@@ -106,6 +111,7 @@ class CaseReply:
     kernel_s: float = 0.0
     fence: str = ""
     worker_s: float = 0.0
+    moved: list[str] = field(default_factory=list)  # module variables the case's launches moved (state.state_moves)
 
 
 @dataclass(frozen=True)
@@ -180,10 +186,13 @@ class RepeatJob:
 
 @dataclass(frozen=True)
 class RepeatReply:
-    """One number per output per launch (as :class:`TimeReply`'s digests), and the guard problems."""
+    """One number per output per launch (as :class:`TimeReply`'s digests), the guard problems, and
+    the module variables a launch after the first left other than it found them, each with the
+    first launch that did (see ``state.state_moves``)."""
 
     digests: list[int]
     guards: list[str]
+    moved: list[str] = field(default_factory=list)
     worker_s: float = 0.0
 
 

@@ -109,11 +109,15 @@ class LoadedModule:
         self.module = module
         self._functions: dict[str, tuple[Any, int]] = {}  # entry -> (function, opt-in shared bytes)
         self.globals: list[tuple[Any, Any]] = []
+        self.names: list[str] = []  # the variables' names, in the order of ``globals``
+        # no launch since it loaded or was restored: the next may set its variables for good (see state_moves)
+        self.fresh = True
         for var in module_globals(cubin):
             if var.size <= 0:
                 continue
             view = cp.ndarray((var.size,), dtype=cp.uint8, memptr=module.get_global(var.name))
             self.globals.append((view, view.copy()))
+            self.names.append(var.name)
 
     def function(self, entry: str, shared: int) -> Any:
         """The kernel ``entry``, allowed ``shared`` bytes of dynamic shared memory (asked of the
@@ -131,6 +135,32 @@ class LoadedModule:
     def restore(self) -> None:
         for view, image in self.globals:
             view[...] = image
+        self.fresh = True
+
+    def digest_state(self, device: WorkerState, out: Any, first: int) -> None:
+        """The keyed digest of each variable, in order, into ``out[first:]`` (a uint64 device array,
+        zeroed), in stream order and not read: what :func:`state_moves` compares."""
+        for k, (view, _) in enumerate(self.globals):
+            device.digest(view, out, first + k)
+
+
+def state_moves(names: list[str], states: np.ndarray) -> dict[str, int]:
+    """The module variables (``names``) that moved between consecutive rows of ``states`` (one
+    row of :meth:`LoadedModule.digest_state` digests per state, in launch order), each with the
+    first row that differs from the one before it.
+
+    Why the gate holds a module to this: it checks a few launches, and a program makes many. A
+    kernel that leaves its module's variables as it found them starts every later launch from a
+    state a checked launch started from, so what was checked holds for them; one whose state moves
+    (a launch counter, a cache keyed on its arguments) can break at the launch after the last
+    one checked, whatever that number is. Only a module's first launch (after it loaded or was
+    restored) may set a variable for good: the rows start after it."""
+    moved: dict[str, int] = {}
+    for row in range(1, len(states)):
+        for name, before, after in zip(names, states[row - 1], states[row], strict=True):
+            if before != after:
+                moved.setdefault(name, row)
+    return moved
 
 
 class WorkerState:
