@@ -210,23 +210,21 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
     the module variables the case's launches left other than they found them."""
     launches: list[Launch] = []
     pending: list[Pending] = []
-    # The module's variables before the case and after it (after its first run where that was the
-    # module's first launch, which may set them for good): see state.state_moves.
-    variables, exempt = len(module.globals), module.fresh
-    held = state.cp.zeros(2 * variables, dtype=state.cp.uint64)
+    # The module's variables as the case found them (as its first run left them where that was the
+    # module's first launch, which may set them for good), compared after its last: state.state_moves.
+    exempt = module.fresh
+    found_state = None if exempt else module.snapshot()
     try:
-        if not exempt:
-            module.digest_state(state, held, 0)
         for k, initial in enumerate(initials):
             candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
             candidate.reset(initial)
             candidate.run(module)
             module.fresh = False
-            if k == 0 and exempt:
-                module.digest_state(state, held, 0)
+            if found_state is None:
+                found_state = module.snapshot()
             pending.append(candidate.check())
             launches.append(candidate)
-        module.digest_state(state, held, variables)
+        held = module.moved(found_state or [])
         # Every earlier run's outputs as they are behind the last launch: as that run left them, or
         # a later launch wrote into them.
         again = digests(state, [c.buffers[p.name].data for c in launches[:-1] for p in spec.outputs])
@@ -253,7 +251,7 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
                                "the buffers of an earlier one")
     if judging is not None and compared is not None:
         judging.first_compared(compared, found[-1])
-    return launches, settled, list(state_moves(module.names, found[len(launches) + 1].reshape(2, variables)))
+    return launches, settled, list(state_moves(module.names, found[len(launches) + 1]))
 
 
 class _Judging:
@@ -469,22 +467,24 @@ def job_repeat(state: WorkerState, job: RepeatJob) -> RepeatReply:
             launch.hold(_reference(state, spec, job.sizes, job.seed, "", host_args, job.reference))
         module = state.module(c.cubin)
         module.restore()
-        outputs, variables = len(spec.outputs), len(module.globals)
+        outputs = len(spec.outputs)
         digests = cp.zeros(job.launches * outputs, dtype=cp.uint64)
-        held = cp.zeros(job.launches * variables, dtype=cp.uint64)  # the module's state after each launch
+        moves = []  # per launch after the first: which variables it left other than it found them
         for r in range(job.launches):
+            found_state = module.snapshot() if r > 0 else []
             launch.reset()
             launch.run(module)
             launch.digest_outputs(digests, r * outputs)
-            module.digest_state(state, held, r * variables)
+            if r > 0 and module.globals:
+                moves.append(module.moved(found_state))
         module.fresh = False
-        found, states = read_back(cp, [digests, held])
+        found, flags = read_back(cp, [digests, cp.concatenate(moves) if moves else cp.zeros(0, dtype=cp.uint64)])
         guards = launch.guard_problems()
     finally:
         launch.release()
-    moved = state_moves(module.names, states.reshape(job.launches, variables))
+    moved = state_moves(module.names, flags)  # row r: launch r + 2
     return RepeatReply(digests=[int(x) for x in found], guards=guards,
-                       moved=[f"{name} (moved by launch {row + 1})" for name, row in moved.items()])
+                       moved=[f"{name} (moved by launch {row + 2})" for name, row in moved.items()])
 
 
 def job_outputs(state: WorkerState, job: OutputsJob) -> OutputsReply:

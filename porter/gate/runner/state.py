@@ -106,7 +106,7 @@ class LoadedModule:
     def __init__(self, cp: Any, module: Any, cubin: bytes) -> None:
         from porter.gate.runner.cubin import module_globals
 
-        self.module = module
+        self.cp, self.module = cp, module
         self._functions: dict[str, tuple[Any, int]] = {}  # entry -> (function, opt-in shared bytes)
         self.globals: list[tuple[Any, Any]] = []
         self.names: list[str] = []  # the variables' names, in the order of ``globals``
@@ -137,17 +137,22 @@ class LoadedModule:
             view[...] = image
         self.fresh = True
 
-    def digest_state(self, device: WorkerState, out: Any, first: int) -> None:
-        """The keyed digest of each variable, in order, into ``out[first:]`` (a uint64 device array,
-        zeroed), in stream order and not read: what :func:`state_moves` compares."""
-        for k, (view, _) in enumerate(self.globals):
-            device.digest(view, out, first + k)
+    def snapshot(self) -> list[Any]:
+        """A copy of each variable's bytes, made on the device in stream order: what :meth:`moved`
+        compares with. (A copy, not porter's digest: a variable may start at any byte, and the
+        digest reads words.)"""
+        return [view.copy() for view, _ in self.globals]
+
+    def moved(self, snapshot: list[Any]) -> Any:
+        """1 for each variable whose bytes differ from ``snapshot``'s, else 0, as a uint64 device
+        array computed in stream order and not read."""
+        flags = [(view != kept).any() for (view, _), kept in zip(self.globals, snapshot, strict=True)]
+        return self.cp.stack(flags).astype(self.cp.uint64) if flags else self.cp.zeros(0, dtype=self.cp.uint64)
 
 
-def state_moves(names: list[str], states: np.ndarray) -> dict[str, int]:
-    """The module variables (``names``) that moved between consecutive rows of ``states`` (one
-    row of :meth:`LoadedModule.digest_state` digests per state, in launch order), each with the
-    first row that differs from the one before it.
+def state_moves(names: list[str], moved: np.ndarray) -> dict[str, int]:
+    """The module variables (``names``) that a launch moved, each with the first row of ``moved``
+    (one row of :meth:`LoadedModule.moved` flags a launch, or a case, in order) that says so.
 
     Why the gate holds a module to this: it checks a few launches, and a program makes many. A
     kernel that leaves its module's variables as it found them starts every later launch from a
@@ -155,12 +160,10 @@ def state_moves(names: list[str], states: np.ndarray) -> dict[str, int]:
     (a launch counter, a cache keyed on its arguments) can break at the launch after the last
     one checked, whatever that number is. Only a module's first launch (after it loaded or was
     restored) may set a variable for good: the rows start after it."""
-    moved: dict[str, int] = {}
-    for row in range(1, len(states)):
-        for name, before, after in zip(names, states[row - 1], states[row], strict=True):
-            if before != after:
-                moved.setdefault(name, row)
-    return moved
+    if not names:
+        return {}
+    moved = moved.reshape(-1, len(names))
+    return {name: int(np.argmax(column != 0)) for name, column in zip(names, moved.T, strict=True) if column.any()}
 
 
 class WorkerState:
