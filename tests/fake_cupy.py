@@ -15,6 +15,7 @@ import ctypes
 import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,6 +25,13 @@ __version__ = "fake"
 
 
 class ndarray(np.ndarray):  # CuPy's name
+    def __new__(cls, shape: Any, dtype: Any = float, memptr: Any = None) -> ndarray:
+        """As CuPy's: an array of its own, or (``memptr``) a view of memory that is already there."""
+        if memptr is None:
+            return np.ndarray.__new__(cls, shape, dtype)
+        count = int(np.prod(shape))
+        return at(memptr.ptr, count, dtype).reshape(shape).view(cls)
+
     @property
     def data(self) -> Any:  # type: ignore[override]
         return _Pointer(self.__array_interface__["data"][0])
@@ -129,16 +137,30 @@ def _fill_random(grid: Any, block: Any, out: Any, n: Any, key: Any) -> None:
 
 
 KERNELS: dict[str, Callable[..., None]] = {}  # entry -> body(grid, block, *args), for the next module loaded
+# The module variables of the last candidate module loaded, by name (its bytes): what its kernels'
+# bodies read and write, where a real kernel would address them.
+GLOBALS: dict[str, np.ndarray] = {}
 
 
 class RawModule:
     """porter's support module (``code=``), or a candidate's (``path=``): its kernels are the
-    bodies in :data:`KERNELS` when it is loaded."""
+    bodies in :data:`KERNELS` when it is loaded, its variables those the cubin at ``path`` declares
+    (porter reads them off the ELF), zeroed, in :data:`GLOBALS`."""
 
     def __init__(self, *, code: str | None = None, path: str | None = None) -> None:
+        from porter.gate.runner.cubin import module_globals
+
         bodies = ({"porter_scrub_shared": _scrub, "porter_digest": _digest, "porter_fill_random": _fill_random}
                   if code is not None else dict(KERNELS))
         self.functions = {name: _Function(body) for name, body in bodies.items()}
+        self.globals = {} if path is None else {
+            var.name: np.zeros(max(var.size, 1), np.uint8) for var in module_globals(Path(path).read_bytes())}
+        if path is not None:
+            GLOBALS.clear()
+            GLOBALS.update(self.globals)
+
+    def get_global(self, name: str) -> _Pointer:
+        return _Pointer(self.globals[name].ctypes.data)
 
     def get_function(self, name: str) -> _Function:
         if name not in self.functions:
