@@ -30,11 +30,11 @@ WHY = {
     "trap_if_written": "initial contents",
     # each counts launches in a __device__ variable keyed on its buffers, which moves at a case's second run
     # (until 2026-12-07: "repeated launches", "fault" and "illegal", each at the launch it broke at)
-    "first_launches": "left module variables",
-    "gemm_zero_inputs_when_timed": "left module variables",
+    "first_launches": "left module variable",
+    "gemm_zero_inputs_when_timed": "left module variable",
     "idle_at_default": "n=16777216",
-    "trap_after_n": "left module variables",
-    "trap_after_many": "left module variables",  # would trap at the 100th launch
+    "trap_after_n": "left module variable",
+    "trap_after_many": "left module variable",  # would trap at the 100th launch
     "token_wgmma": "minor share",
     "fingerprint_seed": "elements wrong",
     "hardcoded_alpha": "elements wrong",

@@ -29,7 +29,7 @@ from porter.gate.compare import compare, format_comparison
 from porter.gate.inputs import INITIAL, make_args, stream
 from porter.gate.plan import free_symbols_of, total_buffer_bytes, unannounced_sizes
 from porter.gate.runner.memory import initial_contents
-from porter.gate.runner.protocol import INITIAL_STATES, STATE_MOVES
+from porter.gate.runner.protocol import INITIAL_STATES, moved_reason
 from porter.gate.spec import Spec, declared_spec, load_spec
 from porter.gate.summary import output_terms
 from porter.gate.usercode import load_callable
@@ -366,9 +366,7 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
         except Exception as err:  # the emulator's or the reference's fault, not the kernel's
             return Gate("emulation", Status.ERROR, f"at {where}: {type(err).__name__}: {err}")
         if judged.status == Status.PASSED and k > 0 and (moved := state_moved(found, module)):
-            judged = replace(judged, status=Status.FAILED, reason=(
-                f"the launch left module variable{'s' if len(moved) > 1 else ''} {', '.join(moved)} other than "
-                f"it found {'them' if len(moved) > 1 else 'it'}: {STATE_MOVES}"))
+            judged = replace(judged, status=Status.FAILED, reason=f"the launch {moved_reason(moved)}")
         if judged.status != Status.PASSED:
             wrong = [format_comparison(c) for c in judged.outputs if not c.passed]
             return Gate("emulation", judged.status, f"at {where}: {judged.reason}",

@@ -21,7 +21,7 @@ from porter.gate.options import CheckOptions
 from porter.gate.plan import Case, CaseKey, total_buffer_bytes
 from porter.gate.references import ReferenceCache
 from porter.gate.runner.client import GpuRunner, WorkerFault, run_job
-from porter.gate.runner.protocol import PREFETCH_DEPTH, STATE_MOVES, CaseJob, CaseReply, Reference, Upcoming
+from porter.gate.runner.protocol import PREFETCH_DEPTH, CaseJob, CaseReply, Reference, Upcoming, moved_reason
 from porter.gate.spec import Spec
 from porter.gate.summary import output_terms
 from porter.gate.verdict import (
@@ -156,7 +156,7 @@ def _case_result(case: Case, reply: CaseReply, checks: list[OutputCheck], proble
     if reply.modified:
         reasons.append("wrote its input: " + "; ".join(reply.modified))
     if reply.moved:
-        reasons.append(f"left module variables other than it found them: {', '.join(reply.moved)}; {STATE_MOVES}")
+        reasons.append(moved_reason(reply.moved))
     reasons += problems
     if nondet:
         reasons.append("nondeterministic: " + "; ".join(nondet))

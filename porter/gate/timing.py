@@ -19,13 +19,13 @@ from porter.gate.plan import (
 from porter.gate.runner import rounds
 from porter.gate.runner.client import DeviceInfo, GpuRunner, WorkerFault, exclusive, run_job
 from porter.gate.runner.protocol import (
-    STATE_MOVES,
     Contender,
     Reference,
     RepeatJob,
     RepeatReply,
     TimeJob,
     TimeReply,
+    moved_reason,
 )
 from porter.gate.runner.rounds import per_set, within_target
 from porter.gate.spec import Spec
@@ -238,8 +238,7 @@ def timed_outputs_problems(reply: TimeReply, repeat: RepeatReply, keys: list[Cas
     if guards:
         problems.append(f"out-of-bounds write during the timed launches at {label}: {'; '.join(guards)}")
     if repeat.moved:
-        problems.append(f"the launches in a row at {label} left module variables other than they found them: "
-                        f"{', '.join(repeat.moved)}; {STATE_MOVES}")
+        problems.append(f"the launches in a row at {label}: a launch {moved_reason(repeat.moved)}")
     expected = [verified.get(key) for key in keys]
     digests = reply.digests[reply.of("candidate")]
     if not keys or not all(expected) or digests is None:

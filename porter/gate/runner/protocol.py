@@ -25,10 +25,6 @@ from porter.gate.summary import OutputSummary
 # torch.zeros leaves). A kernel that skips work when it sees "already computed" outputs, leans on
 # NaN arithmetic (fmaxf(NaN, v) = v) or writes only where an output is not yet zero fails one.
 INITIAL_STATES = ("poison", "random", "zeros")
-# What a module variable left moved after a launch means, as every gate says it (the worker's
-# cases and launches in a row, the emulator's cases): see ``state.state_moves`` for why.
-STATE_MOVES = ("a kernel whose state moves from launch to launch can break at a launch after the last one checked; "
-               "only a module's first launch may set a variable for good")
 
 Outputs = dict[str, np.ndarray]
 # Where a case's outputs are compared with the reference: on the GPU, by the worker, an output
@@ -221,3 +217,13 @@ Reply = CaseReply | TimeReply | RepeatReply | OutputsReply
 REPLY_TYPES: dict[type, type] = {CaseJob: CaseReply, TimeJob: TimeReply, RepeatJob: RepeatReply,
                                  OutputsJob: OutputsReply}
 EXCLUSIVE_OPS = frozenset({TimeJob.op})  # jobs that hold the GPU alone (timing)
+
+
+def moved_reason(names: list[str]) -> str:
+    """What a launch that left module variables (``names``) other than it found them is told, as
+    every gate says it (the worker's cases and launches in a row, the emulator's cases); see
+    ``state.state_moves`` for why the rule holds."""
+    many = len(names) > 1
+    return (f"left module variable{'s' if many else ''} {', '.join(names)} other than it found "
+            f"{'them' if many else 'it'}: a kernel whose state moves from launch to launch can break at a launch "
+            "after the last one checked; only a module's first launch may set a variable for good")
