@@ -399,7 +399,8 @@ def state_moved(found: dict[str, bytes], module: ModuleGlobals) -> list[str]:
     number is (the attack kernels ``first_launches`` and ``trap_after_n`` did, at the third). The
     first launch may set a variable for good (a one-time table, a "ready" flag): every later one
     then starts from that state, and is checked from it."""
-    return [name for name, kept in module.buffers.items() if found.get(name, kept.data.tobytes()) != kept.data.tobytes()]
+    now = module_image(module)
+    return [name for name, image in now.items() if found.get(name, image) != image]
 
 
 def _equivalent_case(case: CaseResult) -> str:

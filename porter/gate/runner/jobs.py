@@ -212,8 +212,7 @@ def _run_all(state: WorkerState, spec: Any, sizes: dict[str, int], host_args: di
     pending: list[Pending] = []
     # The module's variables as the case found them (as its first run left them where that was the
     # module's first launch, which may set them for good), compared after its last: state.state_moves.
-    exempt = module.fresh
-    found_state = None if exempt else module.snapshot()
+    found_state = None if module.fresh else module.snapshot()
     try:
         for k, initial in enumerate(initials):
             candidate = state.case_launch(spec, sizes, host_args, seed, kernel_key, k)
