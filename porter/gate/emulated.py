@@ -384,8 +384,8 @@ def emulation_gate(spec: Spec, ptx: str, seeds: tuple[int, ...], *, budget_s: fl
 
 
 def module_image(module: ModuleGlobals) -> dict[str, bytes]:
-    """The bytes of each module variable laid out so far (one a launch has not reached yet is still
-    its initializer, and absent here)."""
+    """The bytes of each module variable: every one of them after the module's first launch, which
+    lays out all the module's variables (``emu.calls.link``), none before it."""
     return {name: kept.data.tobytes() for name, kept in module.buffers.items()}
 
 
