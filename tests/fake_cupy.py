@@ -12,6 +12,7 @@ outputs.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -108,9 +109,10 @@ def at(pointer: int, count: int, dtype: Any) -> np.ndarray:
 
 
 class _Function:
-    def __init__(self, body: Callable[..., None]) -> None:
+    def __init__(self, body: Callable[..., None], local_size_bytes: int = 0) -> None:
         self.body = body
         self.max_dynamic_shared_size_bytes = 48 * 1024
+        self.local_size_bytes = local_size_bytes
         self.launches = 0
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...],
@@ -121,6 +123,32 @@ class _Function:
 
 def _scrub(grid: Any, block: Any, *args: Any) -> None:
     pass
+
+
+# Local memory: each thread slot's window (LIMITS["stack"] bytes), as the hardware keeps it: what a
+# kernel body wrote in a slot (through local_window) is there for the next kernel in that slot, until
+# porter's scrub writes over it. Slots are kept as kernels touch them.
+LOCAL: dict[int, bytearray] = {}
+SHARED_GPU = {"on": False}  # other work holds SMs: porter's local scrub cannot have them all at once
+
+
+def local_window(slot: int) -> bytearray:
+    """The window of thread slot ``slot`` (random bytes until a kernel writes it)."""
+    return LOCAL.setdefault(slot, bytearray(np.random.default_rng().integers(0, 256, LIMITS["stack"], np.uint8)))
+
+
+def _scrub_local(grid: Any, block: Any, key: Any, arrived: Any, target: Any, missed: Any, *, frame: int) -> None:
+    """porter's local scrub: each of its threads writes random bytes through its frame, which lies at
+    the top of its slot's window; on a shared GPU half its blocks run without the others beside them."""
+    threads = int(grid[0]) * int(block[0])
+    rng = np.random.default_rng(int(key))
+    for slot, window in LOCAL.items():
+        if slot < threads:
+            top = min(frame, len(window))
+            window[len(window) - top:] = rng.integers(0, 256, top, np.uint8).tobytes()
+    arrived[0] += np.uint64(grid[0])
+    if SHARED_GPU["on"]:
+        missed[0] += np.uint32(int(grid[0]) // 2)
 
 
 def _digest(grid: Any, block: Any, data: Any, n: Any, out: Any, slot: Any, key: Any) -> None:
@@ -147,12 +175,16 @@ class RawModule:
     bodies in :data:`KERNELS` when it is loaded, its variables those the cubin at ``path`` declares
     (porter reads them off the ELF), zeroed, in :data:`GLOBALS`."""
 
-    def __init__(self, *, code: str | None = None, path: str | None = None) -> None:
+    def __init__(self, *, code: str | None = None, path: str | None = None, options: tuple[str, ...] = ()) -> None:
         from porter.gate.runner.cubin import module_globals
 
-        bodies = ({"porter_scrub_shared": _scrub, "porter_digest": _digest, "porter_fill_random": _fill_random}
+        # the local scrub's frame: the words its source is compiled for, as NVRTC makes it
+        frame = 4 * sum(int(o.split("=")[1].rstrip("u")) for o in options if o.startswith("-DPORTER_LOCAL_WORDS="))
+        bodies = ({"porter_scrub_shared": _scrub, "porter_digest": _digest, "porter_fill_random": _fill_random,
+                   "porter_scrub_local": functools.partial(_scrub_local, frame=frame)}
                   if code is not None else dict(KERNELS))
-        self.functions = {name: _Function(body) for name, body in bodies.items()}
+        self.functions = {name: _Function(body, frame if name == "porter_scrub_local" else 0)
+                          for name, body in bodies.items()}
         self.globals = {} if path is None else {
             var.name: np.zeros(max(var.size, 1), np.uint8) for var in module_globals(Path(path).read_bytes())}
         if path is not None:
@@ -178,7 +210,7 @@ class _Device:
 
     def __init__(self, index: int = 0) -> None:
         self.attributes = {"L2CacheSize": 1 << 20, "MaxSharedMemoryPerBlockOptin": 227 << 10,
-                           "MultiProcessorCount": 4}
+                           "MultiProcessorCount": 4, "MaxThreadsPerMultiProcessor": 2048}
 
     def synchronize(self) -> None:
         pass
@@ -220,6 +252,9 @@ def get_pinned_memory_pool() -> _PinnedPool:
 cuda.alloc_pinned_memory = bytearray  # host memory the arrays are made in, as CuPy's pinned blocks
 cuda.MemoryPool = _MemoryPool
 cuda.using_allocator = _using_allocator
+# The context's local window a thread (cudaLimitStackSize), which a test may grow as a kernel's frame would.
+LIMITS = {"stack": 1024}
 cuda.runtime = SimpleNamespace(memsetAsync=lambda ptr, value, nbytes, stream: None,
-                               memGetInfo=lambda: (1 << 36, 1 << 36))
+                               memGetInfo=lambda: (1 << 36, 1 << 36), cudaLimitStackSize=0,
+                               deviceGetLimit=lambda limit: LIMITS["stack"])
 cuda.get_current_stream = lambda: SimpleNamespace(ptr=0, record=lambda: SimpleNamespace(done=True))

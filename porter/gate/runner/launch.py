@@ -24,7 +24,7 @@ class Device(Protocol):
     def placement(self, placing: str, nbytes: int, align: int, rng: np.random.Generator,
                   family: layout.Family) -> Placement: ...
 
-    def scrub_shared(self) -> None: ...
+    def scrub_kernel_memory(self) -> None: ...
 
     def fill_random(self, data: Any, key: int) -> None: ...
 
@@ -169,7 +169,7 @@ class Launch:
     def reset(self, initial: str = "poison") -> None:
         """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
         INITIAL_STATES), the padding of padded buffers to its pattern, scratch random, every SM's
-        shared memory overwritten. Guard bands are written once and checked after each launch.
+        shared memory and every thread's local memory overwritten. Guard bands are written once and checked after each launch.
         The module's globals are left as the last launch left them, as in a program (a timed
         launch restores them first: see job_time)."""
         for index, p in enumerate(self.spec.params):
@@ -189,7 +189,7 @@ class Launch:
                     self._witness_read.pop(slot, None)
                     self._witness_due.add(slot)
                 buf.copy_from(self._pristine[p.name])
-        self.state.scrub_shared()
+        self.state.scrub_kernel_memory()
 
     def _initial(self, p: Any, index: int, initial: str) -> Any:
         """An output's whole buffer before a launch: the view poisoned, random or zero, the padding its pattern."""

@@ -1,5 +1,5 @@
 """What the GPU worker keeps between jobs: loaded modules, parsed specs, drawn inputs, cached
-references, porter's own kernels (shared-memory scrub, digest) and each run's case buffers."""
+references, porter's own kernels (memory scrubs, digest) and each run's case buffers."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from porter.gate import layout
 from porter.gate.layout import Placement
 from porter.gate.runner.digestkey import digest_key
 from porter.gate.runner.launch import Launch
+from porter.gate.runner.localmem import LocalScrub
+from porter.gate.runner.mix import MIX_SOURCE
 from porter.gate.runner.pinned import host_empty
 from porter.gate.runner.protocol import PREFETCH_DEPTH
 
@@ -33,15 +35,7 @@ def _nbytes(args: dict[str, Any]) -> int:
     return sum(v.nbytes for v in args.values() if isinstance(v, np.ndarray))
 
 
-_SUPPORT_SOURCE = r"""
-// splitmix64: a 64-bit mix of a key and a place, nothing a kernel could predict without the key.
-__device__ __forceinline__ unsigned long long porter_mix(unsigned long long key, unsigned long long place) {
-    unsigned long long z = key + place * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
+_SUPPORT_SOURCE = MIX_SOURCE + r"""
 // Random words (a mix of the key and the word's place): nothing a kernel could recognise.
 extern "C" __global__ void porter_scrub_shared(unsigned int words, unsigned long long key) {
     extern __shared__ unsigned int porter_shared[];
@@ -90,6 +84,7 @@ class _Support(NamedTuple):
     fill: Any
     most: int  # opt-in shared memory per block, bytes
     sms: int
+    local: LocalScrub
 
 
 class LoadedModule:
@@ -329,18 +324,30 @@ class WorkerState:
             most = int(attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
             scrub = module.get_function("porter_scrub_shared")
             scrub.max_dynamic_shared_size_bytes = most
+            sms = int(attributes["MultiProcessorCount"])
             self._support = _Support(scrub, module.get_function("porter_digest"),
-                                     module.get_function("porter_fill_random"), most,
-                                     int(attributes["MultiProcessorCount"]))
+                                     module.get_function("porter_fill_random"), most, sms,
+                                     LocalScrub(self.cp, sms, int(attributes["MaxThreadsPerMultiProcessor"])))
         return self._support
 
-    def scrub_shared(self) -> None:
-        """Overwrite the shared memory of every SM with random words, new for every launch, so that
-        nothing a launch left there is read by the next (shared memory is not cleared between
-        kernels) and no kernel can recognise porter's harness by what it finds there."""
+    def scrub_kernel_memory(self) -> None:
+        """Overwrite the memory every kernel has without a buffer, new random words for every launch,
+        so that nothing a launch left there is read by the next and no kernel can recognise porter's
+        harness by what it finds there: the shared memory of every SM (not cleared between kernels)
+        and the local memory of every thread slot (:mod:`porter.gate.runner.localmem`)."""
         support = self._support_module()
         key = np.uint64(int.from_bytes(os.urandom(8), "little"))
         support.scrub((2 * support.sms,), (256,), (np.uint32(support.most // 4), key), shared_mem=support.most)
+        support.local()
+
+    def kernel_memory_held(self) -> None:
+        """Raise unless every local-memory scrub so far held the whole GPU (see
+        :class:`~porter.gate.runner.localmem.LocalScrub`): a launch after one that did not may
+        have found what an earlier launch left in its frame."""
+        if self._support is not None and (missed := self._support.local.missed()):
+            raise RuntimeError(f"porter's local-memory scrub could not hold every SM at once ({missed} blocks "
+                               "waited out their time: other work shares this GPU), so a launch may have read "
+                               "what an earlier one left in local memory; this is porter's failure, not the kernel's")
 
     def fill_random(self, data: Any, key: int) -> None:
         """Fill the bytes ``data`` (a contiguous device array) with the random bytes of ``key``: one

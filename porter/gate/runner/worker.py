@@ -162,6 +162,7 @@ def _serve_jobs(conn: Any, state: WorkerState, parking: Parking) -> None:
         try:
             began = time.perf_counter()
             reply = profiler.run(run, state, unpark(msg))
+            state.kernel_memory_held()
             # The job's own seconds: what a call took beyond them is the transfer (tools/bench_gate.py).
             reply = replace(reply, worker_s=time.perf_counter() - began)
             conn.send({"ok": True, "reply": parking.park(reply)})
