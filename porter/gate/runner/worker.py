@@ -6,8 +6,9 @@ imports CuPy: this module is its loop; ``state``, ``launch``, ``memory`` and ``j
 
 A candidate is treated as an adversary that would pass by remembering, recognising or skipping.
 Every launch starts with its inputs uploaded afresh, its outputs set to an initial state (NaN
-poison, or random finite values: each case runs under both), scratch random and every SM's
-shared memory overwritten with random words. Consecutive cases at the same sizes reuse the same
+poison, or random finite values: each case runs under both), scratch random, and every SM's
+shared memory and every thread's local memory overwritten with random words (a job whose
+local-memory scrub could not hold the whole GPU fails, as porter's failure). Consecutive cases at the same sizes reuse the same
 buffers with new data, and module ``.global`` variables carry from case to case, as in a program
 that calls the kernel again and again; before every timed launch they are restored to their
 load-time image. Where buffers lie is drawn per run from one family for every kind of launch
