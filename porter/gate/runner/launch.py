@@ -169,8 +169,8 @@ class Launch:
     def reset(self, initial: str = "poison") -> None:
         """The state before a launch: inputs uploaded afresh, outputs set to ``initial`` (see
         INITIAL_STATES), the padding of padded buffers to its pattern, scratch random, every SM's
-        shared memory and every thread's local memory overwritten. Guard bands are written once and checked after each launch.
-        The module's globals are left as the last launch left them, as in a program (a timed
+        shared memory and every thread's local memory overwritten. Guard bands are written once and
+        checked after each launch. The module's globals are left as the last launch left them, as in a program (a timed
         launch restores them first: see job_time)."""
         for index, p in enumerate(self.spec.params):
             buf = self.buffers.get(p.name)

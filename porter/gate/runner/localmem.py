@@ -78,7 +78,7 @@ class LocalScrub:
                                "porter's local-memory scrub cannot fill its slots")
         self.cp, self.blocks_per_sm = cp, threads_per_sm // THREADS
         self.blocks = sms * self.blocks_per_sm
-        self._kernels: dict[int, Any] = {}  # window bytes (in words) -> the kernel whose frame covers it
+        self._kernels: dict[int, Any] = {}  # frame bytes asked for, and those made -> the kernel
         self._arrived = cp.zeros(1, dtype=cp.uint64)  # blocks of every launch so far that have written
         self._missed = cp.zeros(1, dtype=cp.uint32)  # blocks that stopped waiting for the others
         self._launches = 0
